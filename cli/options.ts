@@ -1,0 +1,118 @@
+/**
+ * Sidecar flags shared by `rt run` and `rt sidecar`, parsed with node:util parseArgs.
+ * Every flag also has an env form (RT_<FLAG>) for containers.
+ */
+import { parseArgs } from 'node:util';
+import { DEFAULT_OPTIONS, type StartOptions } from '../sidecar/src/sidecar.ts';
+import { parseDuration } from '../sidecar/src/util/duration.ts';
+
+export const SIDECAR_FLAGS = {
+  'app-id': { type: 'string' },
+  'app-port': { type: 'string' },
+  'app-protocol': { type: 'string' },
+  'app-channel-address': { type: 'string' },
+  'app-max-concurrency': { type: 'string' },
+  'enable-app-health-check': { type: 'boolean' },
+  'app-health-check-path': { type: 'string' },
+  'app-health-probe-interval': { type: 'string' },
+  'app-health-probe-timeout': { type: 'string' },
+  'app-health-threshold': { type: 'string' },
+  'http-port': { type: 'string' },
+  'grpc-port': { type: 'string' },
+  'metrics-port': { type: 'string' },
+  'listen-address': { type: 'string' },
+  'resources-path': { type: 'string', multiple: true },
+  config: { type: 'string' },
+  'log-level': { type: 'string' },
+  namespace: { type: 'string' },
+  'scheduler-host-address': { type: 'string' },
+  'data-dir': { type: 'string' },
+  mode: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export const SIDECAR_HELP = `sidecar options:
+  --app-id ID                       application id (required)
+  --app-port N                      port the app listens on (0 = no app)
+  --app-protocol http               protocol of the app channel
+  --app-channel-address HOST        host of the app (default 127.0.0.1)
+  --app-max-concurrency N           most concurrent calls to the app (-1 = unlimited)
+  --enable-app-health-check         probe the app's health path
+  --app-health-check-path PATH      default /healthz
+  --app-health-probe-interval DUR   default 5s
+  --app-health-probe-timeout DUR    default 500ms
+  --app-health-threshold N          failed probes before unhealthy (default 3)
+  --http-port N                     HTTP API port (default 3500)
+  --grpc-port N                     gRPC API port (default 50001)
+  --listen-address ADDR             bind address (default 127.0.0.1)
+  --resources-path DIR              resource YAML folder or file; repeatable
+  --config FILE                     a Configuration resource
+  --log-level LEVEL                 debug, info, warn, error (default info)
+  --scheduler-host-address A[,B]    scheduler gRPC addresses
+  --data-dir DIR                    embedded persistence folder (default ~/.rt/data)
+environment: RT_API_TOKEN (API token), RT_APP_API_TOKEN, RT_COMPONENTS_SOCKETS_FOLDER`;
+
+export class UsageError extends Error {}
+
+type Values = Record<string, string | boolean | string[] | undefined>;
+
+export function parseSidecarArgs(argv: string[], allowPositionals: boolean): { options: StartOptions; positionals: string[]; help: boolean } {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: SIDECAR_FLAGS, allowPositionals, strict: true });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const v = parsed.values as Values;
+  if (v.help) return { options: { appId: '' }, positionals: [], help: true };
+  const env = process.env;
+  const str = (flag: string, envName: string): string | undefined => (v[flag] as string | undefined) ?? env[envName];
+  const int = (flag: string, envName: string, min: number, max: number): number | undefined => {
+    const s = str(flag, envName);
+    if (s === undefined) return undefined;
+    const n = Number(s);
+    if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${flag} must be a whole number from ${min} to ${max}, got "${s}"`);
+    return n;
+  };
+  const dur = (flag: string, envName: string): number | undefined => {
+    const s = str(flag, envName);
+    if (s === undefined) return undefined;
+    const d = parseDuration(s);
+    if (d === undefined || d <= 0) throw new UsageError(`--${flag} must be a duration such as 5s or 500ms, got "${s}"`);
+    return d;
+  };
+  const appId = str('app-id', 'RT_APP_ID');
+  if (!appId) throw new UsageError('--app-id is required');
+  const protocol = str('app-protocol', 'RT_APP_PROTOCOL') ?? 'http';
+  if (protocol !== 'http' && protocol !== 'grpc') throw new UsageError(`--app-protocol must be http or grpc, got "${protocol}"`);
+  const resources = (v['resources-path'] as string[] | undefined) ?? (env.RT_RESOURCES_PATH ? env.RT_RESOURCES_PATH.split(',') : []);
+  const scheduler = str('scheduler-host-address', 'RT_SCHEDULER_HOST_ADDRESS');
+  const mode = str('mode', 'RT_MODE') ?? 'standalone';
+  if (mode !== 'standalone' && mode !== 'kubernetes') throw new UsageError(`--mode must be standalone or kubernetes, got "${mode}"`);
+  const options: StartOptions = {
+    appId,
+    appPort: int('app-port', 'RT_APP_PORT', 0, 65535),
+    appProtocol: protocol,
+    appChannelAddress: str('app-channel-address', 'RT_APP_CHANNEL_ADDRESS'),
+    appMaxConcurrency: int('app-max-concurrency', 'RT_APP_MAX_CONCURRENCY', -1, 1_000_000),
+    appHealthCheck: (v['enable-app-health-check'] as boolean | undefined) ?? (env.RT_ENABLE_APP_HEALTH_CHECK === 'true' ? true : undefined),
+    appHealthCheckPath: str('app-health-check-path', 'RT_APP_HEALTH_CHECK_PATH'),
+    appHealthProbeIntervalMs: dur('app-health-probe-interval', 'RT_APP_HEALTH_PROBE_INTERVAL'),
+    appHealthProbeTimeoutMs: dur('app-health-probe-timeout', 'RT_APP_HEALTH_PROBE_TIMEOUT'),
+    appHealthThreshold: int('app-health-threshold', 'RT_APP_HEALTH_THRESHOLD', 1, 1000),
+    httpPort: int('http-port', 'RT_HTTP_PORT', 0, 65535),
+    grpcPort: int('grpc-port', 'RT_GRPC_PORT', 0, 65535),
+    metricsPort: int('metrics-port', 'RT_METRICS_PORT', 0, 65535),
+    listenAddress: str('listen-address', 'RT_LISTEN_ADDRESS') ?? (mode === 'kubernetes' ? '0.0.0.0' : undefined),
+    resourcesPaths: resources,
+    configFile: str('config', 'RT_CONFIG'),
+    logLevel: str('log-level', 'RT_LOG_LEVEL'),
+    namespace: str('namespace', 'NAMESPACE') ?? DEFAULT_OPTIONS.namespace,
+    schedulerAddresses: scheduler ? scheduler.split(',').map((s) => s.trim()).filter(Boolean) : undefined,
+    dataDir: str('data-dir', 'RT_DATA_DIR'),
+    mode,
+    apiToken: env.RT_API_TOKEN || env.DAPR_API_TOKEN || undefined,
+    appApiToken: env.RT_APP_API_TOKEN || env.APP_API_TOKEN || undefined,
+  };
+  return { options, positionals: parsed.positionals, help: false };
+}

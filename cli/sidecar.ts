@@ -1,0 +1,28 @@
+/** `rt sidecar`: the sidecar alone, until SIGTERM/SIGINT. */
+import { startSidecar } from '../sidecar/src/sidecar.ts';
+import { SIDECAR_HELP, UsageError, parseSidecarArgs } from './options.ts';
+
+export async function sidecarCommand(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseSidecarArgs(argv, false);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      console.error(`rt sidecar: ${e.message}\n\n${SIDECAR_HELP}`);
+      return 2;
+    }
+    throw e;
+  }
+  if (parsed.help) {
+    console.log(`usage: rt sidecar --app-id ID [options]\n\n${SIDECAR_HELP}`);
+    return 0;
+  }
+  const sidecar = await startSidecar(parsed.options);
+  await new Promise<void>((resolve) => {
+    const stop = () => resolve();
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  });
+  await sidecar.close();
+  return 0;
+}

@@ -1,0 +1,221 @@
+/**
+ * The app channel: the sidecar's HTTP client toward its app (job triggers, input-binding
+ * events, discovery), plus health probing with the contract's Health options.
+ */
+import { Pool } from 'undici';
+import type { Logger } from 'pino';
+import type { SidecarOptions } from '../context.ts';
+
+export interface AppResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+export interface AppRequest {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE' | 'OPTIONS';
+  path: string;
+  body?: Uint8Array | string;
+  headers?: Record<string, string>;
+  /** Per-call timeout; default 60 s. */
+  timeoutMs?: number;
+}
+
+export class AppUnavailableError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'AppUnavailableError';
+  }
+}
+
+export class AppChannel {
+  private pool?: Pool;
+  private readonly log: Logger;
+  private readonly opts: SidecarOptions;
+  private healthy = false;
+  private failures = 0;
+  private probeTimer?: NodeJS.Timeout;
+  private readonly healthListeners: ((healthy: boolean) => void)[] = [];
+  private inFlight = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(opts: SidecarOptions, log: Logger) {
+    this.opts = opts;
+    this.log = log;
+    if (opts.appPort > 0) {
+      this.pool = new Pool(`http://${hostFor(opts.appChannelAddress)}:${opts.appPort}`, {
+        connections: 128,
+        pipelining: 1,
+        keepAliveTimeout: 30_000,
+      });
+    }
+  }
+
+  /** Whether there is an app to talk to at all. */
+  get enabled(): boolean {
+    return this.pool !== undefined;
+  }
+
+  get isHealthy(): boolean {
+    return this.healthy;
+  }
+
+  onHealthChange(l: (healthy: boolean) => void): void {
+    this.healthListeners.push(l);
+  }
+
+  async invoke(req: AppRequest): Promise<AppResponse> {
+    if (!this.pool) throw new AppUnavailableError('no app channel: the sidecar was started without an app port');
+    await this.acquire();
+    try {
+      const headers: Record<string, string> = { ...req.headers };
+      if (this.opts.appApiToken) {
+        headers['rt-api-token'] = this.opts.appApiToken;
+        headers['dapr-api-token'] = this.opts.appApiToken;
+      }
+      const timeout = req.timeoutMs ?? 60_000;
+      const res = await this.pool.request({
+        method: req.method,
+        path: req.path.startsWith('/') ? req.path : `/${req.path}`,
+        body: req.body as Buffer | string | undefined,
+        headers,
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+      });
+      const body = Buffer.from(await res.body.arrayBuffer());
+      const outHeaders: Record<string, string> = {};
+      for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) outHeaders[k] = Array.isArray(v) ? v.join(', ') : v;
+      return { status: res.statusCode, headers: outHeaders, body };
+    } catch (e) {
+      throw new AppUnavailableError(`app at ${this.opts.appChannelAddress}:${this.opts.appPort} did not answer ${req.method} ${req.path}: ${(e as Error).message}`, { cause: e });
+    } finally {
+      this.release();
+    }
+  }
+
+  /** Calls the app with a JSON body. */
+  async postJson(path: string, value: unknown, headers: Record<string, string> = {}): Promise<AppResponse> {
+    return this.invoke({ method: 'POST', path, body: JSON.stringify(value), headers: { 'content-type': 'application/json', ...headers } });
+  }
+
+  /** GET a discovery path; tries the rt path first and the ecosystem's path when it answers 404. */
+  async discover(rtPath: string, fallbackPath: string): Promise<unknown | undefined> {
+    for (const path of [rtPath, fallbackPath]) {
+      try {
+        const res = await this.invoke({ method: 'GET', path, timeoutMs: 5000 });
+        if (res.status === 404) continue;
+        if (res.status >= 300 || res.body.length === 0) return undefined;
+        return JSON.parse(res.body.toString('utf8'));
+      } catch (e) {
+        this.log.debug({ path, err: (e as Error).message }, 'app discovery call failed');
+        return undefined;
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Waits until the app's port accepts connections (or the health path answers 2xx when
+   * health checks are on). Resolves false on timeout.
+   */
+  async waitUntilReachable(timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+    if (!this.pool) return true;
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline && !signal?.aborted) {
+      if (await this.probeOnce()) {
+        this.setHealthy(true);
+        return true;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return false;
+  }
+
+  /** Starts periodic health probing (when app health checks are enabled). */
+  startHealthProbes(): void {
+    if (!this.pool || !this.opts.appHealthCheck) return;
+    const tick = async () => {
+      const ok = await this.probeOnce();
+      if (ok) {
+        this.failures = 0;
+        this.setHealthy(true);
+      } else if (++this.failures >= this.opts.appHealthThreshold) {
+        this.setHealthy(false);
+      }
+      this.probeTimer = setTimeout(tick, this.opts.appHealthProbeIntervalMs);
+      this.probeTimer.unref();
+    };
+    this.probeTimer = setTimeout(tick, this.opts.appHealthProbeIntervalMs);
+    this.probeTimer.unref();
+  }
+
+  private async probeOnce(): Promise<boolean> {
+    if (!this.pool) return true;
+    try {
+      if (this.opts.appHealthCheck) {
+        const res = await this.pool.request({
+          method: 'GET',
+          path: this.opts.appHealthCheckPath,
+          headersTimeout: this.opts.appHealthProbeTimeoutMs,
+          bodyTimeout: this.opts.appHealthProbeTimeoutMs,
+        });
+        await res.body.dump();
+        return res.statusCode >= 200 && res.statusCode < 300;
+      }
+      // without health checks, "reachable" means the port accepts a TCP connection
+      const { connect } = await import('node:net');
+      return await new Promise<boolean>((resolve) => {
+        const s = connect({ host: hostFor(this.opts.appChannelAddress).replace(/^\[|\]$/g, ''), port: this.opts.appPort });
+        const t = setTimeout(() => {
+          s.destroy();
+          resolve(false);
+        }, this.opts.appHealthProbeTimeoutMs);
+        s.once('connect', () => {
+          clearTimeout(t);
+          s.end();
+          resolve(true);
+        });
+        s.once('error', () => {
+          clearTimeout(t);
+          resolve(false);
+        });
+      });
+    } catch {
+      return false;
+    }
+  }
+
+  private setHealthy(h: boolean): void {
+    if (h === this.healthy) return;
+    this.healthy = h;
+    this.log.info({ healthy: h }, h ? 'app is healthy' : 'app is unhealthy');
+    for (const l of this.healthListeners) l(h);
+  }
+
+  // maxConcurrency: at most that many calls to the app at once (-1 / 0 = unlimited)
+  private async acquire(): Promise<void> {
+    const max = this.opts.appMaxConcurrency;
+    if (max <= 0) return;
+    if (this.inFlight < max) {
+      this.inFlight++;
+      return;
+    }
+    await new Promise<void>((r) => this.waiting.push(r));
+    this.inFlight++;
+  }
+
+  private release(): void {
+    if (this.opts.appMaxConcurrency <= 0) return;
+    this.inFlight--;
+    this.waiting.shift()?.();
+  }
+
+  async close(): Promise<void> {
+    if (this.probeTimer) clearTimeout(this.probeTimer);
+    await this.pool?.close().catch(() => undefined);
+  }
+}
+
+function hostFor(address: string): string {
+  return address.includes(':') && !address.startsWith('[') ? `[${address}]` : address;
+}

@@ -1,0 +1,53 @@
+/**
+ * Asks the app what it declares: programmatic subscriptions (GET /rt/subscribe, else
+ * /dapr/subscribe) and actor types (GET /rt/config, else /dapr/config).
+ */
+import type { SubscriptionInfo } from '../resources/types.ts';
+import type { AppChannel } from './channel.ts';
+
+export interface AppConfig {
+  entities: string[];
+}
+
+export async function discoverSubscriptions(app: AppChannel): Promise<SubscriptionInfo[]> {
+  const body = await app.discover('/rt/subscribe', '/dapr/subscribe');
+  if (!Array.isArray(body)) return [];
+  const out: SubscriptionInfo[] = [];
+  for (const s of body) {
+    if (typeof s !== 'object' || s === null) continue;
+    const o = s as Record<string, unknown>;
+    if (typeof o.pubsubname !== 'string' || typeof o.topic !== 'string') continue;
+    const rules: SubscriptionInfo['rules'] = [];
+    const routes = o.routes as Record<string, unknown> | undefined;
+    if (routes && typeof routes === 'object') {
+      if (Array.isArray(routes.rules)) {
+        for (const r of routes.rules) {
+          if (r && typeof r === 'object' && typeof (r as Record<string, unknown>).path === 'string') {
+            const rr = r as Record<string, unknown>;
+            rules.push({ match: typeof rr.match === 'string' ? rr.match : '', path: rr.path as string });
+          }
+        }
+      }
+      if (typeof routes.default === 'string') rules.push({ match: '', path: routes.default });
+    } else if (typeof o.route === 'string') {
+      rules.push({ match: '', path: o.route });
+    }
+    const metadata: Record<string, string> = {};
+    if (o.metadata && typeof o.metadata === 'object') for (const [k, v] of Object.entries(o.metadata)) metadata[k] = String(v);
+    out.push({
+      pubsubname: o.pubsubname,
+      topic: o.topic,
+      metadata,
+      rules,
+      deadLetterTopic: typeof o.deadLetterTopic === 'string' ? o.deadLetterTopic : '',
+      type: 'PROGRAMMATIC',
+    });
+  }
+  return out;
+}
+
+export async function discoverConfig(app: AppChannel): Promise<AppConfig> {
+  const body = await app.discover('/rt/config', '/dapr/config');
+  const entities = body && typeof body === 'object' && Array.isArray((body as Record<string, unknown>).entities) ? ((body as Record<string, unknown>).entities as unknown[]) : [];
+  return { entities: entities.filter((e): e is string => typeof e === 'string') };
+}

@@ -1,0 +1,16 @@
+/**
+ * The building blocks a sidecar runs, in order. Each is a folder under sidecar/src with a
+ * `setup(ctx)`; add a new one here.
+ */
+import type { SidecarContext } from './context.ts';
+import { setup as bindings } from './bindings/routes.ts';
+import { setup as inputBindings } from './bindings/input.ts';
+import { setup as metadata } from './metadata/routes.ts';
+import { setup as state } from './state/routes.ts';
+
+export type BlockSetup = (ctx: SidecarContext) => Promise<void>;
+
+/** Run before components are created: they may add component types to the catalog. */
+export const preComponentHooks: BlockSetup[] = [];
+
+export const buildingBlocks: BlockSetup[] = [metadata, state, bindings, inputBindings];

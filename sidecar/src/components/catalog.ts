@@ -1,0 +1,43 @@
+/**
+ * The catalog of component types this sidecar can instantiate, keyed by `spec.type`.
+ * Built-in types are listed here with lazy loaders; pluggable components add their
+ * discovered types at start (pluggable/), so the registry treats both alike.
+ */
+import type { ComponentCategory, ComponentTypeInfo } from './types.ts';
+
+export class ComponentCatalog {
+  private readonly types = new Map<string, ComponentTypeInfo>();
+
+  add(type: string, info: ComponentTypeInfo): void {
+    this.types.set(type, info);
+  }
+
+  get(type: string): ComponentTypeInfo | undefined {
+    return this.types.get(type);
+  }
+
+  has(type: string): boolean {
+    return this.types.has(type);
+  }
+
+  list(): string[] {
+    return [...this.types.keys()].sort();
+  }
+
+  static categoryOf(type: string): ComponentCategory | undefined {
+    const cat = type.split('.')[0];
+    const known: ComponentCategory[] = ['state', 'bindings', 'secretstores', 'pubsub', 'configuration', 'lock', 'workflow', 'middleware'];
+    return (known as string[]).includes(cat) ? (cat as ComponentCategory) : undefined;
+  }
+}
+
+/**
+ * Built-in component types. Each loader imports its module only when a Component of that
+ * type is loaded. Add a new built-in component here.
+ */
+export function builtinCatalog(): ComponentCatalog {
+  const c = new ComponentCatalog();
+  c.add('secretstores.local.file', { category: 'secretstores', load: async () => (await import('./secretstores/local.file/index.ts')).factory });
+  c.add('secretstores.local.env', { category: 'secretstores', load: async () => (await import('./secretstores/local.env/index.ts')).factory });
+  return c;
+}

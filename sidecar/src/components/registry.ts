@@ -1,0 +1,180 @@
+/**
+ * The loaded components of this sidecar. A resource source (files now, the operator's stream
+ * on a cluster) calls apply()/remove(); building blocks look components up by name.
+ */
+import type { Logger } from 'pino';
+import { ComponentCatalog } from './catalog.ts';
+import type {
+  Component,
+  ComponentContext,
+  ComponentSpec,
+  InputBinding,
+  OutputBinding,
+  SecretStore,
+  StateStore,
+} from './types.ts';
+
+export interface LoadedComponent {
+  spec: ComponentSpec;
+  instance: Component;
+}
+
+export interface ComponentInfo {
+  name: string;
+  type: string;
+  version: string;
+  capabilities: string[];
+}
+
+/** A component failed to load; names the component, its source and the cause. */
+export class ComponentInitError extends Error {
+  readonly component: string;
+  constructor(spec: ComponentSpec, cause: unknown) {
+    const why = cause instanceof Error ? cause.message : String(cause);
+    super(`component "${spec.name}" (${spec.type}/${spec.version}, from ${spec.source}) failed to initialise: ${why}`, { cause });
+    this.name = 'ComponentInitError';
+    this.component = spec.name;
+  }
+}
+
+type Listener = (event: 'added' | 'removed', c: LoadedComponent) => void;
+
+export class ComponentRegistry {
+  private readonly loaded = new Map<string, LoadedComponent>();
+  private readonly listeners: Listener[] = [];
+  readonly catalog: ComponentCatalog;
+  private readonly ctx: ComponentContext;
+  private readonly log: Logger;
+
+  constructor(catalog: ComponentCatalog, ctx: ComponentContext) {
+    this.catalog = catalog;
+    this.ctx = ctx;
+    this.log = ctx.log;
+  }
+
+  onChange(l: Listener): void {
+    this.listeners.push(l);
+  }
+
+  /**
+   * Creates and initialises a component, replacing one of the same name (hot update).
+   * Throws ComponentInitError unless the spec sets ignoreErrors (then logs and skips).
+   */
+  async apply(spec: ComponentSpec): Promise<LoadedComponent | undefined> {
+    try {
+      const instance = await this.create(spec);
+      const previous = this.loaded.get(spec.name);
+      this.loaded.set(spec.name, { spec, instance });
+      if (previous) {
+        this.emit('removed', previous);
+        await previous.instance.close().catch((e) => this.log.warn({ err: e, component: spec.name }, 'closing replaced component failed'));
+      }
+      const entry = { spec, instance };
+      this.emit('added', entry);
+      this.log.info({ component: spec.name, type: spec.type, version: spec.version }, 'component loaded');
+      return entry;
+    } catch (err) {
+      const e = err instanceof ComponentInitError ? err : new ComponentInitError(spec, err);
+      if (spec.ignoreErrors) {
+        this.log.warn({ component: spec.name }, `${e.message} (ignored: ignoreErrors is true)`);
+        return undefined;
+      }
+      throw e;
+    }
+  }
+
+  private async create(spec: ComponentSpec): Promise<Component> {
+    const info = this.catalog.get(spec.type);
+    if (!info) {
+      throw new ComponentInitError(spec, new Error(`unknown component type "${spec.type}"; known types: ${this.catalog.list().join(', ')}`));
+    }
+    const versions = info.versions ?? ['v1'];
+    if (!versions.includes(spec.version)) {
+      throw new ComponentInitError(spec, new Error(`version "${spec.version}" is not supported by ${spec.type}; supported: ${versions.join(', ')}`));
+    }
+    const factory = await info.load();
+    const instance = factory();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`init did not finish within initTimeout (${spec.initTimeoutMs} ms)`)), spec.initTimeoutMs);
+    });
+    try {
+      await Promise.race([instance.init(spec, this.ctx), timeout]);
+    } catch (err) {
+      await instance.close().catch(() => undefined);
+      throw new ComponentInitError(spec, err);
+    } finally {
+      clearTimeout(timer);
+    }
+    return instance;
+  }
+
+  async remove(name: string): Promise<void> {
+    const c = this.loaded.get(name);
+    if (!c) return;
+    this.loaded.delete(name);
+    this.emit('removed', c);
+    await c.instance.close();
+  }
+
+  get(name: string): LoadedComponent | undefined {
+    return this.loaded.get(name);
+  }
+
+  all(): LoadedComponent[] {
+    return [...this.loaded.values()];
+  }
+
+  /** Names of loaded components of one category (for "loaded ones are …" messages). */
+  namesOf(category: string): string[] {
+    return this.all().filter((c) => ComponentCatalog.categoryOf(c.spec.type) === category).map((c) => c.spec.name).sort();
+  }
+
+  stateStore(name: string): StateStore | undefined {
+    const c = this.loaded.get(name);
+    return c && ComponentCatalog.categoryOf(c.spec.type) === 'state' ? (c.instance as StateStore) : undefined;
+  }
+
+  outputBinding(name: string): OutputBinding | undefined {
+    const c = this.loaded.get(name);
+    if (!c || ComponentCatalog.categoryOf(c.spec.type) !== 'bindings') return undefined;
+    const i = c.instance as Partial<OutputBinding>;
+    return typeof i.invoke === 'function' ? (c.instance as OutputBinding) : undefined;
+  }
+
+  inputBindings(): { name: string; binding: InputBinding }[] {
+    return this.all()
+      .filter((c) => ComponentCatalog.categoryOf(c.spec.type) === 'bindings' && typeof (c.instance as Partial<InputBinding>).start === 'function')
+      .map((c) => ({ name: c.spec.name, binding: c.instance as InputBinding }));
+  }
+
+  secretStore(name: string): SecretStore | undefined {
+    const c = this.loaded.get(name);
+    return c && ComponentCatalog.categoryOf(c.spec.type) === 'secretstores' ? (c.instance as SecretStore) : undefined;
+  }
+
+  /** The state store flagged `actorStateStore: "true"`, if any. */
+  actorStateStore(): { name: string; store: StateStore } | undefined {
+    const c = this.all().find((x) => ComponentCatalog.categoryOf(x.spec.type) === 'state' && x.spec.metadata.actorStateStore?.toLowerCase() === 'true');
+    return c ? { name: c.spec.name, store: c.instance as StateStore } : undefined;
+  }
+
+  info(): ComponentInfo[] {
+    return this.all().map((c) => ({
+      name: c.spec.name,
+      type: c.spec.type,
+      version: c.spec.version,
+      capabilities: c.instance.capabilities(),
+    }));
+  }
+
+  async closeAll(): Promise<void> {
+    const all = this.all();
+    this.loaded.clear();
+    await Promise.allSettled(all.map((c) => c.instance.close()));
+  }
+
+  private emit(event: 'added' | 'removed', c: LoadedComponent): void {
+    for (const l of this.listeners) l(event, c);
+  }
+}

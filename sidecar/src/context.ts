@@ -1,0 +1,63 @@
+/**
+ * Options of one sidecar and the context handed to every building block at start.
+ * A building block is a folder with a `setup(ctx)` that adds routes, gRPC services and hooks.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { AppChannel } from './app/channel.ts';
+import type { ComponentRegistry } from './components/registry.ts';
+import type { GrpcServer } from './grpc/server.ts';
+import type { MetadataService } from './metadata/service.ts';
+import type { Resources } from './resources/types.ts';
+
+export interface SidecarOptions {
+  appId: string;
+  namespace: string;
+  /** 0 = no app. */
+  appPort: number;
+  appProtocol: 'http' | 'grpc';
+  appChannelAddress: string;
+  appHealthCheck: boolean;
+  appHealthCheckPath: string;
+  appHealthProbeIntervalMs: number;
+  appHealthProbeTimeoutMs: number;
+  appHealthThreshold: number;
+  appMaxConcurrency: number;
+  /** Bind address of the public API ports: 127.0.0.1 standalone, 0.0.0.0 in a pod. */
+  listenAddress: string;
+  httpPort: number;
+  grpcPort: number;
+  metricsPort: number;
+  resourcesPaths: string[];
+  configFile?: string;
+  /** API token: callers must send it in rt-api-token (or dapr-api-token). */
+  apiToken?: string;
+  /** Token the sidecar sends to the app (header rt-api-token / dapr-api-token). */
+  appApiToken?: string;
+  componentsSocketsFolder: string;
+  /** Scheduler gRPC addresses (host:port); empty = no scheduler. */
+  schedulerAddresses: string[];
+  /** Folder for embedded persistence (SQLite files); default ~/.rt/data. */
+  dataDir: string;
+  logLevel: string;
+  /** Set by `rt run`: CLI pid, app command … (go to metadata `extended`). */
+  extended: Record<string, string>;
+  mode: 'standalone' | 'kubernetes';
+  /** Maximum request body in bytes for the HTTP API. */
+  maxRequestBodyBytes: number;
+}
+
+export interface SidecarContext {
+  options: SidecarOptions;
+  log: Logger;
+  http: FastifyInstance;
+  grpc: GrpcServer;
+  components: ComponentRegistry;
+  resources: Resources;
+  metadata: MetadataService;
+  app: AppChannel;
+  /** Runs at shutdown, in reverse order of registration. */
+  onClose(fn: () => Promise<void> | void): void;
+  /** Runs once the app is reachable (or at once when there is no app). */
+  onAppReady(fn: () => Promise<void> | void): void;
+}

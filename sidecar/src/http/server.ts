@@ -1,0 +1,85 @@
+/**
+ * The sidecar's HTTP API server (fastify): JSON errors for everything, API token check,
+ * request logging with pino, raw-body scopes for endpoints that take "any content".
+ */
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { ApiError } from './errors.ts';
+import { tokenMatches } from './auth.ts';
+
+export interface HttpServerOptions {
+  log: Logger;
+  apiToken?: string;
+  bodyLimit: number;
+}
+
+/** Paths that answer without the API token (probes must work without secrets). */
+const OPEN_PATHS = new Set(['/v1.0/healthz', '/v1.0/healthz/outbound']);
+
+export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: opts.log as FastifyBaseLogger,
+    // request lines at debug from our own hook instead of fastify's two info lines
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: opts.bodyLimit,
+    // keys, names and ids may hold characters fastify would otherwise reject
+    routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false },
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  });
+
+  if (opts.apiToken) {
+    const token = opts.apiToken;
+    app.addHook('onRequest', async (req: FastifyRequest) => {
+      if (OPEN_PATHS.has(req.url.split('?')[0])) return;
+      const sent = req.headers['rt-api-token'] ?? req.headers['dapr-api-token'];
+      if (typeof sent !== 'string' || !tokenMatches(sent, token)) {
+        throw new ApiError(401, 'ERR_UNAUTHORIZED', 'missing or invalid API token: send it in the rt-api-token header');
+      }
+    });
+  }
+
+  app.addHook('onResponse', async (req, reply) => {
+    req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+  });
+
+  app.setErrorHandler((err: FastifyError | ApiError | Error, req: FastifyRequest, reply: FastifyReply) => {
+    const body = toErrorBody(err);
+    if (body.status >= 500) req.log.error({ err, url: req.url }, body.message);
+    else req.log.debug({ url: req.url, errorCode: body.errorCode }, body.message);
+    reply.status(body.status).type('application/json').send({ errorCode: body.errorCode, message: body.message, details: body.details });
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    reply.status(404).send({ errorCode: 'ERR_NOT_FOUND', message: `no API route for ${req.method} ${req.url.split('?')[0]}`, details: [] });
+  });
+
+  // Bodies that are not JSON reach handlers as Buffers; JSON parse errors become 400 JSON errors.
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+
+  return app as unknown as FastifyInstance;
+}
+
+/** Maps anything thrown in a handler to status + error body; framework 4xx stay 4xx. */
+export function toErrorBody(err: unknown): { status: number; errorCode: string; message: string; details: unknown[] } {
+  if (err instanceof ApiError) return { status: err.status, errorCode: err.errorCode, message: err.message, details: err.details };
+  const fe = err as Partial<FastifyError>;
+  const status = typeof fe.statusCode === 'number' ? fe.statusCode : 500;
+  if (status >= 400 && status < 500) {
+    const code = status === 413 ? 'ERR_REQUEST_TOO_LARGE' : status === 415 ? 'ERR_UNSUPPORTED_MEDIA_TYPE' : 'ERR_MALFORMED_REQUEST';
+    return { status, errorCode: code, message: fe.message ?? 'malformed request', details: [] };
+  }
+  return { status: 500, errorCode: 'ERR_INTERNAL', message: fe.message ?? String(err), details: [] };
+}
+
+/**
+ * Registers routes whose bodies must reach the handler untouched (as a Buffer, whatever the
+ * content type), e.g. workflow input and raised events, metadata attribute values.
+ */
+export async function rawBodyRoutes(app: FastifyInstance, register: (scope: FastifyInstance) => void | Promise<void>): Promise<void> {
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+    await register(scope);
+  });
+}

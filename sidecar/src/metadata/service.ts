@@ -1,0 +1,134 @@
+/**
+ * Everything GET /v1.0/metadata reports. Building blocks contribute through providers
+ * (actor types and counts, subscriptions, scheduler addresses) so this module stays small.
+ */
+import type { ComponentRegistry } from '../components/registry.ts';
+import type { SidecarOptions } from '../context.ts';
+import type { FeatureFlag, HttpEndpointResource, SubscriptionInfo } from '../resources/types.ts';
+import { formatDuration } from '../util/duration.ts';
+import { RUNTIME_VERSION } from '../version.ts';
+
+export interface ActorTypeCount {
+  type: string;
+  count: number;
+}
+
+export interface MetadataResponse {
+  id: string;
+  runtimeVersion: string;
+  enabledFeatures: string[];
+  actors: ActorTypeCount[];
+  extended: Record<string, string>;
+  components: { name: string; type: string; version: string; capabilities: string[] }[];
+  httpEndpoints: { name: string }[];
+  subscriptions: (Omit<SubscriptionInfo, 'rules'> & { rules: { match: string; path: string }[] })[];
+  appConnectionProperties: {
+    port: number;
+    protocol: string;
+    channelAddress: string;
+    maxConcurrency: number;
+    health: {
+      healthCheckPath: string;
+      healthProbeInterval: string;
+      healthProbeTimeout: string;
+      healthThreshold: number;
+    };
+  };
+  scheduler: { connected_addresses: string[] };
+}
+
+/** The key under `extended` that holds the runtime version; it cannot be overwritten. */
+export const RUNTIME_VERSION_KEY = 'runtimeVersion';
+
+export class MetadataService {
+  private readonly extended = new Map<string, string>();
+  private readonly actorProviders: (() => ActorTypeCount[])[] = [];
+  private readonly subscriptionProviders: (() => SubscriptionInfo[])[] = [];
+  private schedulerProvider: () => string[] = () => [];
+  private features: FeatureFlag[] = [];
+  private httpEndpoints: HttpEndpointResource[] = [];
+  private declarative: SubscriptionInfo[] = [];
+  private readonly options: SidecarOptions;
+  private readonly components: ComponentRegistry;
+
+  constructor(options: SidecarOptions, components: ComponentRegistry) {
+    this.options = options;
+    this.components = components;
+    for (const [k, v] of Object.entries(options.extended)) this.extended.set(k, v);
+    this.extended.set(RUNTIME_VERSION_KEY, RUNTIME_VERSION);
+  }
+
+  setExtended(name: string, value: string): void {
+    this.extended.set(name, value);
+  }
+
+  isReservedKey(name: string): boolean {
+    return name === RUNTIME_VERSION_KEY;
+  }
+
+  setFeatures(features: FeatureFlag[]): void {
+    this.features = features;
+  }
+
+  enabledFeatures(): string[] {
+    return this.features.filter((f) => f.enabled).map((f) => f.name);
+  }
+
+  isFeatureEnabled(name: string): boolean {
+    return this.features.some((f) => f.enabled && f.name === name);
+  }
+
+  setHttpEndpoints(list: HttpEndpointResource[]): void {
+    this.httpEndpoints = list;
+  }
+
+  setDeclarativeSubscriptions(list: SubscriptionInfo[]): void {
+    this.declarative = list;
+  }
+
+  addActorProvider(p: () => ActorTypeCount[]): void {
+    this.actorProviders.push(p);
+  }
+
+  addSubscriptionProvider(p: () => SubscriptionInfo[]): void {
+    this.subscriptionProviders.push(p);
+  }
+
+  setSchedulerProvider(p: () => string[]): void {
+    this.schedulerProvider = p;
+  }
+
+  snapshot(): MetadataResponse {
+    const o = this.options;
+    return {
+      id: o.appId,
+      runtimeVersion: RUNTIME_VERSION,
+      enabledFeatures: this.enabledFeatures(),
+      actors: this.actorProviders.flatMap((p) => p()),
+      extended: Object.fromEntries(this.extended),
+      components: this.components.info(),
+      httpEndpoints: this.httpEndpoints.map((e) => ({ name: e.name })),
+      subscriptions: [...this.declarative, ...this.subscriptionProviders.flatMap((p) => p())].map((s) => ({
+        pubsubname: s.pubsubname,
+        topic: s.topic,
+        metadata: s.metadata,
+        rules: s.rules,
+        deadLetterTopic: s.deadLetterTopic,
+        type: s.type,
+      })),
+      appConnectionProperties: {
+        port: o.appPort,
+        protocol: o.appProtocol,
+        channelAddress: o.appChannelAddress,
+        maxConcurrency: o.appMaxConcurrency,
+        health: {
+          healthCheckPath: o.appHealthCheckPath,
+          healthProbeInterval: formatDuration(o.appHealthProbeIntervalMs),
+          healthProbeTimeout: formatDuration(o.appHealthProbeTimeoutMs),
+          healthThreshold: o.appHealthThreshold,
+        },
+      },
+      scheduler: { connected_addresses: this.schedulerProvider() },
+    };
+  }
+}

@@ -1,0 +1,185 @@
+/**
+ * Starts one sidecar: HTTP + gRPC APIs, components from the resource source, the app channel
+ * and every building block. `startSidecar()` is what `rt run` and `rt sidecar` call.
+ */
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import pino, { type Logger } from 'pino';
+import { AppChannel } from './app/channel.ts';
+import { discoverConfig, discoverSubscriptions } from './app/discovery.ts';
+import { builtinCatalog, type ComponentCatalog } from './components/catalog.ts';
+import { ComponentRegistry } from './components/registry.ts';
+import type { SidecarContext, SidecarOptions } from './context.ts';
+import { GrpcServer } from './grpc/server.ts';
+import { createHttpServer } from './http/server.ts';
+import { MetadataService } from './metadata/service.ts';
+import { loadConfigurationFile, loadResources } from './resources/loader.ts';
+import { resolveSecrets } from './resources/secrets.ts';
+import type { Resources } from './resources/types.ts';
+import { buildingBlocks, preComponentHooks } from './blocks.ts';
+
+export const DEFAULT_OPTIONS: Omit<SidecarOptions, 'appId'> = {
+  namespace: 'default',
+  appPort: 0,
+  appProtocol: 'http',
+  appChannelAddress: '127.0.0.1',
+  appHealthCheck: false,
+  appHealthCheckPath: '/healthz',
+  appHealthProbeIntervalMs: 5000,
+  appHealthProbeTimeoutMs: 500,
+  appHealthThreshold: 3,
+  appMaxConcurrency: -1,
+  listenAddress: '127.0.0.1',
+  httpPort: 3500,
+  grpcPort: 50001,
+  metricsPort: 9090,
+  resourcesPaths: [],
+  componentsSocketsFolder: process.env.RT_COMPONENTS_SOCKETS_FOLDER || '/tmp/rt-components-sockets',
+  schedulerAddresses: [],
+  dataDir: join(homedir(), '.rt', 'data'),
+  logLevel: 'info',
+  extended: {},
+  mode: 'standalone',
+  maxRequestBodyBytes: 16 * 1024 * 1024,
+};
+
+export interface Sidecar {
+  ctx: SidecarContext;
+  httpPort: number;
+  grpcPort: number;
+  /** Graceful stop: in-flight requests finish, components are closed. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions extends Partial<SidecarOptions> {
+  appId: string;
+  logger?: Logger;
+  /** Extra component types (tests, embedders). */
+  catalog?: ComponentCatalog;
+}
+
+export async function startSidecar(input: StartOptions): Promise<Sidecar> {
+  const options: SidecarOptions = { ...DEFAULT_OPTIONS, ...stripUndefined(input) } as SidecarOptions;
+  const log = input.logger ?? pino({ level: options.logLevel, base: { app_id: options.appId, scope: 'rt' } });
+  const closers: (() => Promise<void> | void)[] = [];
+  const appReady: (() => Promise<void> | void)[] = [];
+
+  const http = createHttpServer({ log, apiToken: options.apiToken, bodyLimit: options.maxRequestBodyBytes });
+  const grpc = new GrpcServer(log, options.apiToken);
+  const app = new AppChannel(options, log);
+  const catalog = input.catalog ?? builtinCatalog();
+  const components = new ComponentRegistry(catalog, {
+    appId: options.appId,
+    namespace: options.namespace,
+    log,
+    deliverToApp: async (bindingName, event) => {
+      const res = await app.invoke({
+        method: 'POST',
+        path: `/${bindingName}`,
+        body: event.data,
+        headers: { 'content-type': event.contentType ?? 'application/json', ...prefixed(event.metadata) },
+      });
+      return { status: res.status, body: res.body };
+    },
+  });
+  const metadata = new MetadataService(options, components);
+  const resources: Resources = { components: [], subscriptions: [], httpEndpoints: [] };
+
+  const ctx: SidecarContext = {
+    options,
+    log,
+    http,
+    grpc,
+    components,
+    resources,
+    metadata,
+    app,
+    onClose: (fn) => closers.push(fn),
+    onAppReady: (fn) => appReady.push(fn),
+  };
+
+  const close = async () => {
+    log.info('shutting down');
+    await http.close().catch(() => undefined);
+    for (const fn of closers.reverse()) await Promise.resolve(fn()).catch((e) => log.warn({ err: e }, 'shutdown step failed'));
+    await grpc.close();
+    await app.close();
+    await components.closeAll();
+  };
+
+  try {
+    // 1. resources
+    const loadOpts = { appId: options.appId, namespace: options.namespace };
+    Object.assign(resources, await loadResources(options.resourcesPaths, loadOpts));
+    if (options.configFile) resources.configuration = await loadConfigurationFile(options.configFile, loadOpts);
+    metadata.setFeatures(resources.configuration?.features ?? []);
+    metadata.setHttpEndpoints(resources.httpEndpoints);
+    metadata.setDeclarativeSubscriptions(resources.subscriptions);
+
+    // 2. hooks that add component types (pluggable components discovered on sockets)
+    for (const hook of preComponentHooks) await hook(ctx);
+
+    // 3. components: secret stores first, since other components' secretKeyRefs need them
+    const ordered = [...resources.components].sort((a, b) => rank(a.spec.type) - rank(b.spec.type));
+    for (const raw of ordered) {
+      const spec = await resolveSecrets(raw, components, options.mode === 'kubernetes' ? 'kubernetes' : undefined).catch((e) => {
+        if (raw.spec.ignoreErrors) {
+          log.warn({ component: raw.spec.name }, `${(e as Error).message} (ignored: ignoreErrors is true)`);
+          return undefined;
+        }
+        throw e;
+      });
+      if (spec) await components.apply(spec);
+    }
+
+    // 4. building blocks: routes, gRPC services, background work
+    http.get('/v1.0/healthz', async (_req, reply) => reply.status(204).send());
+    http.get('/v1.0/healthz/outbound', async (_req, reply) => reply.status(204).send());
+    for (const block of buildingBlocks) await block(ctx);
+
+    // 5. listen
+    await http.listen({ host: options.listenAddress, port: options.httpPort });
+    const httpPort = (http.server.address() as { port: number }).port;
+    const grpcPort = await grpc.listen(options.listenAddress, options.grpcPort);
+    log.info({ httpPort, grpcPort, appId: options.appId }, `rt sidecar ready: HTTP on ${options.listenAddress}:${httpPort}, gRPC on ${options.listenAddress}:${grpcPort}`);
+
+    // 6. the app: once reachable, discovery and app-ready hooks (input bindings, job delivery)
+    const startApp = async () => {
+      if (app.enabled) {
+        const ok = await app.waitUntilReachable(Number.POSITIVE_INFINITY, abort.signal);
+        if (!ok) return;
+        const [subs, cfg] = await Promise.all([discoverSubscriptions(app), discoverConfig(app)]);
+        metadata.addSubscriptionProvider(() => subs);
+        metadata.addActorProvider(() => cfg.entities.map((type) => ({ type, count: 0 })));
+        app.startHealthProbes();
+      }
+      for (const fn of appReady) await fn();
+    };
+    const abort = new AbortController();
+    closers.unshift(() => abort.abort());
+    const appStarted = startApp().catch((e) => log.error({ err: e }, 'app start hooks failed'));
+    closers.unshift(async () => {
+      abort.abort();
+      await appStarted;
+    });
+
+    return { ctx, httpPort, grpcPort, close };
+  } catch (e) {
+    await close().catch(() => undefined);
+    throw e;
+  }
+}
+
+function rank(type: string): number {
+  return type.startsWith('secretstores.') ? 0 : 1;
+}
+
+function prefixed(md: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(md)) if (/^[A-Za-z0-9-]+$/.test(k)) out[`metadata.${k}`] = v;
+  return out;
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
