@@ -1,0 +1,169 @@
+/**
+ * Shared pieces of the benchmarks: an HTTP load generator (closed loop at fixed concurrency,
+ * or open loop at a fixed rate), percentiles, child processes to measure, and the table every
+ * benchmark prints with its anchor side by side.
+ *
+ * The load generator runs in the benchmark's own process; whatever is measured runs in a child
+ * process, so the two do not share an event loop.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { Pool } from 'undici';
+
+export interface LoadOptions {
+  url: string;
+  method?: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  headers?: Record<string, string>;
+  /** A fixed body, or one made per request (i = request number). */
+  body?: string | Buffer | ((i: number) => string | Buffer);
+  /** Concurrent requests in flight (closed loop). Default 32. */
+  concurrency?: number;
+  /** How long to run. Default 5 s. */
+  durationMs?: number;
+  /** Open loop: send at this many requests per second instead of as fast as possible. */
+  rate?: number;
+  /** Statuses that count as success; default 2xx. */
+  ok?: (status: number) => boolean;
+}
+
+export interface LoadResult {
+  requests: number;
+  errors: number;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+/** Drives one URL and reports throughput and latency percentiles. */
+export async function load(opts: LoadOptions): Promise<LoadResult> {
+  const u = new URL(opts.url);
+  const concurrency = opts.concurrency ?? 32;
+  const pool = new Pool(u.origin, { connections: concurrency, pipelining: 1 });
+  const durationMs = opts.durationMs ?? 5000;
+  const ok = opts.ok ?? ((s: number) => s >= 200 && s < 300);
+  const path = u.pathname + u.search;
+  const lat: number[] = [];
+  let errors = 0;
+  let n = 0;
+  const one = async () => {
+    const i = n++;
+    const body = typeof opts.body === 'function' ? opts.body(i) : opts.body;
+    const t0 = performance.now();
+    try {
+      const res = await pool.request({ method: opts.method ?? 'GET', path, headers: opts.headers, body });
+      await res.body.dump();
+      if (!ok(res.statusCode)) errors++;
+    } catch {
+      errors++;
+    }
+    lat.push(performance.now() - t0);
+  };
+  const start = performance.now();
+  const end = start + durationMs;
+  if (opts.rate) {
+    const interval = 1000 / opts.rate;
+    const inflight = new Set<Promise<void>>();
+    let next = start;
+    while (performance.now() < end) {
+      const now = performance.now();
+      while (next <= now) {
+        const p = one().finally(() => inflight.delete(p));
+        inflight.add(p);
+        next += interval;
+      }
+      await new Promise((r) => setTimeout(r, Math.max(0, Math.min(5, next - performance.now()))));
+    }
+    await Promise.all(inflight);
+  } else {
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (performance.now() < end) await one();
+      }),
+    );
+  }
+  const elapsed = (performance.now() - start) / 1000;
+  await pool.close();
+  lat.sort((a, b) => a - b);
+  return { requests: lat.length, errors, rps: lat.length / elapsed, p50Ms: percentile(lat, 50), p99Ms: percentile(lat, 99) };
+}
+
+/** The p-th percentile of an ascending array (nearest rank). */
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i];
+}
+
+/** Resident memory of a process in MB (Linux /proc). */
+export function rssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const m = /VmRSS:\s+(\d+) kB/.exec(status);
+  return m ? Number(m[1]) / 1024 : Number.NaN;
+}
+
+export interface Child {
+  proc: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a child process (e.g. `node cli/rt.ts sidecar ...`) and waits until `readyUrl`
+ * answers (any status), so the benchmark measures a warm server.
+ */
+export async function startChild(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; readyUrl?: string; timeoutMs?: number } = {}): Promise<Child> {
+  const proc = spawn(cmd, args, { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const stop = async () => {
+    if (proc.exitCode !== null) return;
+    proc.kill('SIGTERM');
+    await new Promise<void>((r) => {
+      const t = setTimeout(() => {
+        proc.kill('SIGKILL');
+        r();
+      }, 5000);
+      proc.once('exit', () => {
+        clearTimeout(t);
+        r();
+      });
+    });
+  };
+  if (opts.readyUrl) {
+    const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
+    for (;;) {
+      try {
+        await fetch(opts.readyUrl);
+        break;
+      } catch {
+        if (Date.now() > deadline || proc.exitCode !== null) {
+          await stop();
+          throw new Error(`${cmd} ${args.join(' ')} did not become ready at ${opts.readyUrl}`);
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+  return { proc, stop };
+}
+
+export type Row = Record<string, string | number>;
+
+/** Prints a titled markdown table (numbers rounded) so results paste into bench/README.md. */
+export function printTable(title: string, rows: Row[]): void {
+  const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const fmt = (v: string | number | undefined) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(v < 10 ? 2 : 0)) : (v ?? ''));
+  console.log(`\n### ${title}\n`);
+  console.log(`| ${cols.join(' | ')} |`);
+  console.log(`| ${cols.map(() => '---').join(' | ')} |`);
+  for (const r of rows) console.log(`| ${cols.map((c) => fmt(r[c])).join(' | ')} |`);
+}
+
+/** "0.83×" — a measured value against its anchor. */
+export function ratio(value: number, anchor: number): string {
+  return `${(value / anchor).toFixed(2)}×`;
+}
+
+/** One line naming the machine, printed by every benchmark. */
+export function machineLine(): string {
+  const c = cpus();
+  return `machine: ${c.length} × ${c[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}`;
+}
