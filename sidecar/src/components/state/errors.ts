@@ -19,3 +19,11 @@ export class EtagInvalidError extends Error {
     this.key = key;
   }
 }
+
+/** A request a store cannot accept (e.g. a bad ttlInSeconds, a key too long) (→ 400). */
+export class StateRequestError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StateRequestError';
+  }
+}

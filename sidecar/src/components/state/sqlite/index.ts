@@ -1,0 +1,154 @@
+/**
+ * state.sqlite: one table in a SQLite file through node:sqlite (no native addon to build).
+ *
+ * Metadata:
+ * - `connectionString` (required): a file path (parent folders are created), `file:<path>`,
+ *   or `:memory:`. Required because a store that silently lives in memory would lose data
+ *   a user expected to keep.
+ * - `tableName` (default `state`), `busyTimeout` (Go duration, default 5s),
+ *   `cleanupInterval` (Go duration, default 1h; 0 disables; expired rows are never returned).
+ *
+ * Etags come from a counter row in `<tableName>_meta` bumped inside each write's transaction,
+ * so they are unique in the file even across processes sharing it. WAL mode lets readers run
+ * beside a writer. node:sqlite is synchronous: a write's check-and-set cannot interleave with
+ * another request of this process.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import { parseDuration } from '../../../util/duration.ts';
+import type { ComponentSpec, StateFeature, StateItem, StateTransactionOperation } from '../../types.ts';
+import { checkConcurrency, requestEtag, sqlIdentifier, ttlSeconds } from '../common.ts';
+import { SyncStateStore } from '../sync-store.ts';
+
+const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR'];
+
+interface Statements {
+  get: StatementSync;
+  current: StatementSync;
+  nextEtag: StatementSync;
+  upsert: StatementSync;
+  del: StatementSync;
+  cleanup: StatementSync;
+}
+
+/** Parses `connectionString` into what DatabaseSync opens. */
+export function sqlitePath(connectionString: string | undefined): string {
+  const cs = (connectionString ?? '').trim();
+  if (!cs) throw new Error('metadata connectionString is required: a file path (e.g. ./data/state.db) or ":memory:"');
+  if (cs === ':memory:' || cs === 'file::memory:' || cs.startsWith('file::memory:?')) return ':memory:';
+  const path = cs.startsWith('file:') ? cs.slice(5).split('?')[0] : cs;
+  if (!path) throw new Error(`metadata connectionString "${cs}" names no file`);
+  return resolve(path);
+}
+
+class SqliteStateStore extends SyncStateStore {
+  protected readonly featureList = FEATURES;
+  private db?: DatabaseSync;
+  private st?: Statements;
+  private cleaner?: NodeJS.Timeout;
+
+  override async init(spec: ComponentSpec): Promise<void> {
+    const md = spec.metadata;
+    const path = sqlitePath(md.connectionString);
+    const table = sqlIdentifier(md.tableName || 'state', 'tableName');
+    const busyMs = md.busyTimeout ? parseDuration(md.busyTimeout) : 5000;
+    if (busyMs === undefined || busyMs < 0) throw new Error(`metadata busyTimeout "${md.busyTimeout}" is not a duration such as 5s`);
+    const cleanupMs = md.cleanupInterval ? parseDuration(md.cleanupInterval) : 3_600_000;
+    if (cleanupMs === undefined) throw new Error(`metadata cleanupInterval "${md.cleanupInterval}" is not a duration such as 1h`);
+
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    const { DatabaseSync } = await import('node:sqlite');
+    const db = new DatabaseSync(path, { timeout: Math.round(busyMs) });
+    this.db = db;
+    db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;');
+    db.exec(`CREATE TABLE IF NOT EXISTS "${table}" (
+      key TEXT NOT NULL PRIMARY KEY,
+      value BLOB NOT NULL,
+      etag INTEGER NOT NULL,
+      expires_at INTEGER
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS "${table}_expires_at" ON "${table}" (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE IF NOT EXISTS "${table}_meta" (name TEXT NOT NULL PRIMARY KEY, value INTEGER NOT NULL);
+    INSERT OR IGNORE INTO "${table}_meta" (name, value) VALUES ('etag', 0);`);
+    this.st = {
+      get: db.prepare(`SELECT value, etag, expires_at FROM "${table}" WHERE key = ? AND (expires_at IS NULL OR expires_at > ?)`),
+      current: db.prepare(`SELECT etag FROM "${table}" WHERE key = ? AND (expires_at IS NULL OR expires_at > ?)`),
+      nextEtag: db.prepare(`UPDATE "${table}_meta" SET value = value + 1 WHERE name = 'etag' RETURNING value`),
+      upsert: db.prepare(`INSERT INTO "${table}" (key, value, etag, expires_at) VALUES (?, ?, ?, ?)
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value, etag = excluded.etag, expires_at = excluded.expires_at`),
+      del: db.prepare(`DELETE FROM "${table}" WHERE key = ?`),
+      cleanup: db.prepare(`DELETE FROM "${table}" WHERE expires_at IS NOT NULL AND expires_at <= ?`),
+    };
+    if (cleanupMs > 0) {
+      this.cleaner = setInterval(() => this.cleanup(), cleanupMs);
+      this.cleaner.unref();
+    }
+  }
+
+  async ping(): Promise<void> {
+    this.statements().current.get('', Date.now());
+  }
+
+  override async close(): Promise<void> {
+    if (this.cleaner) clearInterval(this.cleaner);
+    const db = this.db;
+    this.db = undefined;
+    this.st = undefined;
+    if (db?.isOpen) db.close();
+  }
+
+  private statements(): Statements {
+    if (!this.st) throw new Error('sqlite state store is not open');
+    return this.st;
+  }
+
+  protected read(key: string): StateItem | undefined {
+    const row = this.statements().get.get(key, Date.now()) as { value: Uint8Array; etag: number; expires_at: number | null } | undefined;
+    if (!row) return undefined;
+    const item: StateItem = { key, value: Buffer.from(row.value.buffer, row.value.byteOffset, row.value.byteLength), etag: String(row.etag) };
+    if (row.expires_at !== null) item.metadata = { ttlExpireTime: new Date(row.expires_at).toISOString() };
+    return item;
+  }
+
+  /** Every write runs in one IMMEDIATE transaction: all operations or none. */
+  protected apply(ops: StateTransactionOperation[]): void {
+    const st = this.statements();
+    const db = this.db as DatabaseSync;
+    // validate what needs no database first, so a bad request never opens a transaction
+    const prepared = ops.map((op) => ({
+      op,
+      etag: requestEtag(op.request),
+      ttl: op.operation === 'upsert' ? ttlSeconds(op.request.metadata) : undefined,
+    }));
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      const now = Date.now();
+      for (const { op, etag, ttl } of prepared) {
+        const key = op.request.key;
+        const cur = st.current.get(key, now) as { etag: number } | undefined;
+        checkConcurrency(op.request, etag, cur ? String(cur.etag) : undefined);
+        if (op.operation === 'delete') {
+          st.del.run(key);
+        } else {
+          const next = (st.nextEtag.get() as { value: number }).value;
+          st.upsert.run(key, op.request.value, next, ttl === undefined ? null : now + ttl * 1000);
+        }
+      }
+      db.exec('COMMIT');
+    } catch (e) {
+      if (db.isTransaction) db.exec('ROLLBACK');
+      throw e;
+    }
+  }
+
+  private cleanup(): void {
+    try {
+      this.st?.cleanup.run(Date.now());
+    } catch {
+      // busy: the next round cleans up; reads never return expired rows anyway
+    }
+  }
+}
+
+export const factory = () => new SqliteStateStore();
