@@ -39,6 +39,8 @@ export function builtinCatalog(): ComponentCatalog {
   const c = new ComponentCatalog();
   c.add('secretstores.local.file', { category: 'secretstores', load: async () => (await import('./secretstores/local.file/index.ts')).factory });
   c.add('secretstores.local.env', { category: 'secretstores', load: async () => (await import('./secretstores/local.env/index.ts')).factory });
+  c.add('bindings.cloud.eventrouter', { category: 'bindings', load: async () => (await import('./bindings/eventgrid/index.ts')).factory });
+  c.add('bindings.azure.eventgrid', { category: 'bindings', load: async () => (await import('./bindings/eventgrid/index.ts')).factory });
   c.add('state.in-memory', { category: 'state', load: async () => (await import('./state/in-memory/index.ts')).factory });
   c.add('state.sqlite', { category: 'state', load: async () => (await import('./state/sqlite/index.ts')).factory });
   return c;
