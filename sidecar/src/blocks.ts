@@ -5,12 +5,14 @@
 import type { SidecarContext } from './context.ts';
 import { setup as bindings } from './bindings/routes.ts';
 import { setup as inputBindings } from './bindings/input.ts';
+import { setup as jobs } from './jobs/setup.ts';
 import { setup as metadata } from './metadata/routes.ts';
+import { setup as pluggable } from './pluggable/setup.ts';
 import { setup as state } from './state/routes.ts';
 
 export type BlockSetup = (ctx: SidecarContext) => Promise<void>;
 
 /** Run before components are created: they may add component types to the catalog. */
-export const preComponentHooks: BlockSetup[] = [];
+export const preComponentHooks: BlockSetup[] = [pluggable];
 
-export const buildingBlocks: BlockSetup[] = [metadata, state, bindings, inputBindings];
+export const buildingBlocks: BlockSetup[] = [metadata, state, jobs, bindings, inputBindings];

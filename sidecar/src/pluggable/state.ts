@@ -1,0 +1,151 @@
+/**
+ * A pluggable state store: the StateStore interface over dapr.proto.components.v1.StateStore
+ * (and TransactionalStateStore when the socket serves it).
+ */
+import type {
+  StateDeleteRequest,
+  StateFeature,
+  StateItem,
+  StateOptions,
+  StateSetRequest,
+  StateStore,
+  StateTransactionOperation,
+} from '../components/types.ts';
+import { SERVICES } from './apis.ts';
+import { PluggableComponent } from './component.ts';
+
+interface Etag {
+  value: string;
+}
+interface GetResponse {
+  data: Buffer;
+  etag: Etag | null;
+  metadata: Record<string, string>;
+  contentType: string;
+}
+interface BulkStateItem extends GetResponse {
+  key: string;
+  error: string;
+}
+
+const STATE_FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'ACTOR', 'QUERY_API', 'TTL'];
+
+export class PluggableStateStore extends PluggableComponent implements StateStore {
+  protected readonly api = 'state';
+  private featureList: string[] = [];
+  /** Set in init when the socket serves TransactionalStateStore. */
+  transact?: (ops: StateTransactionOperation[], metadata?: Record<string, string>) => Promise<void>;
+
+  protected async initialize(): Promise<void> {
+    await this.conn.unary(SERVICES.StateStore, 'Init', this.initRequest());
+    const res = await this.conn.unary<{ features: string[] }>(SERVICES.StateStore, 'Features', {});
+    const features = new Set(res.features.map((f) => f.toUpperCase()));
+    // the services the socket serves decide; a feature claimed without its service is dropped
+    const transactional = this.services.has(SERVICES.TransactionalStateStore);
+    if (transactional) features.add('TRANSACTIONAL');
+    else features.delete('TRANSACTIONAL');
+    if (this.services.has(SERVICES.QueriableStateStore)) features.add('QUERY_API');
+    else features.delete('QUERY_API');
+    this.featureList = [...features].sort();
+    this.transact = transactional ? (ops, md) => this.transactImpl(ops, md) : undefined;
+  }
+
+  protected pingService(): string {
+    return SERVICES.StateStore;
+  }
+
+  capabilities(): string[] {
+    return [...this.featureList];
+  }
+
+  features(): StateFeature[] {
+    return this.featureList.filter((f): f is StateFeature => (STATE_FEATURES as string[]).includes(f));
+  }
+
+  async get(key: string, metadata: Record<string, string> = {}): Promise<StateItem | undefined> {
+    const res = await this.call<GetResponse>(SERVICES.StateStore, 'Get', { key, metadata, consistency: consistency(metadata) }, { key });
+    return toItem(key, res);
+  }
+
+  async bulkGet(keys: string[], metadata: Record<string, string> = {}): Promise<(StateItem | undefined)[]> {
+    if (keys.length === 0) return [];
+    const res = await this.call<{ items: BulkStateItem[]; got: boolean }>(SERVICES.StateStore, 'BulkGet', {
+      items: keys.map((key) => ({ key, metadata, consistency: consistency(metadata) })),
+    });
+    // got=false: the store has no bulk get of its own
+    if (!res.got) return Promise.all(keys.map((k) => this.get(k, metadata)));
+    const byKey = new Map(res.items.map((i) => [i.key, i]));
+    return keys.map((key) => {
+      const item = byKey.get(key);
+      if (!item) return undefined;
+      if (item.error) throw new Error(`pluggable ${this.describe()} failed to get key "${key}": ${item.error}`);
+      return toItem(key, item);
+    });
+  }
+
+  async set(req: StateSetRequest): Promise<void> {
+    await this.call(SERVICES.StateStore, 'Set', setRequest(req), { key: req.key, write: true, withEtag: req.etag !== undefined });
+  }
+
+  async delete(req: StateDeleteRequest): Promise<void> {
+    await this.call(SERVICES.StateStore, 'Delete', deleteRequest(req), { key: req.key, write: true, withEtag: req.etag !== undefined });
+  }
+
+  async bulkSet(reqs: StateSetRequest[]): Promise<void> {
+    if (reqs.length === 0) return;
+    await this.call(SERVICES.StateStore, 'BulkSet', { items: reqs.map(setRequest) }, etagContext(reqs));
+  }
+
+  async bulkDelete(reqs: StateDeleteRequest[]): Promise<void> {
+    if (reqs.length === 0) return;
+    await this.call(SERVICES.StateStore, 'BulkDelete', { items: reqs.map(deleteRequest) }, etagContext(reqs));
+  }
+
+  private async transactImpl(ops: StateTransactionOperation[], metadata: Record<string, string> = {}): Promise<void> {
+    const operations = ops.map((op) => (op.operation === 'upsert' ? { set: setRequest(op.request) } : { delete: deleteRequest(op.request) }));
+    await this.call(SERVICES.TransactionalStateStore, 'Transact', { operations, metadata }, etagContext(ops.map((o) => o.request)));
+  }
+}
+
+/** Empty data and no etag is how a component says "no such key". */
+function toItem(key: string, res: GetResponse): StateItem | undefined {
+  if (!res.etag && res.data.length === 0) return undefined;
+  const metadata = { ...res.metadata };
+  if (res.contentType) metadata.contentType ??= res.contentType;
+  const item: StateItem = { key, value: new Uint8Array(res.data.buffer, res.data.byteOffset, res.data.byteLength) };
+  if (res.etag) item.etag = res.etag.value;
+  if (Object.keys(metadata).length > 0) item.metadata = metadata;
+  return item;
+}
+
+function setRequest(r: StateSetRequest) {
+  return {
+    key: r.key,
+    value: Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength),
+    etag: r.etag !== undefined ? { value: r.etag } : null,
+    metadata: r.metadata ?? {},
+    options: options(r.options),
+    contentType: r.metadata?.contentType ?? '',
+  };
+}
+
+function deleteRequest(r: StateDeleteRequest) {
+  return { key: r.key, etag: r.etag !== undefined ? { value: r.etag } : null, metadata: r.metadata ?? {}, options: options(r.options) };
+}
+
+function options(o: StateOptions | undefined) {
+  return {
+    concurrency: o?.concurrency === 'first-write' ? 'CONCURRENCY_FIRST_WRITE' : o?.concurrency === 'last-write' ? 'CONCURRENCY_LAST_WRITE' : 'CONCURRENCY_UNSPECIFIED',
+    consistency: o?.consistency === 'strong' ? 'CONSISTENCY_STRONG' : o?.consistency === 'eventual' ? 'CONSISTENCY_EVENTUAL' : 'CONSISTENCY_UNSPECIFIED',
+  };
+}
+
+function consistency(metadata: Record<string, string>): string {
+  return metadata.consistency === 'strong' ? 'CONSISTENCY_STRONG' : metadata.consistency === 'eventual' ? 'CONSISTENCY_EVENTUAL' : 'CONSISTENCY_UNSPECIFIED';
+}
+
+/** For bulk writes an etag error names the first key that carried an etag. */
+function etagContext(reqs: { key: string; etag?: string }[]) {
+  const withEtag = reqs.find((r) => r.etag !== undefined);
+  return { key: withEtag?.key ?? reqs[0]?.key, write: true, withEtag: withEtag !== undefined };
+}
