@@ -1,0 +1,73 @@
+/**
+ * How a sidecar talks to a scheduler: the same interface whether the scheduler runs in the
+ * sidecar's process (embedded standalone default, no network hop) or behind gRPC.
+ */
+import type { SchedulerEngine } from './engine.ts';
+import type { JobKey, JobOwnerRef, JobRecord, JobSpec, Target, Trigger } from './types.ts';
+
+/** Resolves true when the trigger was handled (ack success), false to fail it. */
+export type TriggerHandler = (t: Trigger) => Promise<boolean>;
+
+export interface SchedulerClient {
+  /** Addresses of the scheduler hosts this client has a live stream to (metadata). */
+  connectedAddresses(): string[];
+  schedule(key: JobKey, spec: JobSpec, overwrite: boolean): Promise<void>;
+  /** Throws SchedulerError kind 'not_found' when there is no such job. */
+  get(key: JobKey): Promise<JobRecord>;
+  delete(key: JobKey): Promise<void>;
+  list(ref: JobOwnerRef): Promise<JobRecord[]>;
+  /** Starts receiving the triggers of one app; call once. */
+  watch(target: Target, handler: TriggerHandler): void;
+  close(): Promise<void>;
+}
+
+/** A client calling an engine in the same process. */
+export class InProcessClient implements SchedulerClient {
+  private readonly engine: SchedulerEngine;
+  private disconnect?: () => void;
+  private readonly ownsEngine: boolean;
+
+  constructor(engine: SchedulerEngine, ownsEngine: boolean) {
+    this.engine = engine;
+    this.ownsEngine = ownsEngine;
+  }
+
+  /** No network address: an in-process scheduler is not a "connected scheduler host". */
+  connectedAddresses(): string[] {
+    return [];
+  }
+
+  schedule(key: JobKey, spec: JobSpec, overwrite: boolean): Promise<void> {
+    return this.engine.schedule(key, spec, overwrite);
+  }
+
+  get(key: JobKey): Promise<JobRecord> {
+    return this.engine.get(key);
+  }
+
+  delete(key: JobKey): Promise<void> {
+    return this.engine.delete(key);
+  }
+
+  list(ref: JobOwnerRef): Promise<JobRecord[]> {
+    return this.engine.list(ref);
+  }
+
+  watch(target: Target, handler: TriggerHandler): void {
+    const engine = this.engine;
+    this.disconnect = engine.connect(target, {
+      name: 'in-process',
+      send: (t) => {
+        handler(t).then(
+          (ok) => engine.ack(t.id, ok),
+          () => engine.ack(t.id, false),
+        );
+      },
+    });
+  }
+
+  async close(): Promise<void> {
+    this.disconnect?.();
+    if (this.ownsEngine) await this.engine.close();
+  }
+}

@@ -1,0 +1,401 @@
+/**
+ * The scheduler engine: keeps the owned jobs on a timer heap, fires each due job as a trigger
+ * to one connected sidecar of its app, and moves the job on when the sidecar acks.
+ *
+ * Delivery is at-least-once: progress is written after the ack, so a crash between the two
+ * fires that trigger again after restart. Fires missed while down are caught up in order,
+ * because each next fire follows the previous due time, not the clock.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { MinHeap } from './heap.ts';
+import type { JobStore, ProgressUpdate, StoreListener } from './store/types.ts';
+import {
+  DEFAULT_FAILURE_POLICY,
+  SchedulerError,
+  keyString,
+  targetString,
+  type JobKey,
+  type JobOwnerRef,
+  type JobRecord,
+  type JobSpec,
+  type Target,
+  type Trigger,
+} from './types.ts';
+import { buildRecord, nextFire, validateKey } from './validate.ts';
+
+/** A sidecar's stream as the engine sees it. */
+export interface Consumer {
+  /** Shown in logs. */
+  readonly name: string;
+  send(t: Trigger): void;
+}
+
+interface Live {
+  rec: JobRecord;
+  ks: string;
+  /** A trigger is out (or waiting for a retry): the job does not fire again until it settles. */
+  busy: boolean;
+  retryTimer?: NodeJS.Timeout;
+}
+
+interface Inflight {
+  trigger: Trigger;
+  ks: string;
+  gen: string;
+  consumer?: ConsumerSlot;
+  sentAt: number;
+}
+
+interface ConsumerSlot {
+  consumer: Consumer;
+  inflight: Set<string>;
+}
+
+interface TargetQueue {
+  consumers: ConsumerSlot[];
+  rr: number;
+  /** Triggers waiting for a sidecar of this app to connect. */
+  pending: Trigger[];
+}
+
+export interface EngineOptions {
+  log: Logger;
+  store: JobStore;
+  /** A trigger not acked within this time counts as failed. Default 120 s. */
+  ackTimeoutMs?: number;
+  /** Clock, for tests. */
+  now?: () => number;
+}
+
+export interface EngineStats {
+  jobs: number;
+  inflight: number;
+  pending: number;
+  fired: number;
+  acked: number;
+  failed: number;
+}
+
+const MAX_TIMER_MS = 60_000;
+
+export class SchedulerEngine implements StoreListener {
+  private readonly log: Logger;
+  readonly store: JobStore;
+  private readonly now: () => number;
+  private readonly ackTimeoutMs: number;
+  private readonly jobs = new Map<string, Live>();
+  private readonly heap = new MinHeap<{ at: number; ks: string; gen: string }>();
+  private readonly targets = new Map<string, TargetQueue>();
+  private readonly inflight = new Map<string, Inflight>();
+  private readonly progress = new Map<string, ProgressUpdate>();
+  private timer?: NodeJS.Timeout;
+  private timerAt = Number.POSITIVE_INFINITY;
+  private sweeper?: NodeJS.Timeout;
+  private flushing?: Promise<void>;
+  private flushQueued = false;
+  private nextTriggerId = 0;
+  private readonly idPrefix = randomUUID().slice(0, 8);
+  private closed = false;
+  readonly stats: EngineStats = { jobs: 0, inflight: 0, pending: 0, fired: 0, acked: 0, failed: 0 };
+
+  constructor(opts: EngineOptions) {
+    this.log = opts.log;
+    this.store = opts.store;
+    this.now = opts.now ?? Date.now;
+    this.ackTimeoutMs = opts.ackTimeoutMs ?? 120_000;
+  }
+
+  async start(): Promise<void> {
+    await this.store.start(this);
+    this.sweeper = setInterval(() => this.sweepAckTimeouts(), Math.min(5000, this.ackTimeoutMs));
+    this.sweeper.unref();
+    this.log.info({ store: this.store.describe(), jobs: this.jobs.size }, 'scheduler engine started');
+  }
+
+  // ---- API -------------------------------------------------------------------------------
+
+  async schedule(key: JobKey, spec: JobSpec, overwrite: boolean): Promise<void> {
+    const rec = buildRecord(key, spec, this.now(), randomUUID());
+    if (overwrite) {
+      await this.store.put(rec);
+      return;
+    }
+    if (!(await this.store.create(rec))) {
+      throw new SchedulerError('exists', 'RT_SCHEDULER_JOB_EXISTS', `job "${key.name}" already exists; send "overwrite": true to replace it`);
+    }
+  }
+
+  async get(key: JobKey): Promise<JobRecord> {
+    validateKey(key);
+    const rec = await this.store.get(key);
+    if (!rec || rec.nextAt === null || (rec.expiresAt !== undefined && rec.expiresAt < this.now())) {
+      throw new SchedulerError('not_found', 'RT_SCHEDULER_GET_JOB', `job "${key.name}" not found`);
+    }
+    return rec;
+  }
+
+  async delete(key: JobKey): Promise<void> {
+    validateKey(key);
+    await this.store.delete(key);
+  }
+
+  async list(ref: JobOwnerRef): Promise<JobRecord[]> {
+    const all = await this.store.list(ref);
+    const now = this.now();
+    return all.filter((r) => r.nextAt !== null && (r.expiresAt === undefined || r.expiresAt >= now));
+  }
+
+  // ---- sidecar streams -------------------------------------------------------------------
+
+  /** Registers a sidecar of `target`; returns its disconnect function. */
+  connect(target: Target, consumer: Consumer): () => void {
+    const tq = this.queue(target);
+    const slot: ConsumerSlot = { consumer, inflight: new Set() };
+    tq.consumers.push(slot);
+    this.log.debug({ target, consumer: consumer.name }, 'sidecar connected');
+    const waiting = tq.pending.splice(0);
+    for (const t of waiting) this.dispatch(t);
+    return () => this.disconnect(target, slot);
+  }
+
+  private disconnect(target: Target, slot: ConsumerSlot): void {
+    const tq = this.queue(target);
+    const i = tq.consumers.indexOf(slot);
+    if (i < 0) return;
+    tq.consumers.splice(i, 1);
+    this.log.debug({ target, consumer: slot.consumer.name, inflight: slot.inflight.size }, 'sidecar disconnected');
+    // whatever it had not acked goes to another sidecar of the app (or waits for one)
+    for (const id of slot.inflight) {
+      const inf = this.inflight.get(id);
+      if (!inf) continue;
+      this.inflight.delete(id);
+      this.dispatch({ ...inf.trigger, id: this.newId() });
+    }
+    slot.inflight.clear();
+  }
+
+  /** The sidecar's answer for one trigger. */
+  ack(id: string, ok: boolean): void {
+    const inf = this.inflight.get(id);
+    if (!inf) return;
+    this.inflight.delete(id);
+    inf.consumer?.inflight.delete(id);
+    const live = this.jobs.get(inf.ks);
+    if (!live || live.rec.gen !== inf.gen) return; // deleted or replaced meanwhile
+    if (ok) {
+      this.stats.acked++;
+      this.complete(live);
+      return;
+    }
+    this.stats.failed++;
+    const policy = live.rec.spec.failurePolicy ?? DEFAULT_FAILURE_POLICY;
+    const t = inf.trigger;
+    if (policy.kind === 'constant' && (policy.maxRetries === undefined || t.attempt < policy.maxRetries)) {
+      live.retryTimer = setTimeout(() => {
+        live.retryTimer = undefined;
+        if (this.jobs.get(live.ks) !== live || this.closed) return;
+        this.dispatch({ ...t, id: this.newId(), attempt: t.attempt + 1 });
+      }, policy.intervalMs);
+      return;
+    }
+    this.log.warn({ job: t.key.name, appId: t.key.appId, attempts: t.attempt + 1 }, 'job trigger failed; giving up on this fire per its failure policy');
+    this.complete(live);
+  }
+
+  // ---- store listener --------------------------------------------------------------------
+
+  upsert(rec: JobRecord): void {
+    const ks = keyString(rec.key);
+    const old = this.jobs.get(ks);
+    if (old?.retryTimer) clearTimeout(old.retryTimer);
+    if (rec.nextAt === null) {
+      this.jobs.delete(ks);
+      return;
+    }
+    const live: Live = { rec, ks, busy: false };
+    this.jobs.set(ks, live);
+    this.push(live);
+  }
+
+  remove(key: JobKey): void {
+    const ks = keyString(key);
+    const old = this.jobs.get(ks);
+    if (!old) return;
+    if (old.retryTimer) clearTimeout(old.retryTimer);
+    this.jobs.delete(ks);
+  }
+
+  async release(owns: (key: JobKey) => boolean): Promise<void> {
+    const gone = new Set<string>();
+    for (const [ks, live] of this.jobs) {
+      if (!owns(live.rec.key)) continue;
+      if (live.retryTimer) clearTimeout(live.retryTimer);
+      this.jobs.delete(ks);
+      gone.add(ks);
+    }
+    // wait (bounded) for triggers already out, then make sure their progress is written
+    const deadline = this.now() + 10_000;
+    const busy = () => [...this.inflight.values()].some((i) => gone.has(i.ks));
+    while (busy() && this.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await this.flush();
+  }
+
+  // ---- firing ----------------------------------------------------------------------------
+
+  private push(live: Live): void {
+    const rec = live.rec;
+    if (rec.nextAt === null) return;
+    // a job whose next fire lies past its ttl wakes at the ttl to be removed
+    const at = rec.expiresAt !== undefined && rec.nextAt > rec.expiresAt ? rec.expiresAt : rec.nextAt;
+    this.heap.push({ at, ks: live.ks, gen: rec.gen });
+    if (at < this.timerAt) this.arm();
+  }
+
+  private arm(): void {
+    if (this.closed) return;
+    const top = this.heap.peek();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = Number.POSITIVE_INFINITY;
+    if (!top) return;
+    const delay = Math.max(0, Math.min(top.at - this.now(), MAX_TIMER_MS));
+    this.timerAt = top.at;
+    this.timer = setTimeout(() => this.tick(), delay);
+  }
+
+  private tick(): void {
+    this.timer = undefined;
+    this.timerAt = Number.POSITIVE_INFINITY;
+    const now = this.now();
+    for (;;) {
+      const top = this.heap.peek();
+      if (!top || top.at > now) break;
+      this.heap.pop();
+      const live = this.jobs.get(top.ks);
+      if (!live || live.rec.gen !== top.gen || live.busy) continue;
+      const rec = live.rec;
+      if (rec.nextAt === null) continue;
+      if (rec.expiresAt !== undefined && rec.nextAt > rec.expiresAt) {
+        this.finish(live);
+        continue;
+      }
+      if (rec.nextAt > now) {
+        this.push(live);
+        continue;
+      }
+      live.busy = true;
+      this.stats.fired++;
+      this.dispatch({ id: this.newId(), key: rec.key, dataJson: rec.spec.dataJson, dueAt: rec.nextAt, attempt: 0 });
+    }
+    this.arm();
+  }
+
+  private dispatch(t: Trigger): void {
+    const live = this.jobs.get(keyString(t.key));
+    if (!live) return;
+    const tq = this.queue(t.key);
+    if (tq.consumers.length === 0) {
+      tq.pending.push(t);
+      return;
+    }
+    const slot = tq.consumers[tq.rr++ % tq.consumers.length];
+    slot.inflight.add(t.id);
+    this.inflight.set(t.id, { trigger: t, ks: live.ks, gen: live.rec.gen, consumer: slot, sentAt: this.now() });
+    try {
+      slot.consumer.send(t);
+    } catch (e) {
+      this.log.warn({ err: e, consumer: slot.consumer.name }, 'could not send a trigger; it counts as failed');
+      queueMicrotask(() => this.ack(t.id, false));
+    }
+  }
+
+  /** One fire is settled (acked, or given up on): move to the next, or finish. */
+  private complete(live: Live): void {
+    const rec = live.rec;
+    rec.count++;
+    const next = rec.nextAt === null ? null : nextFire(rec, rec.nextAt);
+    if (next === null) {
+      this.finish(live);
+      return;
+    }
+    rec.nextAt = next;
+    live.busy = false;
+    this.saveLater({ key: rec.key, gen: rec.gen, count: rec.count, nextAt: next });
+    this.push(live);
+  }
+
+  private finish(live: Live): void {
+    this.jobs.delete(live.ks);
+    this.saveLater({ key: live.rec.key, gen: live.rec.gen, count: live.rec.count, nextAt: null });
+  }
+
+  // progress writes are batched: thousands of acks per second become a few transactions
+  private saveLater(u: ProgressUpdate): void {
+    this.progress.set(keyString(u.key), u);
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    setImmediate(() => {
+      this.flushQueued = false;
+      void this.flush();
+    });
+  }
+
+  /** Writes pending progress; resolves when it (and any write already running) is stored. */
+  async flush(): Promise<void> {
+    while (this.flushing) await this.flushing;
+    if (this.progress.size === 0) return;
+    const batch = [...this.progress.values()];
+    this.progress.clear();
+    this.flushing = this.store
+      .saveProgress(batch)
+      .catch((e) => {
+        this.log.error({ err: e, updates: batch.length }, 'could not store job progress; will retry');
+        for (const u of batch) if (!this.progress.has(keyString(u.key))) this.progress.set(keyString(u.key), u);
+        setTimeout(() => void this.flush(), 1000).unref();
+      })
+      .finally(() => {
+        this.flushing = undefined;
+      });
+    await this.flushing;
+  }
+
+  private sweepAckTimeouts(): void {
+    const limit = this.now() - this.ackTimeoutMs;
+    for (const [id, inf] of this.inflight) {
+      if (inf.sentAt < limit) {
+        this.log.warn({ job: inf.trigger.key.name }, 'no ack for a job trigger in time; it counts as failed');
+        this.ack(id, false);
+      }
+    }
+  }
+
+  private queue(t: Target): TargetQueue {
+    const k = targetString(t);
+    let q = this.targets.get(k);
+    if (!q) {
+      q = { consumers: [], rr: 0, pending: [] };
+      this.targets.set(k, q);
+    }
+    return q;
+  }
+
+  private newId(): string {
+    return `${this.idPrefix}-${(this.nextTriggerId++).toString(36)}`;
+  }
+
+  snapshot(): EngineStats {
+    let pending = 0;
+    for (const q of this.targets.values()) pending += q.pending.length;
+    return { ...this.stats, jobs: this.jobs.size, inflight: this.inflight.size, pending };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.sweeper) clearInterval(this.sweeper);
+    for (const live of this.jobs.values()) if (live.retryTimer) clearTimeout(live.retryTimer);
+    await this.flush();
+    await this.store.close();
+  }
+}

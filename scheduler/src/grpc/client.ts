@@ -1,0 +1,147 @@
+/**
+ * The sidecar's gRPC client to one or more scheduler hosts. Calls go to one host (the next
+ * one when it is unavailable); a WatchJobs stream is kept open to every host, since each
+ * host delivers the triggers of the jobs it owns. Streams reconnect with backoff.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { SchedulerClient, TriggerHandler } from '../client.ts';
+import { SchedulerError, type JobKey, type JobOwnerRef, type JobRecord, type JobSpec, type Target } from '../types.ts';
+import { fromPbRecord, fromPbTrigger, fromServiceError, schedulerService, toPbJob, type PbRecord, type PbTrigger } from './proto.ts';
+
+type Unary = (req: unknown, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, res: unknown) => void) => void;
+
+interface Host {
+  address: string;
+  client: grpc.Client & Record<string, unknown>;
+  connected: boolean;
+  stream?: grpc.ClientDuplexStream<unknown, unknown>;
+  retry?: NodeJS.Timeout;
+  backoffMs: number;
+}
+
+const CALL_TIMEOUT_MS = 10_000;
+
+export class GrpcSchedulerClient implements SchedulerClient {
+  private readonly hosts: Host[];
+  private readonly log: Logger;
+  private next = 0;
+  private closed = false;
+
+  constructor(addresses: string[], opts: { log: Logger }) {
+    this.log = opts.log;
+    const Ctor = schedulerService();
+    this.hosts = addresses.map((address) => ({
+      address,
+      client: new Ctor(address, grpc.credentials.createInsecure(), {
+        'grpc.keepalive_time_ms': 10_000,
+        'grpc.keepalive_timeout_ms': 5_000,
+        'grpc.keepalive_permit_without_calls': 1,
+        'grpc.max_receive_message_length': 64 * 1024 * 1024,
+        // fail fast to the next host instead of waiting out a dead one's reconnect
+        'grpc.initial_reconnect_backoff_ms': 200,
+        'grpc.max_reconnect_backoff_ms': 2000,
+      }) as unknown as Host['client'],
+      connected: false,
+      backoffMs: 100,
+    }));
+  }
+
+  connectedAddresses(): string[] {
+    return this.hosts.filter((h) => h.connected).map((h) => h.address);
+  }
+
+  async schedule(key: JobKey, spec: JobSpec, overwrite: boolean): Promise<void> {
+    await this.call('ScheduleJob', { key, job: toPbJob(spec), overwrite }, 'RT_SCHEDULER_SCHEDULE_JOB');
+  }
+
+  async get(key: JobKey): Promise<JobRecord> {
+    const res = (await this.call('GetJob', { key }, 'RT_SCHEDULER_GET_JOB')) as { job?: PbRecord };
+    if (!res.job) throw new SchedulerError('not_found', 'RT_SCHEDULER_GET_JOB', `job "${key.name}" not found`);
+    return fromPbRecord(res.job);
+  }
+
+  async delete(key: JobKey): Promise<void> {
+    await this.call('DeleteJob', { key }, 'RT_SCHEDULER_DELETE_JOB');
+  }
+
+  async list(ref: JobOwnerRef): Promise<JobRecord[]> {
+    const res = (await this.call('ListJobs', ref, 'RT_SCHEDULER_LIST_JOBS')) as { jobs?: PbRecord[] };
+    return (res.jobs ?? []).map(fromPbRecord);
+  }
+
+  /** Tries hosts in turn (connected ones first); only "unavailable" moves to the next. */
+  private async call(method: string, req: unknown, code: string): Promise<unknown> {
+    const order = this.order();
+    let last: grpc.ServiceError | undefined;
+    for (const h of order) {
+      try {
+        return await new Promise((resolve, reject) =>
+          (h.client[method] as Unary).call(h.client, req, new grpc.Metadata(), { deadline: Date.now() + CALL_TIMEOUT_MS }, (e, res) => (e ? reject(e) : resolve(res))),
+        );
+      } catch (e) {
+        const se = e as grpc.ServiceError;
+        if (se.code !== grpc.status.UNAVAILABLE && se.code !== grpc.status.DEADLINE_EXCEEDED) throw fromServiceError(se, code);
+        last = se;
+      }
+    }
+    throw new SchedulerError('unavailable', code, `no scheduler host answered (${this.hosts.map((h) => h.address).join(', ')}): ${last?.details || last?.message || 'unavailable'}`);
+  }
+
+  private order(): Host[] {
+    const start = this.next++ % this.hosts.length;
+    const rotated = [...this.hosts.slice(start), ...this.hosts.slice(0, start)];
+    return [...rotated.filter((h) => h.connected), ...rotated.filter((h) => !h.connected)];
+  }
+
+  watch(target: Target, handler: TriggerHandler): void {
+    for (const h of this.hosts) this.openStream(h, target, handler);
+  }
+
+  private openStream(h: Host, target: Target, handler: TriggerHandler): void {
+    if (this.closed) return;
+    const stream = (h.client.WatchJobs as (md: grpc.Metadata, opts: grpc.CallOptions) => grpc.ClientDuplexStream<unknown, unknown>).call(h.client, new grpc.Metadata(), {});
+    h.stream = stream;
+    let dead = false;
+    stream.on('data', (msg: { ready?: object; trigger?: PbTrigger }) => {
+      if (msg.ready) {
+        h.connected = true;
+        h.backoffMs = 100;
+        this.log.info({ scheduler: h.address }, 'connected to scheduler');
+        return;
+      }
+      if (!msg.trigger) return;
+      const t = fromPbTrigger(msg.trigger);
+      handler(t)
+        .catch(() => false)
+        .then((ok) => {
+          // an ack on a dead stream is lost; the host re-sends the trigger to a live one
+          if (!dead) stream.write({ ack: { id: t.id, success: ok } });
+        });
+    });
+    const down = (why: string) => {
+      if (dead) return;
+      dead = true;
+      if (h.connected) this.log.warn({ scheduler: h.address, why }, 'lost the scheduler stream; reconnecting');
+      h.connected = false;
+      h.stream = undefined;
+      if (this.closed) return;
+      h.retry = setTimeout(() => this.openStream(h, target, handler), h.backoffMs);
+      h.backoffMs = Math.min(h.backoffMs * 2, 3000);
+    };
+    stream.on('error', (e: Error) => down(e.message));
+    stream.on('end', () => down('stream ended'));
+    stream.on('close', () => down('stream closed'));
+    stream.write({ hello: { namespace: target.namespace, appId: target.appId } });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const h of this.hosts) {
+      if (h.retry) clearTimeout(h.retry);
+      h.stream?.cancel();
+      h.connected = false;
+      h.client.close();
+    }
+  }
+}

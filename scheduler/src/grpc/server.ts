@@ -1,0 +1,109 @@
+/** The scheduler's gRPC service over one engine. */
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { SchedulerEngine } from '../engine.ts';
+import { invalid, type Target } from '../types.ts';
+import { fromPbJob, schedulerService, toKey, toPbRecord, toPbTrigger, toServiceError, type PbJob, type PbKey } from './proto.ts';
+
+interface WatchMessage {
+  hello?: { namespace?: string; appId?: string };
+  ack?: { id?: string; success?: boolean };
+}
+
+export interface SchedulerServer {
+  port: number;
+  address: string;
+  close(): Promise<void>;
+}
+
+export function schedulerImplementation(engine: SchedulerEngine, log: Logger, host: () => string): grpc.UntypedServiceImplementation {
+  const unary =
+    <Req, Res>(fn: (req: Req) => Promise<Res>) =>
+    (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
+      fn(call.request).then(
+        (res) => cb(null, res),
+        (e) => cb(toServiceError(e)),
+      );
+    };
+  let streams = 0;
+  return {
+    ScheduleJob: unary(async (req: { key?: PbKey; job?: PbJob; overwrite?: boolean }) => {
+      await engine.schedule(toKey(req.key), fromPbJob(req.job), req.overwrite === true);
+      return {};
+    }),
+    GetJob: unary(async (req: { key?: PbKey }) => ({ job: toPbRecord(await engine.get(toKey(req.key))) })),
+    DeleteJob: unary(async (req: { key?: PbKey }) => {
+      await engine.delete(toKey(req.key));
+      return {};
+    }),
+    ListJobs: unary(async (req: { namespace?: string; appId?: string; owner?: string }) => {
+      const recs = await engine.list({ namespace: req.namespace ?? '', appId: req.appId ?? '', owner: req.owner ?? '' });
+      return { jobs: recs.map(toPbRecord) };
+    }),
+    WatchJobs: (call: grpc.ServerDuplexStream<WatchMessage, unknown>) => {
+      const id = ++streams;
+      let disconnect: (() => void) | undefined;
+      const end = () => {
+        disconnect?.();
+        disconnect = undefined;
+      };
+      call.on('data', (msg: WatchMessage) => {
+        if (msg.hello) {
+          if (disconnect) return;
+          const target: Target = { namespace: msg.hello.namespace ?? '', appId: msg.hello.appId ?? '' };
+          if (!target.namespace || !target.appId) {
+            call.destroy(Object.assign(new Error('hello needs namespace and appId'), toServiceError(invalid('RT_SCHEDULER_APP_ID', 'hello needs namespace and appId'))));
+            return;
+          }
+          const peer = call.getPeer();
+          disconnect = engine.connect(target, {
+            name: `${target.appId}@${peer}#${id}`,
+            send: (t) => {
+              call.write({ trigger: toPbTrigger(t) });
+            },
+          });
+          call.write({ ready: { host: host() } });
+        } else if (msg.ack?.id) {
+          engine.ack(msg.ack.id, msg.ack.success === true);
+        }
+      });
+      call.on('end', () => {
+        end();
+        call.end();
+      });
+      call.on('error', (e) => {
+        log.debug({ err: e.message }, 'watch stream error');
+        end();
+      });
+      call.on('cancelled', end);
+      call.on('close', end);
+    },
+  };
+}
+
+/** Serves the engine on host:port (0 = a free port). */
+export async function startSchedulerServer(engine: SchedulerEngine, opts: { host: string; port: number; log: Logger }): Promise<SchedulerServer> {
+  const server = new grpc.Server({ 'grpc.keepalive_permit_without_calls': 1, 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
+  let address = '';
+  server.addService(schedulerService().service, schedulerImplementation(engine, opts.log, () => address));
+  const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host}:${opts.port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  address = `${host}:${port}`;
+  return {
+    port,
+    address,
+    close: () =>
+      new Promise<void>((resolve) => {
+        const t = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, 2000);
+        server.tryShutdown(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      }),
+  };
+}

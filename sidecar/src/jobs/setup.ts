@@ -1,0 +1,33 @@
+/**
+ * The jobs building block. Picks the scheduler (gRPC addresses when given; otherwise, in
+ * standalone mode, an in-process scheduler on a SQLite file under dataDir), serves the jobs
+ * API, delivers triggers, and offers InternalJobs to the other blocks.
+ */
+import type { SidecarContext } from '../context.ts';
+import type { SchedulerClient } from '../../../scheduler/src/client.ts';
+import { startInProcessScheduler } from '../../../scheduler/src/embedded.ts';
+import { GrpcSchedulerClient } from '../../../scheduler/src/grpc/client.ts';
+import { makeDeliverer } from './delivery.ts';
+import { InternalJobsService } from './internal-jobs.ts';
+import { setInternalJobs } from './internal.ts';
+import { registerJobRoutes } from './routes.ts';
+
+export async function setup(ctx: SidecarContext): Promise<void> {
+  const { options } = ctx;
+  let client: SchedulerClient | undefined;
+  if (options.schedulerAddresses.length > 0) {
+    client = new GrpcSchedulerClient(options.schedulerAddresses, { log: ctx.log.child({ scope: 'rt.jobs' }) });
+  } else if (options.mode === 'standalone') {
+    client = await startInProcessScheduler({ dataDir: options.dataDir, namespace: options.namespace, appId: options.appId, log: ctx.log });
+  } else {
+    ctx.log.warn('no scheduler address in kubernetes mode: the jobs API answers 500 and workflow timers are unavailable');
+  }
+  registerJobRoutes(ctx, client);
+  if (!client) return;
+
+  const internal = new InternalJobsService(client, options.namespace, options.appId);
+  setInternalJobs(ctx, internal);
+  client.watch({ namespace: options.namespace, appId: options.appId }, makeDeliverer(ctx, internal));
+  ctx.metadata.setSchedulerProvider(() => client.connectedAddresses());
+  ctx.onClose(() => client.close());
+}
