@@ -1,4 +1,147 @@
-/** State API: placeholder until the state building block lands (see issue 2). */
+/**
+ * The state HTTP API, as users of the ecosystem's state API call it:
+ *   POST   /v1.0/state/<store>               save items        → 204
+ *   GET    /v1.0/state/<store>/<key>         one value         → 200 + ETag | 204 when absent
+ *   DELETE /v1.0/state/<store>/<key>         delete (If-Match) → 204
+ *   POST   /v1.0/state/<store>/bulk          bulk get          → 200 [{key, data, etag}]
+ *   POST   /v1.0/state/<store>/transaction   all-or-nothing    → 204
+ */
+import type { FastifyRequest } from 'fastify';
 import type { SidecarContext } from '../context.ts';
+import type { StateItem, StateTransactionOperation } from '../components/types.ts';
+import { checkKey, originalKey } from './keys.ts';
+import { optionsOf, parseBulkGetBody, parseSaveBody, parseTransactionBody, queryMetadata, queryParam, type ItemRequest } from './requests.ts';
+import { StateService, storeFailure, type StoreRef } from './service.ts';
 
-export async function setup(_ctx: SidecarContext): Promise<void> {}
+type StoreParams = { Params: { storename: string } };
+type KeyParams = { Params: { storename: string; key: string } };
+
+export async function setup(ctx: SidecarContext): Promise<void> {
+  const state = new StateService(ctx.components, ctx.options.appId, ctx.options.namespace);
+  const http = ctx.http;
+
+  http.post<StoreParams>('/v1.0/state/:storename', async (req, reply) => {
+    const ref = state.store(req.params.storename);
+    const items = parseSaveBody(req.body);
+    if (items.length > 0) {
+      const reqs = items.map((i) => prefixed(ref, i));
+      try {
+        if (reqs.length === 1) await ref.store.set(reqs[0]);
+        else await ref.store.bulkSet(reqs);
+      } catch (e) {
+        throw storeFailure(e, 'ERR_STATE_SAVE', ref.name);
+      }
+    }
+    return reply.code(204).send();
+  });
+
+  http.get<KeyParams>('/v1.0/state/:storename/:key', async (req, reply) => {
+    const ref = state.store(req.params.storename);
+    const key = ref.prefix + checkKey(req.params.key);
+    const md = req.url.includes('?') ? readQuery(req) : undefined;
+    let item: StateItem | undefined;
+    try {
+      item = await ref.store.get(key, md);
+    } catch (e) {
+      throw storeFailure(e, 'ERR_STATE_GET', ref.name);
+    }
+    if (!item) return reply.code(204).send();
+    if (item.etag !== undefined) reply.header('etag', item.etag);
+    if (item.metadata) for (const [k, v] of Object.entries(item.metadata)) reply.header(`metadata.${k}`, v);
+    reply.header('content-type', 'application/json');
+    return reply.send(Buffer.isBuffer(item.value) ? item.value : Buffer.from(item.value));
+  });
+
+  http.delete<KeyParams>('/v1.0/state/:storename/:key', async (req, reply) => {
+    const ref = state.store(req.params.storename);
+    const key = ref.prefix + checkKey(req.params.key);
+    const md = readQuery(req);
+    const ifMatch = req.headers['if-match'];
+    const request: StateTransactionOperation['request'] = { key };
+    if (typeof ifMatch === 'string' && ifMatch !== '') request.etag = ifMatch;
+    if (md) request.metadata = md;
+    const options = optionsOf(queryParam(req.query, 'concurrency'), queryParam(req.query, 'consistency'), 'query');
+    if (options) request.options = options;
+    try {
+      await ref.store.delete(request);
+    } catch (e) {
+      throw storeFailure(e, 'ERR_STATE_DELETE', ref.name);
+    }
+    return reply.code(204).send();
+  });
+
+  http.post<StoreParams>('/v1.0/state/:storename/bulk', async (req, reply) => {
+    const ref = state.store(req.params.storename);
+    const body = parseBulkGetBody(req.body);
+    const md = mergeMetadata(body.metadata, readQuery(req));
+    let items: (StateItem | undefined)[];
+    try {
+      items = body.keys.length ? await ref.store.bulkGet(body.keys.map((k) => ref.prefix + k), md) : [];
+    } catch (e) {
+      throw storeFailure(e, 'ERR_STATE_BULK_GET', ref.name);
+    }
+    reply.header('content-type', 'application/json');
+    return reply.send(bulkJson(body.keys, items));
+  });
+
+  http.post<StoreParams>('/v1.0/state/:storename/transaction', async (req, reply) => {
+    const ref = state.transactional(req.params.storename);
+    const tx = parseTransactionBody(req.body);
+    if (tx.operations.length > 0) {
+      const ops = tx.operations.map((op) => ({ operation: op.operation, request: prefixed(ref, op.request) }) as StateTransactionOperation);
+      try {
+        await ref.store.transact(ops, tx.metadata);
+      } catch (e) {
+        throw storeFailure(e, 'ERR_STATE_TRANSACTION', ref.name);
+      }
+    }
+    return reply.code(204).send();
+  });
+}
+
+function prefixed(ref: StoreRef, item: ItemRequest): ItemRequest {
+  return ref.prefix ? { ...item, key: ref.prefix + item.key } : item;
+}
+
+/** `metadata.*` query parameters; also checks `consistency` when given. */
+function readQuery(req: FastifyRequest): Record<string, string> | undefined {
+  const consistency = queryParam(req.query, 'consistency');
+  if (consistency !== undefined) optionsOf(undefined, consistency, 'query');
+  return queryMetadata(req.query);
+}
+
+function mergeMetadata(a: Record<string, string> | undefined, b: Record<string, string> | undefined): Record<string, string> | undefined {
+  return a && b ? { ...a, ...b } : (a ?? b);
+}
+
+/**
+ * The bulk answer, written by hand so that stored JSON is embedded as is (no parse and
+ * re-serialise of every value). Values that are not JSON are sent as base64 strings.
+ */
+function bulkJson(keys: string[], items: (StateItem | undefined)[]): string {
+  const parts: string[] = [];
+  for (let i = 0; i < keys.length; i++) {
+    const item = items[i];
+    let s = `{"key":${JSON.stringify(originalKey(keys[i]))}`;
+    if (item) {
+      const buf = Buffer.isBuffer(item.value) ? item.value : Buffer.from(item.value);
+      const text = buf.toString('utf8');
+      s += `,"data":${isJson(text) ? text : JSON.stringify(buf.toString('base64'))}`;
+      if (item.etag !== undefined) s += `,"etag":${JSON.stringify(item.etag)}`;
+      if (item.metadata) s += `,"metadata":${JSON.stringify(item.metadata)}`;
+    }
+    parts.push(`${s}}`);
+  }
+  return `[${parts.join(',')}]`;
+}
+
+function isJson(text: string): boolean {
+  if (text.length === 0) return false;
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
