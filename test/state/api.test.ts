@@ -8,6 +8,8 @@ let s: StateSidecar;
 const url = (p: string) => `${s.base}/v1.0/state/${p}`;
 const post = (p: string, body: unknown, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
   fetch(url(p), { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+/** A JSON answer, loosely typed for assertions. */
+const jsonOf = async (r: Response): Promise<any> => r.json();
 const direct = (name: string) => s.sidecar.ctx.components.stateStore(name) as StateStore;
 const stored = async (name: string, key: string) => {
   const v = (await direct(name).get(key))?.value;
@@ -38,7 +40,7 @@ describe('state API: save and get', () => {
     expect(g.status).toBe(200);
     expect(g.headers.get('content-type')).toMatch(/application\/json/);
     expect(g.headers.get('etag')).toMatch(/^\d+$/);
-    expect(await g.json()).toEqual({ a: 1, b: [true, null, 'x'] });
+    expect(await jsonOf(g)).toEqual({ a: 1, b: [true, null, 'x'] });
     expect(await (await fetch(url('mem/str'))).text()).toBe('"abc"');
     expect(await (await fetch(url('mem/num'))).text()).toBe('42');
   });
@@ -81,7 +83,7 @@ describe('state API: key prefixes', () => {
       await post('mem/bulk', { keys: ['ok', 'x||y'] }),
     ]) {
       expect(r.status).toBe(400);
-      expect((await r.json()).errorCode).toBe('ERR_MALFORMED_REQUEST');
+      expect((await jsonOf(r)).errorCode).toBe('ERR_MALFORMED_REQUEST');
     }
   });
 });
@@ -90,7 +92,7 @@ describe('state API: errors', () => {
   it('an unknown store is 400 ERR_STATE_STORE_NOT_FOUND listing the loaded stores', async () => {
     const r = await fetch(url('nope/k'));
     expect(r.status).toBe(400);
-    const body = await r.json();
+    const body = await jsonOf(r);
     expect(body.errorCode).toBe('ERR_STATE_STORE_NOT_FOUND');
     expect(body.message).toContain('mem');
     expect(body.message).toContain('lite');
@@ -102,7 +104,7 @@ describe('state API: errors', () => {
     for (const b of bad) {
       const r = await post('mem', b);
       expect(r.status, b).toBe(400);
-      expect((await r.json()).errorCode, b).toBe('ERR_MALFORMED_REQUEST');
+      expect((await jsonOf(r)).errorCode, b).toBe('ERR_MALFORMED_REQUEST');
     }
   });
 
@@ -112,10 +114,10 @@ describe('state API: errors', () => {
     expect((await post('lite', [{ key: 'e', value: 'v2', etag }])).status).toBe(204);
     const stale = await post('lite', [{ key: 'e', value: 'v3', etag }]);
     expect(stale.status).toBe(409);
-    expect((await stale.json()).errorCode).toBe('ERR_STATE_SAVE');
+    expect((await jsonOf(stale)).errorCode).toBe('ERR_STATE_SAVE');
     const invalid = await post('lite', [{ key: 'e', value: 'v3', etag: 'xyz' }]);
     expect(invalid.status).toBe(400);
-    expect((await invalid.json()).errorCode).toBe('ERR_STATE_SAVE');
+    expect((await jsonOf(invalid)).errorCode).toBe('ERR_STATE_SAVE');
     expect(await (await fetch(url('lite/e'))).text()).toBe('"v2"');
   });
 
@@ -141,7 +143,7 @@ describe('state API: delete', () => {
     const etag = (await fetch(url('mem/d'))).headers.get('etag')!;
     const wrong = await fetch(url('mem/d'), { method: 'DELETE', headers: { 'if-match': String(Number(etag) + 1000) } });
     expect(wrong.status).toBe(409);
-    expect((await wrong.json()).errorCode).toBe('ERR_STATE_DELETE');
+    expect((await jsonOf(wrong)).errorCode).toBe('ERR_STATE_DELETE');
     const invalid = await fetch(url('mem/d'), { method: 'DELETE', headers: { 'if-match': 'W/"nope"' } });
     expect(invalid.status).toBe(400);
     expect((await fetch(url('mem/d'), { method: 'DELETE', headers: { 'if-match': etag } })).status).toBe(204);
@@ -156,7 +158,7 @@ describe('state API: bulk get', () => {
     await direct('mem').set({ key: 'app1||raw', value: Buffer.from([0xff, 0x00, 0x41]) });
     const r = await post('mem/bulk', { keys: ['b1', 'missing', 'b2', 'raw'], parallelism: 10 });
     expect(r.status).toBe(200);
-    const body = (await r.json()) as { key: string; data?: unknown; etag?: string }[];
+    const body = (await jsonOf(r)) as { key: string; data?: unknown; etag?: string }[];
     expect(body.map((x) => x.key)).toEqual(['b1', 'missing', 'b2', 'raw']);
     expect(body[0].data).toEqual({ n: 1 });
     expect(body[0].etag).toMatch(/^\d+$/);
@@ -193,7 +195,7 @@ describe('state API: transactions', () => {
       ],
     });
     expect(r.status).toBe(409);
-    expect((await r.json()).errorCode).toBe('ERR_STATE_TRANSACTION');
+    expect((await jsonOf(r)).errorCode).toBe('ERR_STATE_TRANSACTION');
     expect(await (await fetch(url('lite/t1'))).text()).toBe('"keep"');
     expect((await fetch(url('lite/t2'))).status).toBe(204);
   });
@@ -201,11 +203,11 @@ describe('state API: transactions', () => {
   it('rejects unknown operations and malformed bodies', async () => {
     const r = await post('lite/transaction', { operations: [{ operation: 'merge', request: { key: 'x' } }] });
     expect(r.status).toBe(400);
-    expect((await r.json()).errorCode).toBe('ERR_NOT_SUPPORTED_STATE_OPERATION');
+    expect((await jsonOf(r)).errorCode).toBe('ERR_NOT_SUPPORTED_STATE_OPERATION');
     for (const b of [{}, { operations: {} }, { operations: [{ operation: 'upsert' }] }, { operations: [{ operation: 'upsert', request: { key: 'a||b' } }] }]) {
       const x = await post('lite/transaction', b);
       expect(x.status).toBe(400);
-      expect((await x.json()).errorCode).toBe('ERR_MALFORMED_REQUEST');
+      expect((await jsonOf(x)).errorCode).toBe('ERR_MALFORMED_REQUEST');
     }
   });
 });
@@ -262,15 +264,15 @@ describe('state API: failing and limited stores', () => {
   it('a store failure is a 500 with the operation code; a transaction on a non-transactional store 400', async () => {
     const g = await fetch(`${t.base}/v1.0/state/broken/k`);
     expect(g.status).toBe(500);
-    expect(await g.json()).toMatchObject({ errorCode: 'ERR_STATE_GET', message: expect.stringContaining('disk on fire') });
+    expect(await jsonOf(g)).toMatchObject({ errorCode: 'ERR_STATE_GET', message: expect.stringContaining('disk on fire') });
     const p = await fetch(`${t.base}/v1.0/state/broken`, { method: 'POST', body: '[{"key":"k","value":1}]' });
     expect(p.status).toBe(500);
-    expect((await p.json()).errorCode).toBe('ERR_STATE_SAVE');
+    expect((await jsonOf(p)).errorCode).toBe('ERR_STATE_SAVE');
     const b = await fetch(`${t.base}/v1.0/state/broken/bulk`, { method: 'POST', body: '{"keys":["k"]}' });
     expect(b.status).toBe(500);
-    expect((await b.json()).errorCode).toBe('ERR_STATE_BULK_GET');
+    expect((await jsonOf(b)).errorCode).toBe('ERR_STATE_BULK_GET');
     const tx = await fetch(`${t.base}/v1.0/state/broken/transaction`, { method: 'POST', body: '{"operations":[]}' });
     expect(tx.status).toBe(400);
-    expect((await tx.json()).errorCode).toBe('ERR_STATE_STORE_NOT_SUPPORTED');
+    expect((await jsonOf(tx)).errorCode).toBe('ERR_STATE_STORE_NOT_SUPPORTED');
   });
 });

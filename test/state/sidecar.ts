@@ -38,6 +38,9 @@ export async function startStateSidecar(appId: string, stores: StoreDef[], catal
     resourcesPaths: [resources],
     logger: pino({ level: 'silent' }),
     catalog,
+  }).catch((e) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
   });
   return {
     sidecar,
