@@ -20,7 +20,7 @@ import type {
 import type { Logger } from 'pino';
 import { parseMetadata, type EventRouterMetadata, type InputSettings } from './metadata.ts';
 import { TopicPublisher } from './publisher.ts';
-import type { SubscriptionManager } from './subscription.ts';
+import type { EnsureResult, SubscriptionManager } from './subscription.ts';
 import { TokenValidator } from './jwt.ts';
 import { WebhookServer } from './webhook.ts';
 
@@ -36,8 +36,8 @@ export class EventRouterBinding implements OutputBinding, InputBinding {
   private validator?: TokenValidator;
   private webhook?: WebhookServer;
   private started = false;
-  /** Port the webhook listens on, once started (handshakePort, or the bound one for port 0 in tests). */
-  webhookPort?: number;
+  /** Where the event subscription stands: shown in logs, read by tests and health checks. */
+  subscriptionStatus: 'not-started' | 'pending' | 'failed' | EnsureResult = 'not-started';
 
   async init(spec: ComponentSpec, ctx: ComponentContext): Promise<void> {
     this.name = spec.name;
@@ -93,11 +93,19 @@ export class EventRouterBinding implements OutputBinding, InputBinding {
       deliver: (event) => deliver(name, event),
       log: this.log!,
     });
-    this.webhookPort = await this.webhook.start();
-    this.log!.info({ port: this.webhookPort }, 'event-routing webhook listening');
+    const port = await this.webhook.start();
+    this.log!.info({ port }, 'event-routing webhook listening');
     // keys fetched now so the first delivery is fast; a failure here is retried per delivery
     await this.validator.warmUp().catch((e) => this.log!.warn({ err: (e as Error).message }, 'could not load the OpenID configuration yet'));
-    const result = await this.subscriptions.ensure();
+    this.subscriptionStatus = 'pending';
+    let result: EnsureResult;
+    try {
+      result = await this.subscriptions.ensure();
+    } catch (e) {
+      this.subscriptionStatus = 'failed';
+      throw new Error(`creating or updating event subscription "${input.eventSubscriptionName}" at ${input.scope} failed: ${(e as Error).message}`, { cause: e });
+    }
+    this.subscriptionStatus = result;
     this.log!.info({ eventSubscription: input.eventSubscriptionName, result }, `event subscription ${result}`);
   }
 

@@ -1,0 +1,106 @@
+/** Test helpers: a small app that records what the sidecar delivers, and resource files. */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { startSidecar, type Sidecar } from '../../../sidecar/src/sidecar.ts';
+
+export interface Delivery {
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+export interface TestApp {
+  port: number;
+  received: Delivery[];
+  /** Status the app answers deliveries with (default 200). */
+  status: number;
+  close(): Promise<void>;
+}
+
+export async function startTestApp(): Promise<TestApp> {
+  const app: TestApp = { port: 0, received: [], status: 200, close: async () => undefined };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      if (req.method === 'POST') {
+        app.received.push({ path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+        res.statusCode = app.status;
+      } else {
+        res.statusCode = 404; // discovery paths
+      }
+      res.end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  app.port = (server.address() as { port: number }).port;
+  app.close = () =>
+    new Promise<void>((r) => {
+      server.close(() => r());
+      server.closeAllConnections();
+    });
+  return app;
+}
+
+/** A Component resource file for the binding, metadata given as name → YAML scalar text. */
+export function componentYaml(name: string, metadata: Record<string, string>, type = 'bindings.cloud.eventrouter'): string {
+  const md = Object.entries(metadata)
+    .map(([k, v]) => `    - name: ${k}\n      value: ${v}`)
+    .join('\n');
+  return `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${name}\nspec:\n  type: ${type}\n  version: v1\n  initTimeout: 20s\n  metadata:\n${md}\n`;
+}
+
+/** Quotes a value for YAML (JSON strings are valid YAML). */
+export const q = (s: string) => JSON.stringify(s);
+
+export interface Started {
+  sidecar: Sidecar;
+  base: string;
+  dir: string;
+  stop(): Promise<void>;
+}
+
+/** Starts a real sidecar with the given resource files. */
+export async function startWith(files: Record<string, string>, appPort = 0, logger?: pino.Logger): Promise<Started> {
+  const dir = mkdtempSync(join(tmpdir(), 'rt-eventgrid-'));
+  for (const [n, text] of Object.entries(files)) writeFileSync(join(dir, n), text);
+  const sidecar = await startSidecar({
+    appId: 'egapp',
+    httpPort: 0,
+    grpcPort: 0,
+    appPort,
+    resourcesPaths: [dir],
+    logger: logger ?? pino({ level: process.env.RT_TEST_LOG ?? 'silent' }),
+    dataDir: join(dir, 'data'),
+  }).catch((e) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  });
+  return {
+    sidecar,
+    base: `http://127.0.0.1:${sidecar.httpPort}`,
+    dir,
+    stop: async () => {
+      await sidecar.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function waitFor(cond: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** A logger that keeps every line, to check what was (not) logged. */
+export function capturingLogger(): { logger: pino.Logger; text(): string } {
+  const lines: string[] = [];
+  const logger = pino({ level: 'trace' }, { write: (l: string) => void lines.push(l) });
+  return { logger, text: () => lines.join('') };
+}
