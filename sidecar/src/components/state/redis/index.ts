@@ -1,0 +1,168 @@
+/**
+ * state.redis through ioredis. Metadata as the ecosystem names it: `redisHost` (host:port,
+ * required), `redisPassword`, `redisUsername`, `redisDB` (default 0), `enableTLS`.
+ *
+ * Etags are the item's `version` field, bumped by every write. Etag checks and transactions
+ * run in one Lua script each (scripts.ts), so they are atomic in Redis. TTL uses Redis's own
+ * key expiry (`ttlInSeconds` request metadata → EXPIRE; a write without it → PERSIST).
+ */
+import type { Redis, RedisOptions } from 'ioredis';
+import type { ComponentSpec, StateDeleteRequest, StateFeature, StateItem, StateSetRequest, StateStore, StateTransactionOperation } from '../../types.ts';
+import { asBuffer, capabilitiesOf, metadataBool, requestEtag, ttlSeconds } from '../common.ts';
+import { EtagMismatchError } from '../errors.ts';
+import { READ, WRITE } from './scripts.ts';
+
+const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR'];
+const EMPTY = Buffer.alloc(0);
+
+/** The client with our two scripts defined as commands (ioredis adds a *Buffer variant). */
+interface ScriptedRedis extends Redis {
+  rtStateReadBuffer(key: string): Promise<[Buffer, Buffer, number] | null>;
+  rtStateWrite(numKeys: number, ...args: (string | Buffer)[]): Promise<number>;
+}
+
+/** Parses `host:port` (`[v6]:port` too); port defaults to 6379. */
+export function parseRedisHost(text: string): { host: string; port: number } {
+  const t = text.trim();
+  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(t) ?? /^([^:]+)(?::(\d+))?$/.exec(t);
+  if (!m) throw new Error(`metadata redisHost "${text}" is not host:port`);
+  const port = m[2] ? Number(m[2]) : 6379;
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`metadata redisHost "${text}" has an invalid port`);
+  return { host: m[1], port };
+}
+
+export function redisOptions(md: Record<string, string>): RedisOptions {
+  if (!md.redisHost) throw new Error('metadata redisHost is required (host:port, e.g. localhost:6379)');
+  if (md.redisType && md.redisType.toLowerCase() !== 'node') throw new Error(`metadata redisType "${md.redisType}" is not supported: only "node"`);
+  if (metadataBool(md, 'failover', false)) throw new Error('metadata failover (Sentinel) is not supported');
+  const { host, port } = parseRedisHost(md.redisHost);
+  const db = md.redisDB ? Number(md.redisDB) : 0;
+  if (!Number.isInteger(db) || db < 0) throw new Error(`metadata redisDB "${md.redisDB}" must be a database number`);
+  const opts: RedisOptions = {
+    host,
+    port,
+    db,
+    lazyConnect: true,
+    connectTimeout: 5000,
+    maxRetriesPerRequest: 2,
+    // after a connection loss: retry with backoff, up to 2 s apart
+    retryStrategy: (times) => Math.min(times * 100, 2000),
+  };
+  if (md.redisUsername) opts.username = md.redisUsername;
+  if (md.redisPassword) opts.password = md.redisPassword;
+  if (metadataBool(md, 'enableTLS', false)) opts.tls = { servername: host };
+  return opts;
+}
+
+class RedisStateStore implements StateStore {
+  private client?: ScriptedRedis;
+
+  async init(spec: ComponentSpec): Promise<void> {
+    const opts = redisOptions(spec.metadata);
+    const { Redis } = await import('ioredis');
+    const client = new Redis(opts) as ScriptedRedis;
+    // errors surface on the calls; without a listener ioredis would log them unasked
+    client.on('error', () => undefined);
+    client.defineCommand('rtStateRead', { lua: READ, numberOfKeys: 1, readOnly: true });
+    client.defineCommand('rtStateWrite', { lua: WRITE });
+    this.client = client;
+    await client.connect();
+    await client.ping();
+  }
+
+  features(): StateFeature[] {
+    return FEATURES;
+  }
+
+  capabilities(): string[] {
+    return capabilitiesOf(FEATURES);
+  }
+
+  async get(key: string): Promise<StateItem | undefined> {
+    return toItem(key, await this.redis().rtStateReadBuffer(key));
+  }
+
+  async bulkGet(keys: string[]): Promise<(StateItem | undefined)[]> {
+    if (keys.length === 0) return [];
+    const p = this.redis().pipeline() as unknown as { rtStateReadBuffer(k: string): void; exec(): Promise<[Error | null, unknown][] | null> };
+    for (const k of keys) p.rtStateReadBuffer(k);
+    const res = (await p.exec()) ?? [];
+    return keys.map((k, i) => {
+      const [err, reply] = res[i] ?? [new Error('no reply')];
+      if (err) throw err;
+      return toItem(k, reply as [Buffer, Buffer, number] | null);
+    });
+  }
+
+  async set(req: StateSetRequest): Promise<void> {
+    await this.write([{ operation: 'upsert', request: req }]);
+  }
+
+  async delete(req: StateDeleteRequest): Promise<void> {
+    await this.write([{ operation: 'delete', request: req }]);
+  }
+
+  /** All or nothing (one script), like a transaction. */
+  async bulkSet(reqs: StateSetRequest[]): Promise<void> {
+    await this.write(reqs.map((request) => ({ operation: 'upsert', request })));
+  }
+
+  async bulkDelete(reqs: StateDeleteRequest[]): Promise<void> {
+    await this.write(reqs.map((request) => ({ operation: 'delete', request })));
+  }
+
+  async transact(ops: StateTransactionOperation[]): Promise<void> {
+    await this.write(ops);
+  }
+
+  async ping(): Promise<void> {
+    await this.redis().ping();
+  }
+
+  async close(): Promise<void> {
+    const c = this.client;
+    this.client = undefined;
+    if (!c) return;
+    await Promise.race([c.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 1000).unref())]);
+    c.disconnect();
+  }
+
+  private redis(): ScriptedRedis {
+    if (!this.client) throw new Error('redis state store is not connected');
+    return this.client;
+  }
+
+  private async write(ops: StateTransactionOperation[]): Promise<void> {
+    if (ops.length === 0) return;
+    const keys: string[] = [];
+    const args: (string | Buffer)[] = [];
+    for (const op of ops) {
+      const r = op.request;
+      const etag = requestEtag(r) ?? '';
+      const firstWrite = r.options?.concurrency === 'first-write' ? '1' : '0';
+      keys.push(r.key);
+      if (op.operation === 'upsert') {
+        const ttl = ttlSeconds(r.metadata);
+        args.push('u', etag, firstWrite, ttl === undefined ? '' : String(ttl), asBuffer(op.request.value));
+      } else {
+        args.push('d', etag, firstWrite, '', EMPTY);
+      }
+    }
+    const failed = await this.redis().rtStateWrite(keys.length, ...keys, ...args);
+    if (failed !== 0) {
+      const r = ops[failed - 1].request;
+      if (r.etag) throw new EtagMismatchError(r.key);
+      throw new EtagMismatchError(r.key, `key "${r.key}" already exists and no etag was sent (first-write)`);
+    }
+  }
+}
+
+function toItem(key: string, reply: [Buffer, Buffer, number] | null): StateItem | undefined {
+  if (!reply) return undefined;
+  const [data, version, pttl] = reply;
+  const item: StateItem = { key, value: data, etag: version.toString() };
+  if (typeof pttl === 'number' && pttl > 0) item.metadata = { ttlExpireTime: new Date(Date.now() + pttl).toISOString() };
+  return item;
+}
+
+export const factory = () => new RedisStateStore();

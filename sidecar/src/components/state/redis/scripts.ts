@@ -1,0 +1,54 @@
+/**
+ * Lua scripts of the Redis state store. An item is a hash {data, version} — the layout the
+ * ecosystem's Redis state store uses, so data written by either is readable by the other.
+ * Scripts run atomically in Redis, which makes etag checks and transactions race-free
+ * across any number of sidecars sharing the database.
+ */
+
+/** KEYS[1]: item. Returns nil, or {data, version, pttl}. */
+export const READ = `
+local r = redis.call('HMGET', KEYS[1], 'data', 'version')
+if not r[1] then return false end
+return {r[1], r[2] or '', redis.call('PTTL', KEYS[1])}
+`;
+
+/**
+ * KEYS[i]: the key of operation i. ARGV: five fields per operation — kind ('u' upsert,
+ * 'd' delete), etag ('' = none), first-write ('1'/'0'), ttl seconds ('' = none), value.
+ * Pass 1 checks every operation against the state the earlier ones leave (nothing is
+ * written yet); pass 2 writes. Returns 0, or the 1-based index of the operation that failed
+ * its etag check (then nothing was written).
+ */
+export const WRITE = `
+local shadow = {}
+for i = 1, #KEYS do
+  local b = (i - 1) * 5
+  local k = KEYS[i]
+  local cur = shadow[k]
+  if cur == nil then cur = redis.call('HGET', k, 'version') end
+  local etag = ARGV[b + 2]
+  if etag ~= '' then
+    if (not cur) or cur ~= etag then return i end
+  elseif ARGV[b + 3] == '1' and cur then
+    return i
+  end
+  if ARGV[b + 1] == 'u' then
+    shadow[k] = tostring((tonumber(cur) or 0) + 1)
+  else
+    shadow[k] = false
+  end
+end
+for i = 1, #KEYS do
+  local b = (i - 1) * 5
+  local k = KEYS[i]
+  if ARGV[b + 1] == 'u' then
+    redis.call('HSET', k, 'data', ARGV[b + 5])
+    redis.call('HINCRBY', k, 'version', 1)
+    local ttl = tonumber(ARGV[b + 4])
+    if ttl and ttl > 0 then redis.call('EXPIRE', k, ttl) else redis.call('PERSIST', k) end
+  else
+    redis.call('DEL', k)
+  end
+end
+return 0
+`;
