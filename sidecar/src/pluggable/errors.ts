@@ -63,9 +63,13 @@ export function isServiceError(e: unknown): e is grpc.ServiceError {
   return e instanceof Error && typeof (e as grpc.ServiceError).code === 'number';
 }
 
-/** Whether the error means the socket is gone or does not answer (not an answer of the component). */
+/**
+ * Whether the error means the socket is gone or does not answer (not an answer of the
+ * component). rt never cancels unary calls itself, so CANCELLED means the server dropped the call.
+ */
 export function isUnavailable(e: unknown): boolean {
-  return isServiceError(e) && (e.code === grpc.status.UNAVAILABLE || (e.code === grpc.status.INTERNAL && /connection|stream|socket/i.test(e.details)));
+  if (!isServiceError(e)) return false;
+  return e.code === grpc.status.UNAVAILABLE || e.code === grpc.status.CANCELLED || (e.code === grpc.status.INTERNAL && /connection|stream|socket/i.test(e.details));
 }
 
 export interface CallContext {
@@ -79,6 +83,8 @@ export interface CallContext {
   write?: boolean;
   /** Whether the request carried an etag (INVALID_ARGUMENT then means an invalid etag). */
   withEtag?: boolean;
+  /** Error for INVALID_ARGUMENT (the request was refused, e.g. a bad ttlInSeconds). */
+  badRequest?: (message: string) => Error;
 }
 
 /** Turns a failed call into the error the building blocks understand. */
@@ -99,6 +105,7 @@ export function toComponentError(e: unknown, c: CallContext): Error {
       { cause: e },
     );
   }
+  if (e.code === grpc.status.INVALID_ARGUMENT && c.badRequest) return c.badRequest(`pluggable ${c.what} refused ${c.method}: ${detail}`);
   if (e.code === grpc.status.DEADLINE_EXCEEDED) return new Error(`pluggable ${c.what} did not answer ${c.method} in time (socket ${c.path})`, { cause: e });
   return new Error(`pluggable ${c.what} failed ${c.method}: ${grpc.status[e.code]}: ${detail}`, { cause: e });
 }

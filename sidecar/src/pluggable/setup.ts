@@ -10,10 +10,14 @@ import type { SidecarContext } from '../context.ts';
 import { apisServed, isPluggableApi, type PluggableApi } from './apis.ts';
 import type { PluggableHost } from './component.ts';
 import { SocketDirectory } from './discovery.ts';
+import { PluggableBinding } from './bindings.ts';
+import { PluggableSecretStore } from './secretstore.ts';
 import { PluggableStateStore } from './state.ts';
 
 const ADAPTERS: Partial<Record<PluggableApi, (host: PluggableHost, socketName: string) => Component>> = {
   state: (host, name) => new PluggableStateStore(host, name),
+  bindings: (host, name) => new PluggableBinding(host, name),
+  secretstores: (host, name) => new PluggableSecretStore(host, name),
 };
 
 export async function setup(ctx: SidecarContext): Promise<void> {

@@ -11,8 +11,10 @@ import type {
   StateStore,
   StateTransactionOperation,
 } from '../components/types.ts';
+import { StateRequestError } from '../components/state/errors.ts';
 import { SERVICES } from './apis.ts';
 import { PluggableComponent } from './component.ts';
+import type { CallContext } from './errors.ts';
 
 interface Etag {
   value: string;
@@ -52,6 +54,11 @@ export class PluggableStateStore extends PluggableComponent implements StateStor
 
   protected pingService(): string {
     return SERVICES.StateStore;
+  }
+
+  /** INVALID_ARGUMENT (other than a bad etag) is a refused request: 400 at the state API. */
+  protected override call<Res>(service: string, method: string, req: unknown, c: Partial<CallContext> = {}): Promise<Res> {
+    return super.call<Res>(service, method, req, { badRequest: (m) => new StateRequestError(m), ...c });
   }
 
   capabilities(): string[] {
