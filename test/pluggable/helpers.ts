@@ -10,7 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import pino from 'pino';
 import { componentsDefinition, COMPONENTS_PACKAGE } from '../../sidecar/src/pluggable/protos.ts';
-import { startSidecar, type Sidecar } from '../../sidecar/src/sidecar.ts';
+import { startSidecar, type Sidecar, type StartOptions } from '../../sidecar/src/sidecar.ts';
 
 export const ROOT = join(import.meta.dirname, '../..');
 export const EXAMPLE_MAIN = join(ROOT, 'examples/pluggable-state/main.ts');
@@ -65,8 +65,9 @@ export function writeComponents(dir: string, components: ComponentYaml[]): void 
   writeFileSync(join(dir, 'components.yaml'), components.map(componentYaml).join('\n---\n'));
 }
 
-export function sidecarFor(dirs: TempDirs, appId = 'pluggable-test'): Promise<Sidecar> {
+export function sidecarFor(dirs: TempDirs, appId = 'pluggable-test', extra: Partial<StartOptions> = {}): Promise<Sidecar> {
   return startSidecar({
+    ...extra,
     appId,
     httpPort: 0,
     grpcPort: 0,
