@@ -1,0 +1,292 @@
+/**
+ * Moving file content over SFTP quickly and in bounded memory.
+ *
+ * SFTP answers each READ/WRITE request separately, so one request at a time waits a round trip
+ * per chunk. Like OpenSSH's `sftp` client, we keep many requests in flight (IN_FLIGHT, each as
+ * large as the server allows, 255 KiB with OpenSSH), which is what makes large files fast.
+ *
+ * Uploads decode the base64 text slice by slice straight into WRITE requests (the decoded file
+ * never exists whole in memory), into a temporary file next to the target that is renamed over
+ * it at the end: readers never see half a file, and a failed upload leaves the old one intact.
+ * Downloads are a Readable that keeps IN_FLIGHT reads ahead of the consumer.
+ */
+import { randomBytes } from 'node:crypto';
+import { posix } from 'node:path';
+import { Readable } from 'node:stream';
+import type { FileEntryWithStats, Stats } from 'ssh2';
+import { malformed } from '../../../http/errors.ts';
+import type { Session } from './connection.ts';
+
+/** Requests kept in flight per transfer. */
+export const IN_FLIGHT = 16;
+/** Base64 characters decoded per step: 4 MiB of text → 3 MiB of bytes (a multiple of 4). */
+const DECODE_SLICE = 4 * 1024 * 1024;
+/** SFTP status codes we map to messages (draft-ietf-secsh-filexfer-02). */
+export const SFTP_NO_SUCH_FILE = 2;
+export const SFTP_PERMISSION_DENIED = 3;
+/** Names of in-progress uploads; `list` hides them. */
+export const TEMP_NAME = /^\..+\.rt-upload-[0-9a-f]{16}$/;
+
+/**
+ * Checks that `data` is standard base64 (RFC 4648 §4 alphabet, padding required, no line
+ * breaks) before anything on the server is touched; throws a 400 ApiError otherwise.
+ *
+ * Node's decoder skips characters outside the alphabet, so decoding a slice of 4n characters
+ * yields exactly 3n bytes (less the padding) only when every character was valid; it also
+ * accepts the URL alphabet's "-" and "_", which we reject apart. Decoding into one scratch
+ * buffer runs at native speed (about 30 ms per 100 MB) without allocating.
+ */
+export function assertBase64(data: string): void {
+  const bad = (why: string) => malformed(`data must be the file content in standard base64 (A-Z a-z 0-9 + /, padded with =, no line breaks): ${why}`);
+  if (data.length % 4 !== 0) throw bad(`its length (${data.length}) is not a multiple of 4`);
+  if (data.includes('-') || data.includes('_')) throw bad('it uses the URL-safe alphabet ("-", "_")');
+  const scratch = Buffer.allocUnsafe((Math.min(DECODE_SLICE, data.length) / 4) * 3);
+  for (let i = 0; i < data.length; i += DECODE_SLICE) {
+    const end = Math.min(data.length, i + DECODE_SLICE);
+    const slice = data.slice(i, end);
+    const pad = end === data.length ? padding(slice) : 0;
+    if (pad > 2 || scratch.write(slice, 0, 'base64') !== ((end - i) / 4) * 3 - pad) {
+      throw bad(`invalid character or misplaced padding near position ${i}`);
+    }
+  }
+}
+
+function padding(s: string): number {
+  let n = 0;
+  while (n < s.length && s.charCodeAt(s.length - 1 - n) === 0x3d) n++;
+  return n;
+}
+
+// ------------------------------------------------------------------ promisified SFTP calls
+
+/**
+ * Sends one request. ssh2 silently drops requests written to a closed channel (their callback
+ * never runs), so a closed session fails here at once instead of hanging the call.
+ */
+function call<T>(s: Session, send: (cb: (err: Error | null | undefined, value: T) => void) => void): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const out = (s.sftp as unknown as { outgoing?: { state?: string } }).outgoing;
+    if (!s.alive || (out && out.state !== 'open')) {
+      reject(new Error('the SFTP connection is closed'));
+      return;
+    }
+    send((err, value) => (err ? reject(err) : resolve(value)));
+  });
+}
+
+export function open(s: Session, path: string, flags: 'r' | 'w'): Promise<Buffer> {
+  return call(s, (cb) => s.sftp.open(path, flags, cb));
+}
+
+export function closeHandle(s: Session, handle: Buffer): Promise<void> {
+  return call(s, (cb) => s.sftp.close(handle, (err) => cb(err, undefined)));
+}
+
+export function stat(s: Session, path: string): Promise<Stats> {
+  return call(s, (cb) => s.sftp.stat(path, cb));
+}
+
+function fstat(s: Session, handle: Buffer): Promise<Stats> {
+  return call(s, (cb) => s.sftp.fstat(handle, cb));
+}
+
+function mkdir(s: Session, path: string): Promise<void> {
+  return call(s, (cb) => s.sftp.mkdir(path, (err) => cb(err, undefined)));
+}
+
+export function unlink(s: Session, path: string): Promise<void> {
+  return call(s, (cb) => s.sftp.unlink(path, (err) => cb(err, undefined)));
+}
+
+export function readdir(s: Session, path: string): Promise<FileEntryWithStats[]> {
+  return call(s, (cb) => s.sftp.readdir(path, cb));
+}
+
+function rename(s: Session, from: string, to: string, posixRename: boolean): Promise<void> {
+  return call(s, (cb) => (posixRename ? s.sftp.ext_openssh_rename(from, to, (err) => cb(err, undefined)) : s.sftp.rename(from, to, (err) => cb(err, undefined))));
+}
+
+function write(s: Session, handle: Buffer, buf: Buffer, off: number, len: number, pos: number): Promise<void> {
+  return call(s, (cb) => s.sftp.write(handle, buf, off, len, pos, (err) => cb(err, undefined)));
+}
+
+/** Bytes read; 0 at end of file (SFTP reports EOF as status 1). */
+function read(s: Session, handle: Buffer, buf: Buffer, off: number, len: number, pos: number): Promise<number> {
+  return call<number>(s, (cb) => s.sftp.read(handle, buf, off, len, pos, (err, n) => cb(err, n))).catch((e: unknown) => {
+    if ((e as { code?: unknown }).code === 1) return 0;
+    throw e;
+  });
+}
+
+/** Renames over an existing target: posix-rename@openssh.com when offered, else remove + rename. */
+async function replace(s: Session, from: string, to: string): Promise<void> {
+  const ext = (s.sftp as unknown as { _extensions?: Record<string, string> })._extensions ?? {};
+  if (ext['posix-rename@openssh.com'] === '1') return rename(s, from, to, true);
+  await rename(s, from, to, false).catch(async () => {
+    await unlink(s, to).catch(() => undefined);
+    await rename(s, from, to, false);
+  });
+}
+
+// ------------------------------------------------------------------ directories
+
+/** Creates `dir` and its missing parents, never above `root` (which must exist). */
+export async function mkdirp(s: Session, root: string, dir: string): Promise<void> {
+  const st = await stat(s, dir).catch((e: unknown) => {
+    if ((e as { code?: unknown }).code === SFTP_NO_SUCH_FILE) return undefined;
+    throw e;
+  });
+  if (st) {
+    if (!st.isDirectory()) throw Object.assign(new Error(`"${dir}" exists and is not a directory`), { code: 4 });
+    return;
+  }
+  if (dir === root) throw Object.assign(new Error(`rootPath "${root}" does not exist on the server`), { code: SFTP_NO_SUCH_FILE });
+  await mkdirp(s, root, posix.dirname(dir));
+  await mkdir(s, dir).catch(async (e: unknown) => {
+    // another call may have created it meanwhile
+    const again = await stat(s, dir).catch(() => undefined);
+    if (!again?.isDirectory()) throw e;
+  });
+}
+
+// ------------------------------------------------------------------ upload
+
+/** Writes the decoded base64 text to `remote` atomically; `data` must have passed assertBase64. */
+export async function uploadBase64(s: Session, root: string, remote: string, data: string): Promise<void> {
+  const dir = posix.dirname(remote);
+  await mkdirp(s, root, dir);
+  const tmp = posix.join(dir, `.${posix.basename(remote)}.rt-upload-${randomBytes(8).toString('hex')}`);
+  const handle = await open(s, tmp, 'w');
+  let closed = false;
+  try {
+    const pending = new Set<Promise<void>>();
+    let failure: unknown;
+    let pos = 0;
+    const chunk = s.maxWriteLen;
+    for (let i = 0; i < data.length; i += DECODE_SLICE) {
+      const bytes = Buffer.from(data.slice(i, i + DECODE_SLICE), 'base64');
+      for (let off = 0; off < bytes.length; off += chunk) {
+        while (pending.size >= IN_FLIGHT) await Promise.race(pending);
+        if (failure) throw failure;
+        const len = Math.min(chunk, bytes.length - off);
+        const p: Promise<void> = write(s, handle, bytes, off, len, pos).then(
+          () => void pending.delete(p),
+          (e: unknown) => {
+            failure ??= e;
+            pending.delete(p);
+          },
+        );
+        pending.add(p);
+        pos += len;
+      }
+    }
+    await Promise.all(pending);
+    if (failure) throw failure;
+    closed = true;
+    await closeHandle(s, handle);
+    await replace(s, tmp, remote);
+  } catch (e) {
+    if (!closed) await closeHandle(s, handle).catch(() => undefined);
+    await unlink(s, tmp).catch(() => undefined);
+    throw e;
+  }
+}
+
+// ------------------------------------------------------------------ download
+
+/** Opens `remote` for reading; rejects with the SFTP status error when it cannot. */
+export async function openDownload(s: Session, remote: string): Promise<{ stream: Readable; size: number }> {
+  const handle = await open(s, remote, 'r');
+  try {
+    const st = await fstat(s, handle);
+    if (st.isDirectory()) throw Object.assign(new Error(`"${remote}" is a directory`), { code: 4, isDirectory: true });
+    return { stream: new DownloadStream(s, handle, st.size), size: st.size };
+  } catch (e) {
+    await closeHandle(s, handle).catch(() => undefined);
+    throw e;
+  }
+}
+
+/** The file's bytes in order, with IN_FLIGHT reads of maxReadLen kept ahead of the consumer. */
+class DownloadStream extends Readable {
+  private readonly s: Session;
+  private readonly handle: Buffer;
+  private size: number;
+  private next = 0;
+  private readonly ahead: { len: number; data: Promise<Buffer> }[] = [];
+  private pumping = false;
+  private released = false;
+
+  constructor(s: Session, handle: Buffer, size: number) {
+    super({ highWaterMark: 1024 * 1024 });
+    this.s = s;
+    this.handle = handle;
+    this.size = size;
+  }
+
+  override _read(): void {
+    if (!this.pumping) void this.pump();
+  }
+
+  private fill(): void {
+    const chunk = this.s.maxReadLen;
+    while (this.ahead.length < IN_FLIGHT && this.next < this.size) {
+      const len = Math.min(chunk, this.size - this.next);
+      const data = this.block(this.next, len);
+      data.catch(() => undefined); // awaited in order below; a destroyed stream drops them
+      this.ahead.push({ len, data });
+      this.next += len;
+    }
+  }
+
+  /** One block; a short read that is not EOF asks again for the rest. */
+  private async block(pos: number, len: number): Promise<Buffer> {
+    const buf = Buffer.allocUnsafe(len);
+    let got = 0;
+    while (got < len) {
+      const n = await read(this.s, this.handle, buf, got, len - got, pos + got);
+      if (n === 0) break;
+      got += n;
+    }
+    return got === len ? buf : buf.subarray(0, got);
+  }
+
+  private async pump(): Promise<void> {
+    this.pumping = true;
+    try {
+      for (;;) {
+        if (this.destroyed) return;
+        this.fill();
+        const head = this.ahead.shift();
+        if (!head) {
+          await this.release();
+          this.push(null);
+          return;
+        }
+        const buf = await head.data;
+        if (this.destroyed) return;
+        if (buf.length < head.len) {
+          // the file shrank while we read it: end where it ends now
+          this.size = 0;
+          this.ahead.length = 0;
+        }
+        if (buf.length && !this.push(buf)) return;
+      }
+    } catch (e) {
+      this.destroy(e as Error);
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  private async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    // a dead server never answers CLOSE; do not hold the stream's end for it
+    await Promise.race([closeHandle(this.s, this.handle).catch(() => undefined), new Promise((r) => setTimeout(r, 2000).unref())]);
+  }
+
+  override _destroy(err: Error | null, cb: (error?: Error | null) => void): void {
+    this.release().then(() => cb(err), () => cb(err));
+  }
+}
