@@ -44,6 +44,7 @@ export function builtinCatalog(): ComponentCatalog {
   c.add('state.in-memory', { category: 'state', load: async () => (await import('./state/in-memory/index.ts')).factory });
   c.add('state.sqlite', { category: 'state', load: async () => (await import('./state/sqlite/index.ts')).factory });
   c.add('state.redis', { category: 'state', load: async () => (await import('./state/redis/index.ts')).factory });
+  c.add('state.postgresql', { category: 'state', load: async () => (await import('./state/postgresql/index.ts')).factory });
   c.add('bindings.sftp', { category: 'bindings', load: async () => (await import('./bindings/sftp/index.ts')).factory });
   return c;
 }
