@@ -1,0 +1,77 @@
+/**
+ * Shared pieces of the workflow suites: a sidecar on free ports with its own data dir, quiet
+ * SDK logging, and small HTTP helpers for the workflow API.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { startSidecar, type Sidecar, type StartOptions } from '../../sidecar/src/sidecar.ts';
+
+export interface TestSidecar {
+  sidecar: Sidecar;
+  grpcAddress: string;
+  base: string;
+  dataDir: string;
+  stop(): Promise<void>;
+}
+
+export async function sidecarForTest(appId: string, extra: Partial<StartOptions> = {}): Promise<TestSidecar> {
+  const dataDir = extra.dataDir ?? mkdtempSync(join(tmpdir(), `rt-wf-${appId}-`));
+  const sidecar = await startSidecar({ appId, httpPort: 0, grpcPort: 0, dataDir, logger: pino({ level: process.env.RT_TEST_LOG ?? 'silent' }), ...extra });
+  return {
+    sidecar,
+    dataDir,
+    grpcAddress: `127.0.0.1:${sidecar.grpcPort}`,
+    base: `http://127.0.0.1:${sidecar.httpPort}`,
+    stop: async () => {
+      await sidecar.close();
+      if (!extra.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The SDKs log every work item with console.log/info; tests keep their output readable. */
+export function quietSdkLogs(): () => void {
+  const saved = { log: console.log, info: console.info, error: console.error, warn: console.warn };
+  console.log = () => undefined;
+  console.info = () => undefined;
+  if (!process.env.RT_TEST_LOG) {
+    console.error = () => undefined;
+    console.warn = () => undefined;
+  }
+  return () => Object.assign(console, saved);
+}
+
+export async function waitUntil<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 15_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export interface HttpInstance {
+  instanceID: string;
+  workflowName: string;
+  createdAt: string;
+  lastUpdatedAt: string;
+  runtimeStatus: string;
+  properties: Record<string, string>;
+}
+
+export async function getInstance(base: string, id: string): Promise<HttpInstance | undefined> {
+  const res = await fetch(`${base}/v1.0/workflows/rt/${encodeURIComponent(id)}`);
+  if (res.status === 404) return undefined;
+  if (res.status !== 200) throw new Error(`GET instance ${id}: ${res.status} ${await res.text()}`);
+  return (await res.json()) as HttpInstance;
+}
+
+export async function waitForStatus(base: string, id: string, statuses: string[], timeoutMs = 20_000): Promise<HttpInstance> {
+  return waitUntil(async () => {
+    const i = await getInstance(base, id);
+    return i && statuses.includes(i.runtimeStatus) ? i : undefined;
+  }, timeoutMs, `instance ${id} to reach ${statuses.join('/')}`);
+}

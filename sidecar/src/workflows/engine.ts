@@ -1,0 +1,599 @@
+/**
+ * The workflow engine: Durable Task semantics on top of the instance table.
+ *
+ * An instance moves forward in *runs*: the orchestrator (in a worker) gets its past history
+ * plus the new events (OrchestratorStarted first, carrying the deterministic clock, then what
+ * waited in the inbox) and answers with actions. Applying the answer appends one history batch
+ * and turns actions into activities, timers, sub-orchestrations and events. Activity results,
+ * timers and raised events land in the inbox and make the instance runnable again.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Draft, InstanceTable } from './instances.ts';
+import {
+  OrchestrationStatus,
+  STATUS_BY_NUMBER,
+  fromTimestamp,
+  sv,
+  toTimestamp,
+  type ActivityResponse,
+  type FailureDetails,
+  type HistoryEvent,
+  type OrchestrationStateMsg,
+  type OrchestratorAction,
+  type OrchestratorRequest,
+  type OrchestratorResponse,
+  type RuntimeStatus,
+} from './proto.ts';
+import { isTerminal, type InstanceRecord, type ParentRef } from './record.ts';
+import type { TimerRef, Timers } from './timers.ts';
+import type { OrchestratorRun, Workers } from './workers.ts';
+
+export type WorkflowErrorCode = 'NOT_FOUND' | 'CONFLICT' | 'INVALID' | 'PRECONDITION';
+
+export class WorkflowError extends Error {
+  readonly code: WorkflowErrorCode;
+  constructor(code: WorkflowErrorCode, message: string) {
+    super(message);
+    this.name = 'WorkflowError';
+    this.code = code;
+  }
+}
+
+export interface StartRequest {
+  instanceId?: string;
+  name: string;
+  input?: string;
+  /** ms since epoch; later than now = delayed start. */
+  scheduledStart?: number;
+  parent?: ParentRef;
+}
+
+/** A lease older than this, held by another replica, is taken over when work arrives. */
+const STALE_LEASE_MS = 60_000;
+
+type Waiter = { until: (r: InstanceRecord | undefined) => boolean; resolve: (r: InstanceRecord | undefined) => void };
+
+export class Engine {
+  readonly table: InstanceTable;
+  readonly workers: Workers;
+  private readonly timers: Timers;
+  private readonly log: Logger;
+  private readonly me: string;
+  private readonly waiters = new Map<string, Set<Waiter>>();
+  private pollTimer?: NodeJS.Timeout;
+
+  constructor(table: InstanceTable, workers: Workers, timers: Timers, log: Logger) {
+    this.table = table;
+    this.workers = workers;
+    this.timers = timers;
+    this.log = log;
+    this.me = table.replicaId;
+    workers.attach({ prepareRun: (id) => this.prepareRun(id) });
+    timers.onFire((t) => this.timerFired(t));
+    // a shared store can change under us (another replica finishes an instance): waiters poll
+    if (table.shared) {
+      this.pollTimer = setInterval(() => void this.pollWaiters(), 1000);
+      this.pollTimer.unref();
+    }
+  }
+
+  close(): void {
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    for (const set of this.waiters.values()) for (const w of set) w.resolve(undefined);
+    this.waiters.clear();
+    this.timers.close();
+    this.table.close();
+  }
+
+  // ------------------------------------------------------------------ client operations
+
+  async start(req: StartRequest): Promise<string> {
+    const id = req.instanceId || randomUUID();
+    const now = Date.now();
+    await this.table.mutate(id, (d) => {
+      if (d.rec && !isTerminal(d.rec.status)) {
+        throw new WorkflowError('CONFLICT', `workflow instance "${id}" already exists and is ${d.rec.status}; terminate or wait for it before starting it again`);
+      }
+      const executionId = randomUUID();
+      const delayed = req.scheduledStart !== undefined && req.scheduledStart > now;
+      const started: HistoryEvent = {
+        eventId: -1,
+        timestamp: toTimestamp(now),
+        executionStarted: {
+          name: req.name,
+          input: sv(req.input),
+          orchestrationInstance: { instanceId: id, executionId: { value: executionId } },
+          parentInstance: req.parent
+            ? {
+                taskScheduledId: req.parent.taskId,
+                name: sv(req.parent.name),
+                orchestrationInstance: { instanceId: req.parent.instanceId, executionId: sv(req.parent.executionId) },
+              }
+            : undefined,
+          scheduledStartTimestamp: delayed ? toTimestamp(req.scheduledStart as number) : undefined,
+        },
+      };
+      if (d.rec) {
+        // a finished instance with the same id is replaced: its old history goes
+        const old = d.rec;
+        d.resetHistory = true;
+        for (const t of Object.keys(old.timers)) this.cancelTimer(d, { instanceId: id, executionId: old.executionId, timerId: t });
+      }
+      d.rec = {
+        v: d.rec?.v ?? 0,
+        id,
+        name: req.name,
+        status: 'PENDING',
+        createdAt: now,
+        updatedAt: now,
+        scheduledStart: delayed ? req.scheduledStart : undefined,
+        input: req.input,
+        executionId,
+        parent: req.parent,
+        chunks: d.rec?.chunks ?? 0,
+        inbox: [started],
+        acts: {},
+        timers: {},
+        children: [],
+      };
+      d.changed = true;
+      d.index = 'add';
+      if (delayed) {
+        d.rec.timers.start = { fireAt: req.scheduledStart as number, owner: this.me };
+        const ref = { instanceId: id, executionId, timerId: 'start' };
+        d.effects.push(() => void this.timers.arm(ref, req.scheduledStart as number).catch((e) => this.log.error({ err: e }, 'arming a delayed start failed')));
+      } else this.makeRunnable(d);
+      this.notifyAfter(d, id);
+    });
+    return id;
+  }
+
+  async raiseEvent(id: string, name: string, input: string | undefined): Promise<void> {
+    const now = Date.now();
+    await this.table.mutate(id, (d) => {
+      const rec = this.existing(d, id);
+      if (isTerminal(rec.status)) return; // nothing listens any more; accepted like the ecosystem does
+      rec.inbox.push({ eventId: -1, timestamp: toTimestamp(now), eventRaised: { name, input: sv(input) } });
+      rec.updatedAt = now;
+      d.changed = true;
+      this.makeRunnable(d);
+    });
+  }
+
+  /** Terminates the instance and (always) its running sub-orchestrations. */
+  async terminate(id: string, output: string | undefined, reason = 'terminated'): Promise<void> {
+    await this.table.mutate(id, (d) => {
+      const rec = this.existing(d, id);
+      if (isTerminal(rec.status)) return;
+      this.finish(d, 'TERMINATED', output, undefined, [
+        { eventId: -1, timestamp: toTimestamp(Date.now()), executionTerminated: { input: sv(output), recurse: true } },
+      ]);
+      const children = [...rec.children];
+      d.effects.push(() => {
+        for (const child of children) this.terminate(child, undefined, `parent ${id} ${reason}`).catch(() => undefined);
+      });
+    });
+  }
+
+  async suspend(id: string, reason?: string): Promise<void> {
+    await this.table.mutate(id, (d) => {
+      const rec = this.existing(d, id);
+      if (isTerminal(rec.status)) throw new WorkflowError('PRECONDITION', `workflow instance "${id}" is ${rec.status} and cannot be suspended`);
+      if (rec.status === 'SUSPENDED') return;
+      rec.status = 'SUSPENDED';
+      rec.updatedAt = Date.now();
+      rec.inbox.push({ eventId: -1, timestamp: toTimestamp(rec.updatedAt), executionSuspended: { input: sv(reason) } });
+      d.changed = true;
+      this.notifyAfter(d, id);
+    });
+  }
+
+  async resume(id: string, reason?: string): Promise<void> {
+    await this.table.mutate(id, (d) => {
+      const rec = this.existing(d, id);
+      if (isTerminal(rec.status)) throw new WorkflowError('PRECONDITION', `workflow instance "${id}" is ${rec.status} and cannot be resumed`);
+      if (rec.status !== 'SUSPENDED') return;
+      rec.status = this.hasRun(d) ? 'RUNNING' : 'PENDING';
+      rec.updatedAt = Date.now();
+      rec.inbox.push({ eventId: -1, timestamp: toTimestamp(rec.updatedAt), executionResumed: { input: sv(reason) } });
+      d.changed = true;
+      this.makeRunnable(d);
+      this.notifyAfter(d, id);
+    });
+  }
+
+  /** Removes every key of a finished instance (and of its finished sub-orchestrations). */
+  async purge(id: string): Promise<number> {
+    const children = await this.table.mutate(id, (d) => {
+      const rec = this.existing(d, id);
+      if (!isTerminal(rec.status)) {
+        throw new WorkflowError('PRECONDITION', `workflow instance "${id}" is ${rec.status}; only COMPLETED, FAILED or TERMINATED instances can be purged`);
+      }
+      d.purge = true;
+      d.changed = true;
+      d.rec = undefined;
+      return rec.children;
+    });
+    this.table.evict(id);
+    let n = 1;
+    for (const c of children) n += await this.purge(c).catch(() => 0);
+    return n;
+  }
+
+  async get(id: string): Promise<InstanceRecord | undefined> {
+    return this.table.read(id);
+  }
+
+  /** Resolves with the record once `until` holds (or undefined when aborted). */
+  async waitFor(id: string, until: (r: InstanceRecord | undefined) => boolean, signal?: AbortSignal): Promise<InstanceRecord | undefined> {
+    return new Promise((resolve) => {
+      let set = this.waiters.get(id);
+      if (!set) this.waiters.set(id, (set = new Set()));
+      const mine = set;
+      const w: Waiter = {
+        until,
+        resolve: (r) => {
+          if (!mine.delete(w)) return;
+          if (mine.size === 0 && this.waiters.get(id) === mine) this.waiters.delete(id);
+          resolve(r);
+        },
+      };
+      set.add(w);
+      signal?.addEventListener('abort', () => w.resolve(undefined), { once: true });
+      // registered first, read second: a change committed in between is not missed
+      this.table.read(id).then((r) => {
+        if (until(r)) w.resolve(r);
+      }, () => w.resolve(undefined));
+    });
+  }
+
+  // ------------------------------------------------------------------ worker answers
+
+  async completeOrchestrator(res: OrchestratorResponse, peer: string): Promise<void> {
+    const id = res.instanceId;
+    const run = this.workers.takeRun(id, peer);
+    if (!run) {
+      this.log.debug({ instanceId: id }, 'orchestrator answer for a run that is not in flight here; ignored');
+      return;
+    }
+    await this.table.mutate(id, (d) => this.applyRun(d, run, res));
+  }
+
+  async completeActivity(res: ActivityResponse, peer: string): Promise<void> {
+    const id = res.instanceId;
+    const task = this.workers.takeActivity(id, res.taskId, peer);
+    const now = Date.now();
+    await this.table.mutate(id, (d) => {
+      const rec = d.rec;
+      if (!rec || isTerminal(rec.status)) return;
+      if (task && task.executionId !== rec.executionId) return;
+      const key = String(res.taskId);
+      if (!rec.acts[key]) return; // answered already (a re-dispatched copy) or from an old execution
+      delete rec.acts[key];
+      rec.inbox.push(
+        res.failureDetails
+          ? { eventId: -1, timestamp: toTimestamp(now), taskFailed: { taskScheduledId: res.taskId, failureDetails: res.failureDetails } }
+          : { eventId: -1, timestamp: toTimestamp(now), taskCompleted: { taskScheduledId: res.taskId, result: res.result ?? undefined } },
+      );
+      rec.updatedAt = now;
+      d.changed = true;
+      this.makeRunnable(d);
+    });
+  }
+
+  private async timerFired(t: TimerRef): Promise<void> {
+    const now = Date.now();
+    await this.table.mutate(t.instanceId, (d) => {
+      const rec = d.rec;
+      if (!rec || isTerminal(rec.status) || rec.executionId !== t.executionId) return;
+      const timer = rec.timers[t.timerId];
+      if (!timer) return;
+      delete rec.timers[t.timerId];
+      if (t.timerId !== 'start') {
+        rec.inbox.push({ eventId: -1, timestamp: toTimestamp(now), timerFired: { fireAt: toTimestamp(timer.fireAt), timerId: Number(t.timerId) } });
+      } else rec.scheduledStart = undefined;
+      rec.updatedAt = now;
+      d.changed = true;
+      this.makeRunnable(d);
+    });
+  }
+
+  // ------------------------------------------------------------------ runs
+
+  /** Called by Workers when a stream has room: the run to send, built from the cached record. */
+  private async prepareRun(id: string): Promise<{ request: OrchestratorRequest; run: OrchestratorRun } | undefined> {
+    const c = this.table.get(id);
+    const history = await this.table.history(c);
+    const rec = c.rec;
+    if (!rec || isTerminal(rec.status) || rec.status === 'SUSPENDED' || rec.timers.start) return undefined;
+    if (rec.lease?.owner !== this.me || rec.inbox.length === 0) return undefined;
+    const started: HistoryEvent = { eventId: -1, timestamp: toTimestamp(Date.now()), orchestratorStarted: {} };
+    const run: OrchestratorRun = { executionId: rec.executionId, taken: rec.inbox.length, started };
+    return {
+      run,
+      request: { instanceId: id, executionId: { value: rec.executionId }, pastEvents: history as HistoryEvent[], newEvents: [started, ...rec.inbox] },
+    };
+  }
+
+  private applyRun(d: Draft, run: OrchestratorRun, res: OrchestratorResponse): void {
+    const rec = d.rec;
+    if (!rec || isTerminal(rec.status) || rec.executionId !== run.executionId || rec.lease?.owner !== this.me || rec.inbox.length < run.taken) return;
+    const id = rec.id;
+    const now = Date.now();
+    const ts = toTimestamp(now);
+    const consumed = rec.inbox.slice(0, run.taken);
+    rec.inbox = rec.inbox.slice(run.taken);
+    d.append.push(run.started, ...consumed);
+    d.changed = true;
+    rec.updatedAt = now;
+    if (res.customStatus) rec.customStatus = res.customStatus.value;
+    if (rec.status === 'PENDING') rec.status = 'RUNNING';
+
+    for (const a of res.actions ?? []) {
+      if (a.scheduleTask) {
+        const t = a.scheduleTask;
+        d.append.push({ eventId: a.id, timestamp: ts, taskScheduled: { name: t.name, version: t.version ?? undefined, input: t.input ?? undefined } });
+        rec.acts[String(a.id)] = { name: t.name, input: t.input?.value, owner: this.me };
+        const task = { instanceId: id, executionId: rec.executionId, taskId: a.id, name: t.name, input: t.input?.value };
+        d.effects.push(() => this.workers.enqueueActivity(task));
+      } else if (a.createTimer) {
+        const fireAt = fromTimestamp(a.createTimer.fireAt) ?? now;
+        d.append.push({ eventId: a.id, timestamp: ts, timerCreated: { fireAt: a.createTimer.fireAt ?? toTimestamp(fireAt) } });
+        rec.timers[String(a.id)] = { fireAt, owner: this.me };
+        const ref = { instanceId: id, executionId: rec.executionId, timerId: String(a.id) };
+        d.effects.push(() => void this.timers.arm(ref, fireAt).catch((e) => this.log.error({ err: e, instanceId: id }, 'arming a workflow timer failed')));
+      } else if (a.createSubOrchestration) {
+        const s = a.createSubOrchestration;
+        const childId = s.instanceId || `${id}:${a.id.toString(16).padStart(4, '0')}`;
+        d.append.push({ eventId: a.id, timestamp: ts, subOrchestrationInstanceCreated: { instanceId: childId, name: s.name, version: s.version ?? undefined, input: s.input ?? undefined } });
+        if (!rec.children.includes(childId)) rec.children.push(childId);
+        const parent: ParentRef = { instanceId: id, executionId: rec.executionId, taskId: a.id, name: rec.name };
+        d.effects.push(() => void this.startChild(childId, s.name, s.input?.value, parent));
+      } else if (a.sendEvent) {
+        const e = a.sendEvent;
+        const target = e.instance?.instanceId ?? '';
+        d.append.push({ eventId: a.id, timestamp: ts, eventSent: { instanceId: target, name: e.name, input: e.data ?? undefined } });
+        d.effects.push(() => void this.raiseEvent(target, e.name, e.data?.value).catch((err) => this.log.warn({ err, target }, 'workflow event to another instance was not delivered')));
+      } else if (a.terminateOrchestration) {
+        const t = a.terminateOrchestration;
+        d.effects.push(() => void this.terminate(t.instanceId, t.reason?.value).catch(() => undefined));
+      } else if (a.completeOrchestration) {
+        if (this.complete(d, a)) break;
+      }
+    }
+    if (isTerminal(rec.status)) return;
+    d.append.push({ eventId: -1, timestamp: ts, orchestratorCompleted: {} });
+    if (rec.status === 'SUSPENDED' || rec.inbox.length === 0) delete rec.lease;
+    else this.makeRunnable(d);
+    this.notifyAfter(d, id);
+  }
+
+  /** CompleteOrchestrationAction; returns true when the run's remaining actions are moot. */
+  private complete(d: Draft, a: OrchestratorAction): boolean {
+    const c = a.completeOrchestration ?? {};
+    const status = STATUS_BY_NUMBER[c.orchestrationStatus ?? 0] ?? 'COMPLETED';
+    if (status === 'CONTINUED_AS_NEW') {
+      this.continueAsNew(d, c.result?.value, c.carryoverEvents ?? []);
+      return true;
+    }
+    if (!isTerminal(status)) return false;
+    let failure = c.failureDetails ?? undefined;
+    if (status === 'FAILED' && !failure) failure = { errorType: 'OrchestratorError', errorMessage: c.result?.value ?? c.details?.value ?? 'the orchestrator failed' };
+    this.finish(d, status, status === 'FAILED' ? undefined : c.result?.value, failure, []);
+    return true;
+  }
+
+  private continueAsNew(d: Draft, input: string | undefined, carryover: HistoryEvent[]): void {
+    const rec = d.rec as InstanceRecord;
+    const now = Date.now();
+    for (const t of Object.keys(rec.timers)) this.cancelTimer(d, { instanceId: rec.id, executionId: rec.executionId, timerId: t });
+    const executionId = randomUUID();
+    // events that arrived during the run and are meant for the workflow (not old task results) carry over
+    const kept = rec.inbox.filter((e) => e.eventRaised || e.executionSuspended || e.executionResumed);
+    const started: HistoryEvent = {
+      eventId: -1,
+      timestamp: toTimestamp(now),
+      executionStarted: {
+        name: rec.name,
+        input: sv(input),
+        orchestrationInstance: { instanceId: rec.id, executionId: { value: executionId } },
+        parentInstance: rec.parent
+          ? { taskScheduledId: rec.parent.taskId, name: sv(rec.parent.name), orchestrationInstance: { instanceId: rec.parent.instanceId, executionId: sv(rec.parent.executionId) } }
+          : undefined,
+      },
+    };
+    const carried = carryover.map((e) => ({ ...e, eventId: -1, eventType: undefined, timestamp: e.timestamp ?? toTimestamp(now) }));
+    d.append.length = 0;
+    d.resetHistory = true;
+    rec.executionId = executionId;
+    rec.input = input;
+    rec.inbox = [started, ...carried, ...kept];
+    rec.acts = {};
+    rec.timers = {};
+    rec.output = undefined;
+    rec.updatedAt = now;
+    if (rec.status !== 'SUSPENDED') rec.status = 'RUNNING';
+    this.makeRunnable(d);
+    this.notifyAfter(d, rec.id);
+  }
+
+  /** Moves the instance to a final status and tells its parent and waiters. */
+  private finish(d: Draft, status: RuntimeStatus, output: string | undefined, failure: FailureDetails | undefined, before: HistoryEvent[]): void {
+    const rec = d.rec as InstanceRecord;
+    const now = Date.now();
+    for (const t of Object.keys(rec.timers)) this.cancelTimer(d, { instanceId: rec.id, executionId: rec.executionId, timerId: t });
+    d.append.push(...before, {
+      eventId: -1,
+      timestamp: toTimestamp(now),
+      executionCompleted: { orchestrationStatus: OrchestrationStatus[status], result: sv(output), failureDetails: failure },
+    });
+    rec.status = status;
+    rec.output = output;
+    rec.failure = failure;
+    rec.updatedAt = now;
+    rec.inbox = [];
+    rec.acts = {};
+    rec.timers = {};
+    delete rec.lease;
+    d.changed = true;
+    d.index = 'remove';
+    const id = rec.id;
+    const parent = rec.parent;
+    const snapshot = { status, output, failure };
+    d.effects.push(() => {
+      this.workers.dropRun(id);
+      if (parent) void this.notifyParent(parent, id, snapshot);
+      this.table.evict(id);
+    });
+    this.notifyAfter(d, id);
+  }
+
+  private async notifyParent(parent: ParentRef, childId: string, child: { status: RuntimeStatus; output?: string; failure?: FailureDetails }): Promise<void> {
+    const now = Date.now();
+    await this.table
+      .mutate(parent.instanceId, (d) => {
+        const rec = d.rec;
+        if (!rec || isTerminal(rec.status) || (parent.executionId && rec.executionId !== parent.executionId)) return;
+        rec.inbox.push(
+          child.status === 'COMPLETED'
+            ? { eventId: -1, timestamp: toTimestamp(now), subOrchestrationInstanceCompleted: { taskScheduledId: parent.taskId, result: sv(child.output) } }
+            : {
+                eventId: -1,
+                timestamp: toTimestamp(now),
+                subOrchestrationInstanceFailed: {
+                  taskScheduledId: parent.taskId,
+                  failureDetails: child.failure ?? { errorType: 'SubOrchestrationTerminated', errorMessage: `sub-orchestration ${childId} ended ${child.status}` },
+                },
+              },
+        );
+        rec.updatedAt = now;
+        d.changed = true;
+        this.makeRunnable(d);
+      })
+      .catch((e) => this.log.error({ err: e, parent: parent.instanceId }, 'telling the parent workflow about a finished sub-orchestration failed'));
+  }
+
+  private async startChild(childId: string, name: string, input: string | undefined, parent: ParentRef): Promise<void> {
+    try {
+      await this.start({ instanceId: childId, name, input, parent });
+    } catch (e) {
+      const failure: FailureDetails = { errorType: 'SubOrchestrationStartError', errorMessage: (e as Error).message };
+      await this.notifyParent(parent, childId, { status: 'FAILED', failure });
+    }
+  }
+
+  // ------------------------------------------------------------------ helpers
+
+  /** Takes the lease when the instance has events to show and nobody else runs it. */
+  private makeRunnable(d: Draft): void {
+    const rec = d.rec;
+    if (!rec || isTerminal(rec.status) || rec.status === 'SUSPENDED' || rec.timers.start || rec.inbox.length === 0) return;
+    const now = Date.now();
+    if (rec.lease && rec.lease.owner !== this.me && now - rec.lease.at < STALE_LEASE_MS) return;
+    if (rec.lease?.owner !== this.me) {
+      rec.lease = { owner: this.me, at: now };
+      d.index = 'add';
+      d.changed = true;
+    }
+    const id = rec.id;
+    d.effects.push(() => this.workers.enqueueRun(id));
+  }
+
+  private hasRun(d: Draft): boolean {
+    return d.history.length > 0;
+  }
+
+  private existing(d: Draft, id: string): InstanceRecord {
+    if (!d.rec) throw new WorkflowError('NOT_FOUND', `no workflow instance with id "${id}"`);
+    return d.rec;
+  }
+
+  private cancelTimer(d: Draft, ref: TimerRef): void {
+    d.effects.push(() => void this.timers.cancel(ref));
+  }
+
+  private notifyAfter(d: Draft, id: string): void {
+    d.effects.push(() => {
+      const set = this.waiters.get(id);
+      if (!set) return;
+      for (const w of [...set]) if (w.until(d.rec)) w.resolve(d.rec);
+    });
+  }
+
+  private async pollWaiters(): Promise<void> {
+    for (const [id, set] of this.waiters) {
+      const rec = await this.table.read(id, true).catch(() => undefined);
+      for (const w of [...set]) if (w.until(rec)) w.resolve(rec);
+    }
+  }
+
+  // ------------------------------------------------------------------ recovery
+
+  /** Picks up what this replica was doing before it stopped: runs, activities, timers. */
+  async recover(): Promise<number> {
+    const ids = await this.table.loadIndex();
+    let resumed = 0;
+    await Promise.all(
+      ids.map((id) =>
+        this.table
+          .mutate(id, (d) => {
+            const rec = d.rec;
+            if (!rec || isTerminal(rec.status)) {
+              d.index = 'remove';
+              return;
+            }
+            resumed++;
+            for (const [taskId, a] of Object.entries(rec.acts)) {
+              if (a.owner !== this.me) continue;
+              const task = { instanceId: id, executionId: rec.executionId, taskId: Number(taskId), name: a.name, input: a.input };
+              d.effects.push(() => this.workers.enqueueActivity(task));
+            }
+            for (const [timerId, t] of Object.entries(rec.timers)) {
+              if (t.owner !== this.me) continue;
+              const ref = { instanceId: id, executionId: rec.executionId, timerId };
+              d.effects.push(() => void this.timers.arm(ref, t.fireAt).catch((e) => this.log.error({ err: e }, 're-arming a workflow timer failed')));
+            }
+            if (rec.lease?.owner === this.me) {
+              d.effects.push(() => this.workers.enqueueRun(id));
+            } else this.makeRunnable(d);
+            // sub-orchestrations whose start may have been lost in the crash
+            for (const e of d.history) {
+              const s = e.subOrchestrationInstanceCreated;
+              if (!s) continue;
+              const done = d.history.some((h) => (h.subOrchestrationInstanceCompleted?.taskScheduledId ?? h.subOrchestrationInstanceFailed?.taskScheduledId) === e.eventId)
+                || rec.inbox.some((h) => (h.subOrchestrationInstanceCompleted?.taskScheduledId ?? h.subOrchestrationInstanceFailed?.taskScheduledId) === e.eventId);
+              if (done) continue;
+              const parent: ParentRef = { instanceId: id, executionId: rec.executionId, taskId: e.eventId, name: rec.name };
+              d.effects.push(() => void this.ensureChild(s.instanceId, s.name, s.input?.value, parent));
+            }
+          })
+          .catch((e) => this.log.error({ err: e, instanceId: id }, 'recovering a workflow instance failed')),
+      ),
+    );
+    if (resumed) this.log.info({ instances: resumed }, 'workflow instances resumed after restart');
+    return resumed;
+  }
+
+  private async ensureChild(childId: string, name: string, input: string | undefined, parent: ParentRef): Promise<void> {
+    const child = await this.table.read(childId);
+    if (!child) return this.startChild(childId, name, input, parent);
+    if (isTerminal(child.status)) await this.notifyParent(parent, childId, { status: child.status, output: child.output, failure: child.failure });
+  }
+}
+
+/** The OrchestrationState message of a record. */
+export function toStateMessage(rec: InstanceRecord, withPayloads: boolean): OrchestrationStateMsg {
+  return {
+    instanceId: rec.id,
+    name: rec.name,
+    orchestrationStatus: OrchestrationStatus[rec.status],
+    scheduledStartTimestamp: rec.scheduledStart ? toTimestamp(rec.scheduledStart) : undefined,
+    createdTimestamp: toTimestamp(rec.createdAt),
+    lastUpdatedTimestamp: toTimestamp(rec.updatedAt),
+    input: withPayloads ? sv(rec.input) : undefined,
+    output: withPayloads ? sv(rec.output) : undefined,
+    customStatus: withPayloads ? sv(rec.customStatus) : undefined,
+    failureDetails: rec.failure,
+  };
+}

@@ -1,0 +1,137 @@
+/**
+ * TaskHubSidecarService on the sidecar's gRPC port: the workflow SDKs' client calls and the
+ * worker stream (GetWorkItems) with its two completion calls.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { GrpcServer } from '../grpc/server.ts';
+import { isTerminal } from './record.ts';
+import { WorkflowError, toStateMessage, type Engine } from './engine.ts';
+import { fromTimestamp, type ActivityResponse, type OrchestratorResponse, type StringValue, type Timestamp, type WorkItem } from './proto.ts';
+import { checkInstanceId } from './ids.ts';
+
+type Unary<Req, Res> = (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => void;
+
+interface GetInstanceRequest {
+  instanceId?: string;
+  getInputsAndOutputs?: boolean;
+}
+
+const CODES: Record<WorkflowError['code'], grpc.status> = {
+  NOT_FOUND: grpc.status.NOT_FOUND,
+  CONFLICT: grpc.status.ALREADY_EXISTS,
+  INVALID: grpc.status.INVALID_ARGUMENT,
+  PRECONDITION: grpc.status.FAILED_PRECONDITION,
+};
+
+function toStatus(e: unknown): Partial<grpc.StatusObject> {
+  if (e instanceof WorkflowError) return { code: CODES[e.code], details: e.message };
+  const code = (e as { grpcCode?: grpc.status })?.grpcCode;
+  if (code !== undefined) return { code, details: (e as Error).message };
+  return { code: grpc.status.INTERNAL, details: e instanceof Error ? e.message : String(e) };
+}
+
+export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.UntypedServiceImplementation {
+  /** Wraps an async handler: token check, errors as gRPC statuses. */
+  const unary = <Req, Res>(fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>): Unary<Req, Res> => (call, cb) => {
+    if (!server.authorized(call.metadata)) return cb(GrpcServer.unauthenticated());
+    fn(call.request, call).then((res) => cb(null, res), (e) => cb(toStatus(e)));
+  };
+
+  const instanceState = async (id: string, payloads: boolean) => {
+    const rec = await engine.get(id);
+    return rec ? { exists: true, orchestrationState: toStateMessage(rec, payloads) } : { exists: false };
+  };
+
+  const wait = (until: (s: string) => boolean) =>
+    unary<GetInstanceRequest, unknown>(async (req, call) => {
+      const id = requireId(req.instanceId);
+      const ac = new AbortController();
+      call.on('cancelled', () => ac.abort());
+      const rec = await engine.waitFor(id, (r) => !r || until(r.status), ac.signal);
+      return rec ? { exists: true, orchestrationState: toStateMessage(rec, req.getInputsAndOutputs ?? false) } : { exists: false };
+    });
+
+  return {
+    Hello: unary(async () => ({})),
+
+    StartInstance: unary<{ instanceId?: string; name?: string; input?: StringValue; scheduledStartTimestamp?: Timestamp }, unknown>(async (req) => {
+      if (!req.name) throw new WorkflowError('INVALID', 'name (the workflow to start) is required');
+      if (req.instanceId) checkInstanceId(req.instanceId, 'grpc');
+      const at = fromTimestamp(req.scheduledStartTimestamp);
+      const instanceId = await engine.start({ instanceId: req.instanceId, name: req.name, input: req.input?.value, scheduledStart: at && at > Date.now() ? at : undefined });
+      return { instanceId };
+    }),
+
+    GetInstance: unary<GetInstanceRequest, unknown>(async (req) => instanceState(requireId(req.instanceId), req.getInputsAndOutputs ?? false)),
+
+    WaitForInstanceStart: wait((s) => s !== 'PENDING'),
+
+    WaitForInstanceCompletion: wait((s) => isTerminal(s as never)),
+
+    RaiseEvent: unary<{ instanceId?: string; name?: string; input?: StringValue }, unknown>(async (req) => {
+      if (!req.name) throw new WorkflowError('INVALID', 'name (the event name) is required');
+      await engine.raiseEvent(requireId(req.instanceId), req.name, req.input?.value);
+      return {};
+    }),
+
+    TerminateInstance: unary<{ instanceId?: string; output?: StringValue }, unknown>(async (req) => {
+      await engine.terminate(requireId(req.instanceId), req.output?.value);
+      return {};
+    }),
+
+    SuspendInstance: unary<{ instanceId?: string; reason?: StringValue }, unknown>(async (req) => {
+      await engine.suspend(requireId(req.instanceId), req.reason?.value);
+      return {};
+    }),
+
+    ResumeInstance: unary<{ instanceId?: string; reason?: StringValue }, unknown>(async (req) => {
+      await engine.resume(requireId(req.instanceId), req.reason?.value);
+      return {};
+    }),
+
+    PurgeInstances: unary<{ instanceId?: string; purgeInstanceFilter?: unknown }, unknown>(async (req) => {
+      if (req.purgeInstanceFilter && !req.instanceId) {
+        // instances are found through their id; there is no listing of finished instances to filter
+        throw Object.assign(new Error('purging by filter is not supported: purge instances by id'), { grpcCode: grpc.status.UNIMPLEMENTED });
+      }
+      return { deletedInstanceCount: await engine.purge(requireId(req.instanceId)) };
+    }),
+
+    GetWorkItems: (call: grpc.ServerWritableStream<unknown, WorkItem>) => {
+      if (!server.authorized(call.metadata)) {
+        call.emit('error', GrpcServer.unauthenticated());
+        return;
+      }
+      const id = engine.workers.addStream(call);
+      let gone = false;
+      const bye = () => {
+        if (gone) return;
+        gone = true;
+        engine.workers.removeStream(id);
+      };
+      call.on('cancelled', bye);
+      call.on('close', bye);
+      call.on('error', bye);
+      call.on('finish', bye);
+    },
+
+    CompleteOrchestratorTask: unary<OrchestratorResponse, unknown>(async (req, call) => {
+      await engine.completeOrchestrator(req, call.getPeer());
+      return {};
+    }),
+
+    CompleteActivityTask: unary<ActivityResponse, unknown>(async (req, call) => {
+      await engine.completeActivity(req, call.getPeer());
+      return {};
+    }),
+
+    // task hubs are created by the engine itself; nothing to do for these
+    CreateTaskHub: unary(async () => ({})),
+    DeleteTaskHub: unary(async () => ({})),
+  };
+}
+
+function requireId(id: string | undefined): string {
+  if (!id) throw new WorkflowError('INVALID', 'instanceId is required');
+  return id;
+}

@@ -1,0 +1,447 @@
+/**
+ * The instance table: a cache of instance records and histories in front of the actor state
+ * store, and the only place that writes them.
+ *
+ * Every change is a *mutation* — a function applied to a draft of the record. Mutations of
+ * all instances that arrive while a write is in flight are applied together and written in one
+ * store transaction (group commit), so the per-event cost is one shared transaction, not one
+ * per event. Effects (dispatching work, arming timers, answering waiters) run only after the
+ * write succeeded.
+ *
+ * Shared stores (a component with `actorStateStore: "true"`, possibly used by several sidecar
+ * replicas) are written with etags: before a write the current items are read, a record that
+ * changed under us is reloaded and its mutations run again on the fresh copy. The embedded
+ * store belongs to this sidecar alone, so it is written without that read.
+ */
+import type { Logger } from 'pino';
+import type { StateItem, StateStore, StateTransactionOperation } from '../components/types.ts';
+import type { HistoryEvent } from './proto.ts';
+import type { InstanceRecord } from './record.ts';
+
+export interface Draft {
+  /** Working copy; undefined when the instance does not exist (a mutation may create it). */
+  rec: InstanceRecord | undefined;
+  /** Committed history of the current execution (read-only). */
+  readonly history: readonly HistoryEvent[];
+  /** Set by a mutation that changed something. */
+  changed: boolean;
+  /** History events added by this write. */
+  append: HistoryEvent[];
+  /** Drop the stored history (continue-as-new, restart of a finished id). */
+  resetHistory: boolean;
+  /** Delete every key of the instance. */
+  purge: boolean;
+  /** Run after the write succeeded, in order. */
+  effects: (() => void)[];
+  /** Index change of this replica's list of active instances. */
+  index?: 'add' | 'remove';
+}
+
+export type Mutation<T> = (d: Draft) => T;
+
+interface Pending {
+  fn: Mutation<unknown>;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+  result?: unknown;
+  error?: unknown;
+  ok?: boolean;
+}
+
+export interface CachedInstance {
+  id: string;
+  rec?: InstanceRecord;
+  history?: HistoryEvent[];
+  loaded: boolean;
+  etag?: string;
+  /** Bytes last read or written, to recognise an unchanged record without parsing it. */
+  bytes?: Buffer;
+  pending: Pending[];
+}
+
+const INDEX_SHARDS = 32;
+const enc = (v: unknown) => Buffer.from(JSON.stringify(v));
+
+export interface InstanceTableOptions {
+  store: StateStore;
+  /** Key prefix, e.g. `<appId>||wf||`. */
+  prefix: string;
+  /** true: other processes may write the same keys (etag checks on). */
+  shared: boolean;
+  replicaId: string;
+  log: Logger;
+}
+
+export class InstanceTable {
+  private readonly store: StateStore;
+  private readonly prefix: string;
+  readonly shared: boolean;
+  readonly replicaId: string;
+  private readonly log: Logger;
+  private readonly cache = new Map<string, CachedInstance>();
+  private dirty = new Set<CachedInstance>();
+  private flushing = false;
+  private closed = false;
+  private readonly indexShards: Set<string>[] = [];
+  private readonly dirtyShards = new Set<number>();
+  private idle: (() => void)[] = [];
+
+  constructor(o: InstanceTableOptions) {
+    this.store = o.store;
+    this.prefix = o.prefix;
+    this.shared = o.shared;
+    this.replicaId = o.replicaId;
+    this.log = o.log;
+    for (let i = 0; i < INDEX_SHARDS; i++) this.indexShards.push(new Set());
+  }
+
+  metaKey(id: string): string {
+    return `${this.prefix}${id}||m`;
+  }
+
+  chunkKey(id: string, n: number): string {
+    return `${this.prefix}${id}||h${n}`;
+  }
+
+  private indexKey(shard: number): string {
+    return `${this.prefix}index||${this.replicaId}||${shard}`;
+  }
+
+  /** Instances this replica was working on when it last stopped (read at start). */
+  async loadIndex(): Promise<string[]> {
+    const items = await this.store.bulkGet(this.indexShards.map((_, i) => this.indexKey(i)));
+    const ids: string[] = [];
+    items.forEach((it, i) => {
+      if (!it) return;
+      try {
+        const list = JSON.parse(Buffer.from(it.value).toString('utf8')) as unknown;
+        if (Array.isArray(list)) for (const id of list) if (typeof id === 'string') {
+          this.indexShards[i].add(id);
+          ids.push(id);
+        }
+      } catch {
+        this.log.warn({ key: this.indexKey(i) }, 'workflow index shard is not JSON; ignoring it');
+      }
+    });
+    return ids;
+  }
+
+  activeCount(): number {
+    let n = 0;
+    for (const s of this.indexShards) n += s.size;
+    return n;
+  }
+
+  get(id: string): CachedInstance {
+    let c = this.cache.get(id);
+    if (!c) {
+      c = { id, loaded: false, pending: [] };
+      this.cache.set(id, c);
+    }
+    return c;
+  }
+
+  peek(id: string): CachedInstance | undefined {
+    return this.cache.get(id);
+  }
+
+  /** Drops a finished instance from memory (the store keeps it). */
+  evict(id: string): void {
+    const c = this.cache.get(id);
+    if (c && c.pending.length === 0) this.cache.delete(id);
+  }
+
+  /** The record as stored now (fresh read for shared stores, cache otherwise). */
+  async read(id: string, fresh = this.shared): Promise<InstanceRecord | undefined> {
+    const c = this.cache.get(id);
+    if (c?.loaded && !fresh) return c.rec;
+    const item = await this.store.get(this.metaKey(id));
+    return item ? parseRecord(item) : undefined;
+  }
+
+  /** Makes sure the cached history of a loaded instance is present. */
+  async history(c: CachedInstance): Promise<HistoryEvent[]> {
+    if (!c.loaded) await this.load([c]);
+    if (!c.history) await this.loadHistories([c]);
+    return c.history ?? [];
+  }
+
+  /** Applies fn to the instance in the next group commit; resolves after the write. */
+  mutate<T>(id: string, fn: Mutation<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('workflow engine is shutting down'));
+    const c = this.get(id);
+    return new Promise<T>((resolve, reject) => {
+      c.pending.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+      this.dirty.add(c);
+      this.schedule();
+    });
+  }
+
+  /** Resolves once nothing waits to be written. */
+  async drain(): Promise<void> {
+    if (!this.flushing && this.dirty.size === 0) return;
+    await new Promise<void>((r) => this.idle.push(r));
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  private schedule(): void {
+    if (this.flushing) return;
+    this.flushing = true;
+    // setImmediate: gather what the current I/O turn produced into one transaction
+    setImmediate(() => void this.flushLoop());
+  }
+
+  private async flushLoop(): Promise<void> {
+    try {
+      while (this.dirty.size > 0) {
+        const batch = [...this.dirty];
+        this.dirty = new Set();
+        await this.flush(batch).catch((e) => {
+          this.log.error({ err: e }, 'workflow state write failed');
+          for (const c of batch) for (const p of c.pending.splice(0)) p.reject(e);
+        });
+      }
+    } finally {
+      this.flushing = false;
+      if (this.dirty.size > 0) this.schedule();
+      else for (const r of this.idle.splice(0)) r();
+    }
+  }
+
+  private async load(list: CachedInstance[]): Promise<void> {
+    if (list.length === 0) return;
+    const items = await this.store.bulkGet(list.map((c) => this.metaKey(c.id)));
+    list.forEach((c, i) => this.absorb(c, items[i]));
+  }
+
+  /** Takes a read item into the cache; a changed record drops the cached history. */
+  private absorb(c: CachedInstance, item: StateItem | undefined): void {
+    if (!item) {
+      if (c.loaded && c.rec) c.history = undefined;
+      c.rec = undefined;
+      c.bytes = undefined;
+      c.etag = undefined;
+      c.loaded = true;
+      return;
+    }
+    const bytes = Buffer.from(item.value);
+    c.etag = item.etag;
+    if (c.loaded && c.bytes && c.bytes.equals(bytes)) return;
+    const rec = parseRecord(item);
+    if (!c.rec || !rec || rec.chunks < (c.rec.chunks ?? 0) || rec.executionId !== c.rec.executionId || rec.chunks !== c.rec.chunks) c.history = undefined;
+    c.rec = rec;
+    c.bytes = bytes;
+    c.loaded = true;
+  }
+
+  private async loadHistories(list: CachedInstance[]): Promise<void> {
+    const want = list.filter((c) => c.rec && !c.history);
+    if (want.length === 0) return;
+    const keys: string[] = [];
+    for (const c of want) for (let n = 0; n < (c.rec as InstanceRecord).chunks; n++) keys.push(this.chunkKey(c.id, n));
+    const items = keys.length ? await this.store.bulkGet(keys) : [];
+    let k = 0;
+    for (const c of want) {
+      const h: HistoryEvent[] = [];
+      for (let n = 0; n < (c.rec as InstanceRecord).chunks; n++) {
+        const it = items[k++];
+        if (it) h.push(...(JSON.parse(Buffer.from(it.value).toString('utf8')) as HistoryEvent[]));
+      }
+      c.history = h;
+    }
+  }
+
+  private async flush(batch: CachedInstance[]): Promise<void> {
+    // 1. read what we need: unknown records; for shared stores every record (etag + freshness)
+    await this.load(this.shared ? batch : batch.filter((c) => !c.loaded));
+    await this.loadHistories(batch);
+
+    // 2. apply mutations on drafts, collect store operations
+    const plans = batch.map((c) => this.plan(c));
+    const ops = plans.flatMap((p) => p.ops);
+    const shardOps = this.indexOps();
+    if (ops.length === 0 && shardOps.length === 0) {
+      for (const p of plans) this.finish(p);
+      return;
+    }
+
+    // 3. one transaction; when it fails (an etag moved), write instance by instance
+    try {
+      await this.write([...ops, ...shardOps]);
+      for (const p of plans) this.finish(p);
+      return;
+    } catch (e) {
+      if (plans.filter((p) => p.ops.length > 0).length <= 1 && shardOps.length === 0) {
+        for (const p of plans) this.retryOrFail(p, e);
+        return;
+      }
+    }
+    if (shardOps.length) await this.write(shardOps).catch((e) => this.log.warn({ err: e }, 'writing the workflow index failed; retried with the next write'));
+    for (const p of plans) {
+      if (p.ops.length === 0) {
+        this.finish(p);
+        continue;
+      }
+      try {
+        await this.write(p.ops);
+        this.finish(p);
+      } catch (e) {
+        this.retryOrFail(p, e);
+      }
+    }
+  }
+
+  private async write(ops: StateTransactionOperation[]): Promise<void> {
+    if (this.store.transact) await this.store.transact(ops);
+    else {
+      const sets = ops.filter((o) => o.operation === 'upsert').map((o) => o.request);
+      const dels = ops.filter((o) => o.operation === 'delete').map((o) => o.request);
+      if (dels.length) await this.store.bulkDelete(dels);
+      if (sets.length) await this.store.bulkSet(sets as never);
+    }
+  }
+
+  private plan(c: CachedInstance): Plan {
+    const pending = c.pending.splice(0);
+    const history = c.history ?? [];
+    const d: Draft = { rec: c.rec ? structuredClone(c.rec) : undefined, history, changed: false, append: [], resetHistory: false, purge: false, effects: [] };
+    for (const p of pending) {
+      try {
+        p.result = p.fn(d);
+        p.ok = true;
+      } catch (e) {
+        p.error = e;
+        p.ok = false;
+      }
+    }
+    const ops: StateTransactionOperation[] = [];
+    if (d.purge || (d.changed && !d.rec)) d.index = 'remove';
+    if (d.index) {
+      const shard = shardOf(c.id);
+      const set = this.indexShards[shard];
+      if (d.index === 'add' && !set.has(c.id)) {
+        set.add(c.id);
+        this.dirtyShards.add(shard);
+      } else if (d.index === 'remove' && set.delete(c.id)) this.dirtyShards.add(shard);
+    }
+    if (!d.changed) return { c, d, pending, ops };
+    const oldChunks = c.rec?.chunks ?? 0;
+    const etag = this.shared ? c.etag : undefined;
+    if (d.purge || !d.rec) {
+      if (c.rec) {
+        ops.push({ operation: 'delete', request: { key: this.metaKey(c.id), etag } });
+        for (let n = 0; n < oldChunks; n++) ops.push({ operation: 'delete', request: { key: this.chunkKey(c.id, n) } });
+      }
+    } else {
+      const rec = d.rec;
+      let firstNew = rec.chunks;
+      if (d.resetHistory) {
+        firstNew = 0;
+        rec.chunks = 0;
+      }
+      if (d.append.length) {
+        ops.push({ operation: 'upsert', request: { key: this.chunkKey(c.id, rec.chunks), value: enc(d.append) } });
+        rec.chunks++;
+      }
+      if (d.resetHistory) for (let n = Math.max(firstNew, rec.chunks); n < oldChunks; n++) ops.push({ operation: 'delete', request: { key: this.chunkKey(c.id, n) } });
+      rec.v = (c.rec?.v ?? 0) + 1;
+      const bytes = enc(rec);
+      ops.unshift({
+        operation: 'upsert',
+        request: c.rec
+          ? { key: this.metaKey(c.id), value: bytes, etag }
+          : { key: this.metaKey(c.id), value: bytes, options: { concurrency: this.shared ? 'first-write' : 'last-write' } },
+      });
+      (d as DraftWithBytes).bytes = bytes;
+    }
+    return { c, d, pending, ops };
+  }
+
+  private indexOps(): StateTransactionOperation[] {
+    const ops: StateTransactionOperation[] = [];
+    for (const s of this.dirtyShards) ops.push({ operation: 'upsert', request: { key: this.indexKey(s), value: enc([...this.indexShards[s]]) } });
+    this.dirtyShards.clear();
+    return ops;
+  }
+
+  private finish(p: Plan): void {
+    const { c, d, pending } = p;
+    if (d.changed) {
+      if (d.purge || !d.rec) {
+        c.rec = undefined;
+        c.history = undefined;
+        c.bytes = undefined;
+        c.etag = undefined;
+      } else {
+        const h = d.resetHistory ? [] : (c.history ?? []);
+        if (d.append.length) h.push(...d.append);
+        c.history = h;
+        c.rec = d.rec;
+        c.bytes = (d as DraftWithBytes).bytes;
+        // the store made a new etag we do not know: the next shared write reads it first
+        c.etag = undefined;
+      }
+      c.loaded = true;
+    }
+    for (const fx of d.effects) {
+      try {
+        fx();
+      } catch (e) {
+        this.log.error({ err: e, instanceId: c.id }, 'workflow effect failed');
+      }
+    }
+    for (const q of pending) {
+      if (q.ok) q.resolve(q.result);
+      else q.reject(q.error);
+    }
+  }
+
+  /** A write failed: an etag conflict runs the mutations again on a fresh read; else they fail. */
+  private retryOrFail(p: Plan, e: unknown): void {
+    const { c, pending } = p;
+    const conflict = (e as Error)?.name === 'EtagMismatchError';
+    if (conflict && this.shared) {
+      c.loaded = false;
+      c.bytes = undefined;
+      for (const q of pending) {
+        q.result = undefined;
+        q.error = undefined;
+        q.ok = undefined;
+      }
+      c.pending.unshift(...pending);
+      this.dirty.add(c);
+      return;
+    }
+    this.log.error({ err: e, instanceId: c.id }, 'workflow state write failed');
+    for (const q of pending) q.reject(e);
+  }
+}
+
+interface Plan {
+  c: CachedInstance;
+  d: Draft;
+  pending: Pending[];
+  ops: StateTransactionOperation[];
+}
+
+interface DraftWithBytes extends Draft {
+  bytes?: Buffer;
+}
+
+export function parseRecord(item: StateItem): InstanceRecord | undefined {
+  try {
+    const rec = JSON.parse(Buffer.from(item.value).toString('utf8')) as InstanceRecord;
+    return rec && typeof rec === 'object' && typeof rec.id === 'string' ? rec : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function shardOf(id: string): number {
+  let h = 0;
+  for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) | 0;
+  return Math.abs(h) % INDEX_SHARDS;
+}

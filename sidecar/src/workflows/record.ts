@@ -1,0 +1,50 @@
+/**
+ * What the engine stores per workflow instance. One small JSON record (`…||m`) holds the
+ * status, the inbox of events not yet shown to the orchestrator, pending activities and timers
+ * and the lease; the history is append-only in batches (`…||h0`, `…||h1`, one key per
+ * orchestrator step), so a step writes the record plus one new key.
+ */
+import type { FailureDetails, HistoryEvent, RuntimeStatus } from './proto.ts';
+
+export interface ParentRef {
+  instanceId: string;
+  executionId?: string;
+  taskId: number;
+  name: string;
+}
+
+export interface InstanceRecord {
+  /** Bumped on every write; lets a replica tell whether its cached copy is current. */
+  v: number;
+  id: string;
+  name: string;
+  status: RuntimeStatus;
+  /** ms since epoch */
+  createdAt: number;
+  updatedAt: number;
+  scheduledStart?: number;
+  input?: string;
+  output?: string;
+  customStatus?: string;
+  failure?: FailureDetails;
+  executionId: string;
+  parent?: ParentRef;
+  /** Number of history batches stored (keys h0 … h<chunks-1>). */
+  chunks: number;
+  /** Events waiting for the next orchestrator run, in arrival order. */
+  inbox: HistoryEvent[];
+  /** Who may dispatch the orchestrator: set while a run is queued or in flight. */
+  lease?: { owner: string; at: number };
+  /** Activities scheduled and not yet answered, by task id; owner = replica that dispatches them. */
+  acts: Record<string, { name: string; input?: string; owner: string }>;
+  /** Durable timers not yet fired, by timer id. */
+  timers: Record<string, { fireAt: number; owner: string }>;
+  /** Sub-orchestrations created (for recursive terminate and purge). */
+  children: string[];
+}
+
+export const TERMINAL: ReadonlySet<RuntimeStatus> = new Set<RuntimeStatus>(['COMPLETED', 'FAILED', 'TERMINATED', 'CANCELED']);
+
+export function isTerminal(status: RuntimeStatus): boolean {
+  return TERMINAL.has(status);
+}

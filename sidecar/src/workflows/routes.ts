@@ -1,0 +1,138 @@
+/**
+ * The HTTP workflow API: a front to the same engine the gRPC service drives. Routes answer
+ * under /v1.0, /v1.0-beta1 and /v1.0-alpha1; the component name is `rt` (alias `dapr`).
+ * Start input and raised event data are taken raw, as the body's text.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, badRequest } from '../http/errors.ts';
+import { rawBodyRoutes } from '../http/server.ts';
+import { WorkflowError, type Engine } from './engine.ts';
+import { checkInstanceId } from './ids.ts';
+import type { InstanceRecord } from './record.ts';
+
+export const API_VERSIONS = ['v1.0', 'v1.0-beta1', 'v1.0-alpha1'];
+const COMPONENTS = new Set(['rt', 'dapr']);
+
+type Params = Record<string, string>;
+
+/** Maps engine errors to the HTTP statuses and codes of the contract and ARCHITECTURE. */
+function httpError(e: unknown, op: string): unknown {
+  if (!(e instanceof WorkflowError)) return e instanceof ApiError ? e : new ApiError(500, `ERR_${op}_WORKFLOW`, (e as Error)?.message ?? String(e));
+  switch (e.code) {
+    case 'NOT_FOUND':
+      return new ApiError(404, 'ERR_INSTANCE_ID_NOT_FOUND', e.message);
+    case 'INVALID':
+      return new ApiError(400, 'ERR_INSTANCE_ID_INVALID', e.message);
+    case 'CONFLICT':
+    case 'PRECONDITION':
+      return new ApiError(409, `ERR_${op}_WORKFLOW`, e.message);
+  }
+}
+
+function component(p: Params): void {
+  if (!COMPONENTS.has(p.component)) {
+    throw badRequest('ERR_WORKFLOW_COMPONENT_NOT_FOUND', `workflow component "${p.component}" does not exist: use "rt" (or its alias "dapr")`);
+  }
+}
+
+function lookupId(p: Params): string {
+  try {
+    checkInstanceId(p.instanceId, 'lookup');
+  } catch (e) {
+    throw httpError(e, 'GET');
+  }
+  return p.instanceId;
+}
+
+function bodyText(req: FastifyRequest): string | undefined {
+  const b = req.body;
+  if (b === undefined || b === null) return undefined;
+  if (Buffer.isBuffer(b)) return b.length ? b.toString('utf8') : undefined;
+  if (typeof b === 'string') return b.length ? b : undefined;
+  return JSON.stringify(b);
+}
+
+export function toHttpInstance(rec: InstanceRecord): Record<string, unknown> {
+  const props: Record<string, string> = {};
+  const put = (k: string, v: string | undefined) => {
+    if (v === undefined) return;
+    props[`rt.workflow.${k}`] = v;
+    // existing HTTP clients of the ecosystem read the dapr.* names
+    props[`dapr.workflow.${k}`] = v;
+  };
+  put('input', rec.input);
+  put('output', rec.output);
+  put('custom_status', rec.customStatus);
+  if (rec.failure) {
+    put('failure.error_type', rec.failure.errorType);
+    put('failure.error_message', rec.failure.errorMessage);
+    put('failure.stack_trace', rec.failure.stackTrace?.value);
+  }
+  return {
+    instanceID: rec.id,
+    workflowName: rec.name,
+    createdAt: new Date(rec.createdAt).toISOString(),
+    lastUpdatedAt: new Date(rec.updatedAt).toISOString(),
+    runtimeStatus: rec.status,
+    properties: props,
+  };
+}
+
+export async function registerRoutes(http: FastifyInstance, engine: Engine): Promise<void> {
+  await rawBodyRoutes(http, (scope) => {
+    for (const v of API_VERSIONS) {
+      const base = `/${v}/workflows/:component`;
+
+      scope.post(`${base}/:workflowName/start`, async (req: FastifyRequest, reply: FastifyReply) => {
+        const p = req.params as Params;
+        component(p);
+        if (!p.workflowName) throw badRequest('ERR_WORKFLOW_NAME_MISSING', 'the workflow name is missing from the path');
+        const q = req.query as Record<string, unknown>;
+        const raw = q.instanceID;
+        if (raw !== undefined && typeof raw !== 'string') throw badRequest('ERR_INSTANCE_ID_INVALID', 'instanceID must be given once');
+        const instanceId = raw || undefined;
+        try {
+          if (instanceId) checkInstanceId(instanceId, 'start');
+          const id = await engine.start({ instanceId, name: p.workflowName, input: bodyText(req) });
+          return reply.status(202).send({ instanceID: id });
+        } catch (e) {
+          throw httpError(e, 'START');
+        }
+      });
+
+      const op = (path: string, code: string, fn: (id: string, req: FastifyRequest) => Promise<unknown>) =>
+        scope.post(`${base}/:instanceId/${path}`, async (req: FastifyRequest, reply: FastifyReply) => {
+          const p = req.params as Params;
+          component(p);
+          const id = lookupId(p);
+          try {
+            await fn(id, req);
+          } catch (e) {
+            throw httpError(e, code);
+          }
+          return reply.status(202).send();
+        });
+
+      op('terminate', 'TERMINATE', (id) => engine.terminate(id, undefined));
+      op('pause', 'PAUSE', (id) => engine.suspend(id));
+      op('resume', 'RESUME', (id) => engine.resume(id));
+      op('purge', 'PURGE', (id) => engine.purge(id));
+      op('raiseEvent/:eventName', 'RAISE_EVENT', (id, req) => {
+        const name = (req.params as Params).eventName;
+        if (!name) throw badRequest('ERR_EVENT_NAME_MISSING', 'the event name is missing from the path');
+        return engine.raiseEvent(id, name, bodyText(req));
+      });
+
+      scope.get(`${base}/:instanceId`, async (req: FastifyRequest) => {
+        const p = req.params as Params;
+        component(p);
+        const id = lookupId(p);
+        const rec = await engine.get(id).catch((e) => {
+          throw httpError(e, 'GET');
+        });
+        if (!rec) throw new ApiError(404, 'ERR_INSTANCE_ID_NOT_FOUND', `no workflow instance with id "${id}"`);
+        return toHttpInstance(rec);
+      });
+    }
+  });
+}

@@ -1,0 +1,147 @@
+/**
+ * The workflows building block: picks the state store (the component flagged
+ * `actorStateStore: "true"`, else an embedded SQLite file under the data dir), wires the
+ * engine to the scheduler's internal jobs, and serves the gRPC and HTTP APIs.
+ */
+import { randomUUID } from 'node:crypto';
+import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SidecarContext } from '../context.ts';
+import type { StateStore } from '../components/types.ts';
+import { getInternalJobs } from '../jobs/internal.ts';
+import { Engine } from './engine.ts';
+import { taskHubImplementation } from './grpc.ts';
+import { InstanceTable } from './instances.ts';
+import { taskHubService } from './proto.ts';
+import { registerRoutes } from './routes.ts';
+import { Timers } from './timers.ts';
+import { Workers } from './workers.ts';
+
+/** Work items in flight per connected worker (the SDK workers queue at most ~110 before dropping). */
+export const MAX_ITEMS_PER_WORKER = 100;
+
+export async function setup(ctx: SidecarContext): Promise<void> {
+  const log = ctx.log.child({ scope: 'workflows' });
+  const { appId, namespace, dataDir } = ctx.options;
+  const fileBase = `workflows-${encodeURIComponent(appId)}`;
+
+  let store: StateStore;
+  let shared: boolean;
+  let replicaId: string;
+  let closeStore: (() => Promise<void>) | undefined;
+  let unlock: (() => void) | undefined;
+  const actor = ctx.components.actorStateStore();
+  if (actor) {
+    store = actor.store;
+    shared = true;
+    replicaId = stableReplicaId(dataDir, fileBase);
+    log.info({ store: actor.name, replicaId }, 'workflow state in the actor state store');
+  } else {
+    const path = join(dataDir, `${fileBase}.db`);
+    const { factory } = await import('../components/state/sqlite/index.ts');
+    store = factory() as StateStore;
+    await store.init(
+      {
+        name: 'rt-workflows',
+        type: 'state.sqlite',
+        version: 'v1',
+        metadata: { connectionString: path, tableName: 'workflows' },
+        secretKeys: [],
+        initTimeoutMs: 30_000,
+        ignoreErrors: false,
+        scopes: [],
+        annotations: {},
+        source: 'embedded',
+      },
+      { appId, namespace, log },
+    );
+    closeStore = () => store.close();
+    // the embedded file is ours alone unless another live sidecar of this app uses the same data dir
+    const lock = tryLock(join(dataDir, `${fileBase}.lock`));
+    unlock = lock ?? undefined;
+    shared = lock === undefined;
+    replicaId = shared ? randomUUID() : 'local';
+    if (shared) log.warn({ path }, 'another sidecar of this app uses the same data dir: workflow state is written with etag checks');
+    log.info({ path }, 'workflow state in the embedded SQLite store');
+  }
+
+  const table = new InstanceTable({ store, prefix: `${appId}||wf||`, shared, replicaId, log });
+  const workers = new Workers(log, MAX_ITEMS_PER_WORKER);
+  const timers = new Timers(getInternalJobs(ctx), log);
+  const engine = new Engine(table, workers, timers, log);
+
+  ctx.grpc.addService(taskHubService(), taskHubImplementation(engine, ctx.grpc));
+  await registerRoutes(ctx.http, engine);
+
+  const base = `rt.internal.${namespace}.${appId}`;
+  ctx.metadata.addActorProvider(() => [
+    { type: `${base}.workflow`, count: table.activeCount() },
+    { type: `${base}.activity`, count: workers.activityCount() },
+  ]);
+
+  ctx.onClose(async () => {
+    workers.endAll();
+    await table.drain();
+    engine.close();
+    await closeStore?.();
+    unlock?.();
+  });
+
+  await engine.recover();
+}
+
+/** The replica id kept in the data dir, so a restarted sidecar recognises its own leases. */
+function stableReplicaId(dataDir: string, fileBase: string): string {
+  const path = join(dataDir, `${fileBase}.replica`);
+  try {
+    const id = readFileSync(path, 'utf8').trim();
+    if (/^[A-Za-z0-9-]{8,64}$/.test(id)) return id;
+  } catch {
+    // first start
+  }
+  const id = randomUUID();
+  mkdirSync(dataDir, { recursive: true });
+  writeFileSync(path, id);
+  return id;
+}
+
+/** A pid lock file; undefined when a live process holds it. Returns the release function. */
+function tryLock(path: string): (() => void) | undefined {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(path, 'wx');
+      writeFileSync(fd, String(process.pid));
+      closeSync(fd);
+      return () => {
+        try {
+          unlinkSync(path);
+        } catch {
+          // already gone
+        }
+      };
+    } catch {
+      let pid = 0;
+      try {
+        pid = Number(readFileSync(path, 'utf8').trim());
+      } catch {
+        // vanished between the two calls
+      }
+      if (pid > 0 && (pid === process.pid || alive(pid))) return undefined;
+      try {
+        unlinkSync(path); // stale: its process is gone (e.g. killed with -9)
+      } catch {
+        // someone else removed it
+      }
+    }
+  }
+  return undefined;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -1,0 +1,245 @@
+/**
+ * Connected workers (GetWorkItems streams) and the work waiting for them. Each stream gets at
+ * most `maxPerWorker` items in flight (the SDK workers drop what overflows their own queue);
+ * orchestrator runs and activities are handed to the least busy stream. When a stream goes
+ * away, everything it had in flight is queued again for the next worker.
+ */
+import type { ServerWritableStream } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { HistoryEvent, OrchestratorRequest, WorkItem } from './proto.ts';
+
+export interface ActivityTask {
+  instanceId: string;
+  executionId: string;
+  taskId: number;
+  name: string;
+  input?: string;
+}
+
+/** What an orchestrator run was given: needed to apply its answer. */
+export interface OrchestratorRun {
+  executionId: string;
+  /** Inbox events included (the first `taken` of the inbox). */
+  taken: number;
+  started: HistoryEvent;
+}
+
+interface Stream {
+  id: number;
+  call: ServerWritableStream<unknown, WorkItem>;
+  peer: string;
+  busy: number;
+}
+
+interface Inflight<T> {
+  stream: Stream;
+  item: T;
+}
+
+export interface WorkSource {
+  /** Builds the next run of an instance, or undefined when it has nothing to run. */
+  prepareRun(instanceId: string): Promise<{ request: OrchestratorRequest; run: OrchestratorRun } | undefined>;
+}
+
+export class Workers {
+  private readonly streams = new Map<number, Stream>();
+  private nextId = 1;
+  private readonly orchQueue = new Set<string>();
+  private readonly actQueue: ActivityTask[] = [];
+  private actHead = 0;
+  private readonly orchInflight = new Map<string, Inflight<OrchestratorRun>>();
+  private readonly actInflight = new Map<string, Inflight<ActivityTask>>();
+  /** Instances whose run is being prepared (async history load). */
+  private readonly preparing = new Set<string>();
+  private pumping = false;
+  private source?: WorkSource;
+  private readonly log: Logger;
+  readonly maxPerWorker: number;
+
+  constructor(log: Logger, maxPerWorker: number) {
+    this.log = log;
+    this.maxPerWorker = maxPerWorker;
+  }
+
+  attach(source: WorkSource): void {
+    this.source = source;
+  }
+
+  get connected(): number {
+    return this.streams.size;
+  }
+
+  activityCount(): number {
+    return this.actInflight.size + (this.actQueue.length - this.actHead);
+  }
+
+  addStream(call: ServerWritableStream<unknown, WorkItem>): number {
+    const s: Stream = { id: this.nextId++, call, peer: call.getPeer(), busy: 0 };
+    this.streams.set(s.id, s);
+    this.log.info({ worker: s.id, peer: s.peer }, 'workflow worker connected');
+    this.pump();
+    return s.id;
+  }
+
+  removeStream(id: number): void {
+    const s = this.streams.get(id);
+    if (!s) return;
+    this.streams.delete(id);
+    let requeued = 0;
+    for (const [iid, f] of this.orchInflight) {
+      if (f.stream !== s) continue;
+      this.orchInflight.delete(iid);
+      this.orchQueue.add(iid);
+      requeued++;
+    }
+    for (const [key, f] of this.actInflight) {
+      if (f.stream !== s) continue;
+      this.actInflight.delete(key);
+      this.actQueue.push(f.item);
+      requeued++;
+    }
+    this.log.info({ worker: id, requeued }, 'workflow worker disconnected; its work items are queued again');
+    this.pump();
+  }
+
+  /** Ends every stream (shutdown): the SDK workers reconnect to the next sidecar. */
+  endAll(): void {
+    for (const s of this.streams.values()) {
+      try {
+        s.call.end();
+      } catch {
+        // already gone
+      }
+    }
+    this.streams.clear();
+  }
+
+  enqueueRun(instanceId: string): void {
+    if (this.orchInflight.has(instanceId)) return;
+    this.orchQueue.add(instanceId);
+    this.pump();
+  }
+
+  enqueueActivity(t: ActivityTask): void {
+    const key = actKey(t.instanceId, t.taskId);
+    if (this.actInflight.get(key)?.item.executionId === t.executionId) return;
+    this.actQueue.push(t);
+    this.pump();
+  }
+
+  isRunInflight(instanceId: string): boolean {
+    return this.orchInflight.has(instanceId) || this.preparing.has(instanceId);
+  }
+
+  /** Takes the run an answer belongs to; undefined when it is not ours (stale or unknown). */
+  takeRun(instanceId: string, peer: string): OrchestratorRun | undefined {
+    const f = this.orchInflight.get(instanceId);
+    if (!f || f.stream.peer !== peer) return undefined;
+    this.orchInflight.delete(instanceId);
+    this.release(f.stream);
+    return f.item;
+  }
+
+  /** Forgets a queued or running orchestrator run (instance finished or was terminated). */
+  dropRun(instanceId: string): void {
+    this.orchQueue.delete(instanceId);
+  }
+
+  takeActivity(instanceId: string, taskId: number, peer: string): ActivityTask | undefined {
+    const key = actKey(instanceId, taskId);
+    const f = this.actInflight.get(key);
+    if (!f) return undefined;
+    if (f.stream.peer !== peer && this.streams.has(f.stream.id)) return undefined;
+    this.actInflight.delete(key);
+    this.release(f.stream);
+    return f.item;
+  }
+
+  private release(s: Stream): void {
+    s.busy = Math.max(0, s.busy - 1);
+    this.pump();
+  }
+
+  private pickStream(): Stream | undefined {
+    let best: Stream | undefined;
+    for (const s of this.streams.values()) if (s.busy < this.maxPerWorker && (!best || s.busy < best.busy)) best = s;
+    return best;
+  }
+
+  /** Hands queued work to streams with room. */
+  pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      for (;;) {
+        const s = this.pickStream();
+        if (!s) break;
+        // activities first: they are what orchestrators wait on, and they never need a store read
+        if (this.actHead < this.actQueue.length) {
+          const t = this.actQueue[this.actHead++];
+          if (this.actHead > 1024 && this.actHead * 2 > this.actQueue.length) {
+            this.actQueue.splice(0, this.actHead);
+            this.actHead = 0;
+          }
+          this.sendActivity(s, t);
+          continue;
+        }
+        const next = this.orchQueue.values().next();
+        if (next.done) break;
+        const iid = next.value;
+        this.orchQueue.delete(iid);
+        if (this.orchInflight.has(iid) || this.preparing.has(iid)) continue;
+        s.busy++;
+        this.preparing.add(iid);
+        void this.sendRun(s, iid);
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  private sendActivity(s: Stream, t: ActivityTask): void {
+    const key = actKey(t.instanceId, t.taskId);
+    s.busy++;
+    this.actInflight.set(key, { stream: s, item: t });
+    const item: WorkItem = {
+      activityRequest: {
+        name: t.name,
+        input: t.input === undefined ? undefined : { value: t.input },
+        orchestrationInstance: { instanceId: t.instanceId, executionId: { value: t.executionId } },
+        taskId: t.taskId,
+      },
+    };
+    try {
+      s.call.write(item);
+    } catch (e) {
+      this.log.warn({ err: e }, 'writing an activity work item failed');
+    }
+  }
+
+  private async sendRun(s: Stream, iid: string): Promise<void> {
+    let prepared: Awaited<ReturnType<WorkSource['prepareRun']>>;
+    try {
+      prepared = await this.source?.prepareRun(iid);
+    } catch (e) {
+      this.log.error({ err: e, instanceId: iid }, 'preparing an orchestrator work item failed; retrying');
+      setTimeout(() => this.enqueueRun(iid), 1000).unref();
+    }
+    this.preparing.delete(iid);
+    if (!prepared || !this.streams.has(s.id)) {
+      if (prepared) this.orchQueue.add(iid);
+      this.release(s);
+      return;
+    }
+    this.orchInflight.set(iid, { stream: s, item: prepared.run });
+    try {
+      s.call.write({ orchestratorRequest: prepared.request });
+    } catch (e) {
+      this.log.warn({ err: e }, 'writing an orchestrator work item failed');
+    }
+  }
+}
+
+function actKey(instanceId: string, taskId: number): string {
+  return `${instanceId}#${taskId}`;
+}
