@@ -4,7 +4,10 @@ import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import type { EventRouterBinding } from '../../../sidecar/src/components/bindings/eventgrid/index.ts';
 import { startSidecar, type Sidecar } from '../../../sidecar/src/sidecar.ts';
+import type { AzureStandIns } from '../../services/azure-standins.ts';
+import { freePort } from '../../services/net.ts';
 
 export interface Delivery {
   path: string;
@@ -103,4 +106,41 @@ export function capturingLogger(): { logger: pino.Logger; text(): string } {
   const lines: string[] = [];
   const logger = pino({ level: 'trace' }, { write: (l: string) => void lines.push(l) });
   return { logger, text: () => lines.join('') };
+}
+
+/** The subscriber endpoint the tests configure: the ingress URL the service would call. */
+export const ENDPOINT = 'https://events.example.test/api/events';
+
+export const topicScope = (az: AzureStandIns) => `/subscriptions/${az.subscriptionId}/resourceGroups/rg1/providers/Microsoft.EventGrid/topics/orders`;
+
+/** Input-direction metadata pointing at the stand-ins (values quoted for YAML). */
+export function inputMetadata(az: AzureStandIns, port: number, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    direction: q('input'),
+    cloudTenantId: q(az.entra.tenantId),
+    cloudSubscriptionId: q(az.subscriptionId),
+    cloudClientId: q(az.clientId),
+    cloudClientSecret: q(az.clientSecret),
+    subscriberEndpoint: q(ENDPOINT),
+    handshakePort: q(String(port)),
+    handshakeAddress: q('127.0.0.1'),
+    scope: q(topicScope(az)),
+    azureAuthorityHost: q(az.entra.url),
+    armEndpoint: q(az.arm.url),
+    armPollInterval: q('20ms'),
+    jwksRefreshCooldown: q('50ms'),
+    ...extra,
+  };
+}
+
+export type StartedInput = Started & { port: number; binding: EventRouterBinding };
+
+/** A sidecar with one input binding, once its event subscription step has finished. */
+export async function startInputBinding(az: AzureStandIns, app: TestApp, name: string, extra: Record<string, string> = {}, logger?: pino.Logger): Promise<StartedInput> {
+  const port = await freePort();
+  az.arm.handshakeTarget = `http://127.0.0.1:${port}/api/events`;
+  const s = await startWith({ 'eg.yaml': componentYaml(name, inputMetadata(az, port, extra)) }, app.port, logger);
+  const binding = s.sidecar.ctx.components.get(name)!.instance as EventRouterBinding;
+  await waitFor(() => binding.subscriptionStatus !== 'pending' && binding.subscriptionStatus !== 'not-started', 15_000, 'subscription');
+  return { ...s, port, binding };
 }

@@ -3,12 +3,8 @@
  * stand-in, the validation handshake, token checks and delivery to a real app.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { EventRouterBinding } from '../../../sidecar/src/components/bindings/eventgrid/index.ts';
-import { freePort } from '../../services/net.ts';
 import { startAzureStandIns, type AzureStandIns } from '../../services/azure-standins.ts';
-import { capturingLogger, componentYaml, q, startTestApp, startWith, waitFor, type Started, type TestApp } from './helpers.ts';
-
-const ENDPOINT = 'https://events.example.test/api/events';
+import { capturingLogger, ENDPOINT, q, startInputBinding, startTestApp, startWith, topicScope, type StartedInput, type TestApp } from './helpers.ts';
 
 function ce(id: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { specversion: '1.0', id, source: '/subscriptions/x/resourceGroups/rg1/providers/Microsoft.Storage/storageAccounts/s1', type: 'Microsoft.Storage.BlobCreated', subject: `/blobs/${id}`, data: { n: id }, ...extra };
@@ -27,38 +23,10 @@ describe('event-routing input binding (loopback stand-in for Azure)', () => {
     await az?.close();
   });
 
-  const scope = () => `/subscriptions/${az.subscriptionId}/resourceGroups/rg1/providers/Microsoft.EventGrid/topics/orders`;
+  const scope = () => topicScope(az);
   const storedKey = (name: string) => `${scope()}/providers/Microsoft.EventGrid/eventSubscriptions/${name}`.toLowerCase();
-
-  function inputMetadata(port: number, extra: Record<string, string> = {}): Record<string, string> {
-    return {
-      direction: q('input'),
-      cloudTenantId: q(az.entra.tenantId),
-      cloudSubscriptionId: q(az.subscriptionId),
-      cloudClientId: q(az.clientId),
-      cloudClientSecret: q(az.clientSecret),
-      subscriberEndpoint: q(ENDPOINT),
-      handshakePort: q(String(port)),
-      handshakeAddress: q('127.0.0.1'),
-      scope: q(scope()),
-      azureAuthorityHost: q(az.entra.url),
-      armEndpoint: q(az.arm.url),
-      armPollInterval: q('20ms'),
-      jwksRefreshCooldown: q('50ms'),
-      ...extra,
-    };
-  }
-
-  type Input = Started & { port: number; binding: EventRouterBinding };
-
-  async function startInput(name: string, extra: Record<string, string> = {}, logger?: Parameters<typeof startWith>[2]): Promise<Input> {
-    const port = await freePort();
-    az.arm.handshakeTarget = `http://127.0.0.1:${port}/api/events`;
-    const s = await startWith({ 'eg.yaml': componentYaml(name, inputMetadata(port, extra)) }, app.port, logger);
-    const binding = s.sidecar.ctx.components.get(name)!.instance as EventRouterBinding;
-    await waitFor(() => binding.subscriptionStatus !== 'pending' && binding.subscriptionStatus !== 'not-started', 15_000, 'subscription');
-    return { ...s, port, binding };
-  }
+  type Input = StartedInput;
+  const startInput = (name: string, extra: Record<string, string> = {}, logger?: Parameters<typeof startWith>[2]) => startInputBinding(az, app, name, extra, logger);
 
   describe('event subscription', () => {
     it('is created at start, after the webhook answered the validation handshake', async () => {

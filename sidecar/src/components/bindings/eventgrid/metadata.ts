@@ -188,7 +188,8 @@ function canonical(raw: Record<string, string>): Record<string, string> {
   for (const [k, v] of entries) {
     const lower = k.toLowerCase();
     const name = byLower.get(lower) ?? ALIASES[lower];
-    if (name && typeof v === 'string') out[name] = v;
+    // an empty value never hides a filled one given under another spelling
+    if (name && typeof v === 'string' && (v.trim() !== '' || out[name] === undefined)) out[name] = v;
   }
   return out;
 }

@@ -16,7 +16,10 @@ export interface CloudSdks {
 }
 
 export async function loadCloudSdks(): Promise<CloudSdks> {
-  const [identity, arm] = await Promise.all([import('@azure/identity'), import('@azure/arm-eventgrid')]);
+  // one after the other: both load the same ESM-only dependencies through require(), and
+  // loading them concurrently makes Node refuse (ERR_REQUIRE_ESM_RACE_CONDITION)
+  const identity = await import('@azure/identity');
+  const arm = await import('@azure/arm-eventgrid');
   return { identity, arm };
 }
 
