@@ -2,9 +2,11 @@
  * Shared pieces of the workflow suites: a sidecar on free ports with its own data dir, quiet
  * SDK logging, and small HTTP helpers for the workflow API.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { startSidecar, type Sidecar, type StartOptions } from '../../sidecar/src/sidecar.ts';
 
@@ -74,4 +76,29 @@ export async function waitForStatus(base: string, id: string, statuses: string[]
     const i = await getInstance(base, id);
     return i && statuses.includes(i.runtimeStatus) ? i : undefined;
   }, timeoutMs, `instance ${id} to reach ${statuses.join('/')}`);
+}
+
+const WORKER = fileURLToPath(new URL('./fixtures/worker.ts', import.meta.url));
+
+/** Starts the durabletask-js worker fixture in its own process (see fixtures/worker.ts). */
+export function startWorker(address: string, markers: string, env: Record<string, string> = {}): ChildProcess {
+  return spawn(process.execPath, [WORKER, address, markers], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...env } });
+}
+
+/** Lines the worker fixture wrote for one activity (one per execution). */
+export function lines(markers: string, name: string): string[] {
+  try {
+    return readFileSync(join(markers, `${name}.log`), 'utf8').split('\n').filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+/** kill -9 and wait for the exit. */
+export async function killed(p: ChildProcess): Promise<void> {
+  if (p.exitCode !== null || p.signalCode !== null) return;
+  await new Promise<void>((r) => {
+    p.once('exit', () => r());
+    p.kill('SIGKILL');
+  });
 }
