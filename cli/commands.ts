@@ -4,4 +4,9 @@ export interface Command {
   run(argv: string[]): Promise<number>;
 }
 
-export const extraCommands: Record<string, Command> = {};
+export const extraCommands: Record<string, Command> = {
+  scheduler: {
+    summary: 'run the jobs scheduler service (SQLite, or etcd for several replicas)',
+    run: async (argv) => (await import('../scheduler/src/main.ts')).schedulerCommand(argv),
+  },
+};

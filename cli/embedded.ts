@@ -1,14 +1,32 @@
 /**
- * Services `rt run` starts in-process so that nothing else needs installing
- * (the scheduler, once the jobs building block lands). Each fills in options
- * the sidecar needs (e.g. schedulerAddresses) and returns how to stop it.
+ * Services `rt run` starts in-process so that nothing else needs installing: the scheduler,
+ * as a real gRPC server on a free loopback port over the app's SQLite file, so the sidecar
+ * talks to it exactly as it would to `rt scheduler` (and metadata reports its address).
+ * Skipped when --scheduler-host-address is given.
  */
-import type { StartOptions } from '../sidecar/src/sidecar.ts';
+import pino from 'pino';
+import { embeddedStorePath, startEmbeddedEngine } from '../scheduler/src/embedded.ts';
+import { startSchedulerServer } from '../scheduler/src/grpc/server.ts';
+import { DEFAULT_OPTIONS, type StartOptions } from '../sidecar/src/sidecar.ts';
 
 export interface EmbeddedServices {
   close(): Promise<void>;
 }
 
-export async function startEmbeddedServices(_options: StartOptions): Promise<EmbeddedServices> {
-  return { close: async () => {} };
+export async function startEmbeddedServices(options: StartOptions): Promise<EmbeddedServices> {
+  if ((options.schedulerAddresses?.length ?? 0) > 0 || (options.mode ?? 'standalone') !== 'standalone') return { close: async () => {} };
+  const log = pino({ level: options.logLevel ?? DEFAULT_OPTIONS.logLevel, base: { app_id: options.appId, scope: 'rt.scheduler' } });
+  const file = embeddedStorePath(options.dataDir ?? DEFAULT_OPTIONS.dataDir, options.namespace ?? DEFAULT_OPTIONS.namespace, options.appId);
+  const engine = await startEmbeddedEngine(file, log);
+  const server = await startSchedulerServer(engine, { host: '127.0.0.1', port: 0, log }).catch(async (e) => {
+    await engine.close();
+    throw e;
+  });
+  options.schedulerAddresses = [server.address];
+  return {
+    close: async () => {
+      await engine.close();
+      await server.close();
+    },
+  };
 }

@@ -1,0 +1,147 @@
+/**
+ * `rt scheduler`: the scheduler as a service of its own. SQLite (one replica) by default;
+ * `--etcd-endpoints` for several replicas sharing the jobs by partition.
+ */
+import { hostname, homedir } from 'node:os';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { SchedulerEngine } from './engine.ts';
+import { startSchedulerServer, type SchedulerServer } from './grpc/server.ts';
+import { EtcdJobStore } from './store/etcd.ts';
+import { SqliteJobStore } from './store/sqlite.ts';
+import type { JobStore } from './store/types.ts';
+
+export const SCHEDULER_HELP = `usage: rt scheduler [options]
+
+Runs the jobs scheduler: sidecars connect with --scheduler-host-address HOST:PORT.
+
+options:
+  --port N                  gRPC port (default 50006; 0 = any free port)
+  --listen-address ADDR     bind address (default 127.0.0.1; 0.0.0.0 in a pod)
+  --data-dir DIR            SQLite store folder (default ~/.rt/scheduler)
+  --etcd-endpoints A[,B]    use etcd instead of SQLite (HA: run several replicas)
+  --etcd-prefix P           key prefix in etcd (default /rt/scheduler)
+  --partitions N            job partitions shared by the replicas (default 16; same on every replica)
+  --lease-ttl SECONDS       how long a dead replica holds its jobs (default 5)
+  --replica-id ID           this replica's name (default host-pid-random)
+  --log-level LEVEL         debug, info, warn, error (default info)
+environment: RT_SCHEDULER_PORT, RT_SCHEDULER_ETCD_ENDPOINTS, RT_DATA_DIR, RT_LOG_LEVEL`;
+
+export interface SchedulerProcessOptions {
+  port: number;
+  listenAddress: string;
+  dataDir: string;
+  etcdEndpoints: string[];
+  etcdPrefix: string;
+  partitions: number;
+  leaseTtlSec: number;
+  replicaId: string;
+  logLevel: string;
+}
+
+export class SchedulerUsageError extends Error {}
+
+export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'help' {
+  let v: Record<string, string | boolean | undefined>;
+  try {
+    v = parseArgs({
+      args: argv,
+      options: {
+        port: { type: 'string' },
+        'listen-address': { type: 'string' },
+        'data-dir': { type: 'string' },
+        'etcd-endpoints': { type: 'string' },
+        'etcd-prefix': { type: 'string' },
+        partitions: { type: 'string' },
+        'lease-ttl': { type: 'string' },
+        'replica-id': { type: 'string' },
+        'log-level': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }).values;
+  } catch (e) {
+    throw new SchedulerUsageError((e as Error).message);
+  }
+  if (v.help) return 'help';
+  const env = process.env;
+  const int = (name: string, s: string | undefined, def: number, min: number, max: number) => {
+    if (s === undefined) return def;
+    const n = Number(s);
+    if (!Number.isInteger(n) || n < min || n > max) throw new SchedulerUsageError(`--${name} must be a whole number from ${min} to ${max}, got "${s}"`);
+    return n;
+  };
+  const etcd = (v['etcd-endpoints'] as string | undefined) ?? env.RT_SCHEDULER_ETCD_ENDPOINTS;
+  return {
+    port: int('port', (v.port as string | undefined) ?? env.RT_SCHEDULER_PORT, 50006, 0, 65535),
+    listenAddress: (v['listen-address'] as string | undefined) ?? '127.0.0.1',
+    dataDir: (v['data-dir'] as string | undefined) ?? env.RT_DATA_DIR ?? join(homedir(), '.rt', 'scheduler'),
+    etcdEndpoints: etcd ? etcd.split(',').map((s) => s.trim()).filter(Boolean) : [],
+    etcdPrefix: (v['etcd-prefix'] as string | undefined) ?? '/rt/scheduler',
+    partitions: int('partitions', v.partitions as string | undefined, 16, 1, 4096),
+    leaseTtlSec: int('lease-ttl', v['lease-ttl'] as string | undefined, 5, 2, 3600),
+    replicaId: (v['replica-id'] as string | undefined) ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`,
+    logLevel: (v['log-level'] as string | undefined) ?? env.RT_LOG_LEVEL ?? 'info',
+  };
+}
+
+export interface RunningScheduler {
+  engine: SchedulerEngine;
+  server: SchedulerServer;
+  store: JobStore;
+  close(): Promise<void>;
+}
+
+/** Starts engine + store + gRPC server; used by `rt scheduler`, `rt run` and tests. */
+export async function startScheduler(o: SchedulerProcessOptions, log = pino({ level: o.logLevel, base: { scope: 'rt.scheduler' } })): Promise<RunningScheduler> {
+  const store: JobStore =
+    o.etcdEndpoints.length > 0
+      ? new EtcdJobStore({ endpoints: o.etcdEndpoints, prefix: o.etcdPrefix, partitions: o.partitions, leaseTtlSec: o.leaseTtlSec, replicaId: o.replicaId, log })
+      : new SqliteJobStore(join(o.dataDir, 'scheduler.sqlite'));
+  const engine = new SchedulerEngine({ log, store });
+  await engine.start();
+  let server: SchedulerServer;
+  try {
+    server = await startSchedulerServer(engine, { host: o.listenAddress, port: o.port, log });
+  } catch (e) {
+    await engine.close();
+    throw e;
+  }
+  log.info({ address: server.address, store: store.describe() }, `rt scheduler ready: gRPC on ${server.address}`);
+  return {
+    engine,
+    server,
+    store,
+    close: async () => {
+      // the engine first: a handover waits for acks that arrive on the still-open streams
+      await engine.close();
+      await server.close();
+    },
+  };
+}
+
+export async function schedulerCommand(argv: string[]): Promise<number> {
+  let o;
+  try {
+    o = parseSchedulerArgs(argv);
+  } catch (e) {
+    if (e instanceof SchedulerUsageError) {
+      console.error(`rt scheduler: ${e.message}\n\n${SCHEDULER_HELP}`);
+      return 2;
+    }
+    throw e;
+  }
+  if (o === 'help') {
+    console.log(SCHEDULER_HELP);
+    return 0;
+  }
+  const s = await startScheduler(o);
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+  await s.close();
+  return 0;
+}
