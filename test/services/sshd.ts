@@ -64,6 +64,8 @@ export interface SshdServer {
   keys: { rsa: ClientKey; ecdsa: ClientKey; ed25519: ClientKey; ed25519Encrypted: ClientKey; rsaPem: ClientKey };
   /** A key that is NOT authorised. */
   strangerKey: ClientKey;
+  /** Gives files a test made as root to the test user (recursively), as the server's own files would be. */
+  own(path: string): Promise<void>;
   /** sshd's stderr so far (debug aid for failing tests). */
   log(): string;
   /** Ends the listener and every session it spawned. */
@@ -203,6 +205,9 @@ export async function startSshd(): Promise<SshdServer> {
     knownHostsFile,
     keys: { rsa, ecdsa, ed25519, ed25519Encrypted, rsaPem },
     strangerKey: stranger,
+    own: async (path) => {
+      await run('chown', ['-R', `${uid}:${gid}`, path]);
+    },
     log: () => stderr,
     stop,
     start,

@@ -1,0 +1,86 @@
+/**
+ * The binding's one reused connection against a real sshd that is restarted, stopped, or
+ * replaced by a server that never answers: calls reconnect, or fail clearly in bounded time.
+ */
+import { createServer, type Server, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SftpBinding } from '../../../sidecar/src/components/bindings/sftp/index.ts';
+import { CONNECT_TIMEOUT_MS } from '../../../sidecar/src/components/bindings/sftp/connection.ts';
+import { ApiError } from '../../../sidecar/src/http/errors.ts';
+import { startSshd, type SshdServer } from '../../services/sshd.ts';
+import { baseMetadata, bytesOf, initBinding, jsonOf, op, sshdAvailable } from './helpers.ts';
+
+describe.skipIf(!sshdAvailable)('bindings.sftp connection (real sshd restarted and stopped)', () => {
+  let s: SshdServer;
+  let b: SftpBinding;
+  beforeAll(async () => {
+    s = await startSshd();
+    b = await initBinding(baseMetadata(s));
+  });
+  afterAll(async () => {
+    await b?.close();
+    await s?.close();
+  });
+  const logins = () => (s.log().match(/Accepted password/g) ?? []).length;
+
+  it('reconnects after sshd restarts, and the next call succeeds', async () => {
+    await b.invoke(op('create', { fileName: 'r/one.txt' }, Buffer.from('one').toString('base64')));
+    const before = logins();
+    await s.stop();
+    await s.start();
+    // the very next call, without waiting for anything, works on a new connection
+    expect((await bytesOf(await b.invoke(op('get', { fileName: 'r/one.txt' })))).toString()).toBe('one');
+    await b.invoke(op('create', { fileName: 'r/two.txt' }, Buffer.from('two').toString('base64')));
+    expect(await jsonOf(await b.invoke(op('list', { fileName: 'r' })))).toEqual(['one.txt', 'two.txt']);
+    expect(logins()).toBe(before + 1);
+  });
+
+  it('reconnects when calls are in flight as the server goes away and comes back', async () => {
+    await s.stop();
+    await s.start();
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => b.invoke(op('create', { fileName: `r/par${i}.txt` }, Buffer.from(`p${i}`).toString('base64')))));
+    expect(results).toHaveLength(8);
+    const names = (await jsonOf(await b.invoke(op('list', { fileName: 'r' })))) as string[];
+    for (let i = 0; i < 8; i++) expect(names).toContain(`par${i}.txt`);
+  });
+
+  it('a server that is down gives a clear 500 quickly, and service resumes when it is back', async () => {
+    await s.stop();
+    const t0 = Date.now();
+    const e = await b.invoke(op('list')).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(ApiError);
+    expect((e as ApiError).status).toBe(500);
+    expect((e as ApiError).errorCode).toBe('ERR_INVOKE_OUTPUT_BINDING');
+    expect((e as ApiError).message).toMatch(/cannot connect to the SFTP server at 127\.0\.0\.1:\d+: connection refused/);
+    expect(Date.now() - t0).toBeLessThan(CONNECT_TIMEOUT_MS);
+    await expect(b.ping()).rejects.toThrow(/connection refused/);
+    await s.start();
+    await b.ping();
+    expect(await jsonOf(await b.invoke(op('list', { fileName: 'r' })))).toContain('one.txt');
+  });
+});
+
+describe.skipIf(!sshdAvailable)('bindings.sftp against a server that never answers', () => {
+  let silent: Server;
+  const sockets: Socket[] = [];
+  let port = 0;
+  beforeAll(async () => {
+    // accepts TCP and then says nothing: no SSH banner, ever
+    silent = createServer((sock) => sockets.push(sock));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    port = (silent.address() as { port: number }).port;
+  });
+  afterAll(async () => {
+    for (const sock of sockets) sock.destroy();
+    await new Promise((r) => silent.close(r));
+  });
+
+  it(`gives up after the connect timeout (${CONNECT_TIMEOUT_MS / 1000} s) with a clear message`, async () => {
+    const t0 = Date.now();
+    const e = (await initBinding({ rootPath: '/tmp', address: `127.0.0.1:${port}`, username: 'u', password: 'p', insecureIgnoreHostKey: 'true' }).catch((x: Error) => x)) as Error;
+    const took = Date.now() - t0;
+    expect(e.message).toMatch(/did not complete the connection within 10 s/);
+    expect(took).toBeGreaterThanOrEqual(CONNECT_TIMEOUT_MS - 500);
+    expect(took).toBeLessThan(CONNECT_TIMEOUT_MS + 3000);
+  }, 20_000);
+});
