@@ -16,13 +16,11 @@ let client: DaprWorkflowClient;
 let restore: () => void;
 
 const greet = async (_: WorkflowActivityContext, name: string) => `Hi ${name}`;
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const chain = async function* (ctx: WorkflowContext, name: string): any {
   const a = yield ctx.callActivity(greet, name);
   const b = yield ctx.callActivity(greet, a);
   return yield ctx.callActivity(greet, b);
 };
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const waitThenTimer = async function* (ctx: WorkflowContext): any {
   const ev = yield ctx.waitForExternalEvent('go');
   yield ctx.createTimer(1);
