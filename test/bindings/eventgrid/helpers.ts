@@ -48,12 +48,27 @@ export async function startTestApp(): Promise<TestApp> {
   return app;
 }
 
-/** A Component resource file for the binding, metadata given as name → YAML scalar text. */
-export function componentYaml(name: string, metadata: Record<string, string>, type = 'bindings.cloud.eventrouter'): string {
-  const md = Object.entries(metadata)
-    .map(([k, v]) => `    - name: ${k}\n      value: ${v}`)
-    .join('\n');
-  return `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${name}\nspec:\n  type: ${type}\n  version: v1\n  initTimeout: 20s\n  metadata:\n${md}\n`;
+/**
+ * A Component resource file for the binding, metadata given as name → YAML scalar text.
+ * `secrets` maps metadata names to secret names read from the secret store `secretStore`.
+ */
+export function componentYaml(
+  name: string,
+  metadata: Record<string, string>,
+  type = 'bindings.cloud.eventrouter',
+  secrets: { store: string; refs: Record<string, string> } = { store: '', refs: {} },
+): string {
+  const md = [
+    ...Object.entries(metadata).map(([k, v]) => `    - name: ${k}\n      value: ${v}`),
+    ...Object.entries(secrets.refs).map(([k, secret]) => `    - name: ${k}\n      secretKeyRef:\n        name: ${secret}`),
+  ].join('\n');
+  const auth = secrets.store ? `auth:\n  secretStore: ${secrets.store}\n` : '';
+  return `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${name}\nspec:\n  type: ${type}\n  version: v1\n  initTimeout: 20s\n  metadata:\n${md}\n${auth}`;
+}
+
+/** A secret store reading environment variables that start with `prefix`. */
+export function envSecretStoreYaml(name: string, prefix: string): string {
+  return `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${name}\nspec:\n  type: secretstores.local.env\n  version: v1\n  metadata:\n    - name: prefix\n      value: ${prefix}\n`;
 }
 
 /** Quotes a value for YAML (JSON strings are valid YAML). */
@@ -136,10 +151,27 @@ export function inputMetadata(az: AzureStandIns, port: number, extra: Record<str
 export type StartedInput = Started & { port: number; binding: EventRouterBinding };
 
 /** A sidecar with one input binding, once its event subscription step has finished. */
-export async function startInputBinding(az: AzureStandIns, app: TestApp, name: string, extra: Record<string, string> = {}, logger?: pino.Logger): Promise<StartedInput> {
+export async function startInputBinding(
+  az: AzureStandIns,
+  app: TestApp,
+  name: string,
+  extra: Record<string, string> = {},
+  logger?: pino.Logger,
+  secretFrom?: { store: string; prefix: string },
+): Promise<StartedInput> {
   const port = await freePort();
   az.arm.handshakeTarget = `http://127.0.0.1:${port}/api/events`;
-  const s = await startWith({ 'eg.yaml': componentYaml(name, inputMetadata(az, port, extra)) }, app.port, logger);
+  const md = inputMetadata(az, port, extra);
+  const files: Record<string, string> = {};
+  if (secretFrom) {
+    // the client secret comes from a secret store instead of the file
+    delete md.cloudClientSecret;
+    files['store.yaml'] = envSecretStoreYaml(secretFrom.store, secretFrom.prefix);
+    files['eg.yaml'] = componentYaml(name, md, undefined, { store: secretFrom.store, refs: { cloudClientSecret: 'CLIENT_SECRET' } });
+  } else {
+    files['eg.yaml'] = componentYaml(name, md);
+  }
+  const s = await startWith(files, app.port, logger);
   const binding = s.sidecar.ctx.components.get(name)!.instance as EventRouterBinding;
   await waitFor(() => binding.subscriptionStatus !== 'pending' && binding.subscriptionStatus !== 'not-started', 15_000, 'subscription');
   return { ...s, port, binding };

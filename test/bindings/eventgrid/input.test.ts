@@ -88,6 +88,19 @@ describe('event-routing input binding (loopback stand-in for Azure)', () => {
       }
     });
 
+    it('takes the client secret from a secret store (secretKeyRef) and never logs it', async () => {
+      process.env.EGIN_CLIENT_SECRET = az.clientSecret;
+      const cap = capturingLogger();
+      const s = await startInputBinding(az, app, 'fromstore', {}, cap.logger, { store: 'envsecrets', prefix: 'EGIN_' });
+      try {
+        expect(s.binding.subscriptionStatus).toBe('created');
+        expect(cap.text()).not.toContain(az.clientSecret);
+      } finally {
+        await s.stop();
+        delete process.env.EGIN_CLIENT_SECRET;
+      }
+    });
+
     it('reports a failure to authenticate without logging the secret', async () => {
       const cap = capturingLogger();
       const secret = 'wrong-secret-value-0123456789';

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startAzureStandIns, type AzureStandIns } from '../../services/azure-standins.ts';
-import { capturingLogger, componentYaml, q, startWith, type Started } from './helpers.ts';
+import { capturingLogger, componentYaml, envSecretStoreYaml, q, startWith, type Started } from './helpers.ts';
 
 describe('event-routing output binding (loopback stand-in for Azure)', () => {
   let az: AzureStandIns;
@@ -13,6 +13,7 @@ describe('event-routing output binding (loopback stand-in for Azure)', () => {
 
   beforeAll(async () => {
     az = await startAzureStandIns();
+    process.env.EGOUT_TOPIC_KEY = az.topic.key;
     cap = capturingLogger();
     s = await startWith(
       {
@@ -21,12 +22,16 @@ describe('event-routing output binding (loopback stand-in for Azure)', () => {
         'alias.yaml': componentYaml('alias-out', { topicEndpoint: q(az.topic.endpoint), accessKey: q(az.topic.key) }, 'bindings.azure.eventgrid'),
         'wrongkey.yaml': componentYaml('wrongkey-out', { topicEndpoint: q(az.topic.endpoint), accessKey: q('d3Jvbmcta2V5') }),
         'slow.yaml': componentYaml('slow-out', { topicEndpoint: q(az.topic.endpoint), accessKey: q(az.topic.key), publishTimeout: q('300ms') }),
+        // the access key from a secret store
+        'store.yaml': envSecretStoreYaml('envsecrets', 'EGOUT_'),
+        'fromstore.yaml': componentYaml('store-out', { topicEndpoint: q(az.topic.endpoint) }, undefined, { store: 'envsecrets', refs: { accessKey: 'TOPIC_KEY' } }),
       },
       0,
       cap.logger,
     );
   });
   afterAll(async () => {
+    delete process.env.EGOUT_TOPIC_KEY;
     await s?.stop();
     await az?.close();
   });
@@ -67,6 +72,11 @@ describe('event-routing output binding (loopback stand-in for Azure)', () => {
     expect((await invoke('alias-out', { operation: 'create', data: event })).status).toBe(204);
     expect((await invoke('alias-out', { operation: 'create', data: JSON.stringify(event) })).status).toBe(204);
     expect(az.topic.received.map((r) => r.events[0])).toEqual([event, event]);
+  });
+
+  it('publishes with an access key taken from a secret store', async () => {
+    expect((await invoke('store-out', { operation: 'create', data: { a: 1 } })).status).toBe(204);
+    expect(az.topic.received).toHaveLength(1);
   });
 
   it('publishes a JSON array as one batch', async () => {
