@@ -2,7 +2,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '**/dist/**', 'cli/bin/**'] },
+  { ignores: ['node_modules/**', '**/dist/**', 'cli/bin/**', '.tmp-*/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {
