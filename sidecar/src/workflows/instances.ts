@@ -404,6 +404,7 @@ export class InstanceTable {
     const { c, pending } = p;
     const conflict = (e as Error)?.name === 'EtagMismatchError';
     if (conflict && this.shared) {
+      this.log.debug({ instanceId: c.id }, 'workflow instance changed in the store (another replica); applying again on the fresh copy');
       c.loaded = false;
       c.bytes = undefined;
       for (const q of pending) {
