@@ -1,0 +1,90 @@
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startScheduler, type RunningScheduler, type SchedulerProcessOptions } from '../../scheduler/src/main.ts';
+import { freePort } from '../services/net.ts';
+import { postJob, sidecarFor, startRecordingApp, tempDir, waitFor, type RecordingApp } from '../jobs/helpers.ts';
+import type { Sidecar } from '../../sidecar/src/sidecar.ts';
+
+const silent = pino({ level: 'silent' });
+
+describe('sidecar ↔ rt scheduler over gRPC (SQLite store)', () => {
+  const dir = tempDir('rt-sched-grpc-');
+  let opts: SchedulerProcessOptions;
+  let sched: RunningScheduler;
+  let app: RecordingApp;
+  let sc: Sidecar & { base: string };
+  const metadataAddresses = async () => ((await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { scheduler: { connected_addresses: string[] } }).scheduler.connected_addresses;
+
+  beforeAll(async () => {
+    opts = {
+      port: await freePort(),
+      listenAddress: '127.0.0.1',
+      dataDir: dir.path,
+      etcdEndpoints: [],
+      etcdPrefix: '/rt/scheduler',
+      partitions: 16,
+      leaseTtlSec: 5,
+      replicaId: 'r1',
+      logLevel: 'silent',
+    };
+    sched = await startScheduler(opts, silent);
+    app = await startRecordingApp();
+    sc = await sidecarFor({ appPort: app.port, dataDir: dir.path, appId: 'grpc-app', schedulerAddresses: [`127.0.0.1:${opts.port}`] });
+  });
+  afterAll(async () => {
+    await sc?.close();
+    await sched?.close();
+    await app?.close();
+    dir.remove();
+  });
+
+  it('reports the scheduler it is connected to in metadata', async () => {
+    let addrs: string[] = [];
+    for (let i = 0; i < 100 && addrs.length === 0; i++) {
+      addrs = await metadataAddresses();
+      if (addrs.length === 0) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(addrs).toEqual([`127.0.0.1:${opts.port}`]);
+  });
+
+  it('schedules, reads, lists and deletes through the scheduler, with the same statuses', async () => {
+    expect((await postJob(sc.base, 'g1', { schedule: '@every 1h', data: { a: [1, 2] }, repeats: 2, ttl: '3h', failurePolicy: { drop: {} } })).status).toBe(204);
+    expect(await (await fetch(`${sc.base}/v1.0-alpha1/jobs/g1`)).json()).toEqual({
+      name: 'g1',
+      schedule: '@every 1h',
+      repeats: 2,
+      ttl: '3h',
+      data: { a: [1, 2] },
+      failurePolicy: { drop: {} },
+    });
+    expect((await postJob(sc.base, 'g1', { dueTime: '1h' })).status).toBe(409);
+    const bad = await postJob(sc.base, 'g2', { schedule: '0 0 25 * * *' });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ errorCode: 'RT_SCHEDULER_SCHEDULE_INVALID', message: expect.stringMatching(/field 3 \(hours\).*0-23/) });
+    const list = (await (await fetch(`${sc.base}/v1.0-alpha1/jobs`)).json()) as { jobs: { name: string }[] };
+    expect(list.jobs.map((j) => j.name)).toEqual(['g1']);
+    expect((await fetch(`${sc.base}/v1.0-alpha1/jobs/g1`, { method: 'DELETE' })).status).toBe(204);
+    const missing = await fetch(`${sc.base}/v1.0-alpha1/jobs/g1`);
+    expect(missing.status).toBe(500);
+    expect(await missing.json()).toMatchObject({ errorCode: 'RT_SCHEDULER_GET_JOB', message: expect.stringMatching(/not found/) });
+  });
+
+  it('delivers triggers over the stream and the app gets the data', async () => {
+    expect((await postJob(sc.base, 'fire', { dueTime: '100ms', data: 'over grpc' })).status).toBe(204);
+    const got = await waitFor(() => app.received.find((r) => r.name === 'fire'), 5000, 'trigger');
+    expect(JSON.parse(got.body)).toBe('over grpc');
+  });
+
+  it('survives a scheduler restart: reconnects, keeps jobs, delivers what came due meanwhile', async () => {
+    expect((await postJob(sc.base, 'across-restart', { dueTime: '600ms', data: 7 })).status).toBe(204);
+    await sched.close();
+    const down = await postJob(sc.base, 'while-down', { dueTime: '1s' });
+    expect(down.status).toBe(500);
+    expect(((await down.json()) as { errorCode: string }).errorCode).toBe('RT_SCHEDULER_SCHEDULE_JOB');
+    await new Promise((r) => setTimeout(r, 800));
+    sched = await startScheduler(opts, silent);
+    const got = await waitFor(() => app.received.find((r) => r.name === 'across-restart'), 10_000, 'trigger after restart');
+    expect(JSON.parse(got.body)).toBe(7);
+    expect(await metadataAddresses()).toEqual([`127.0.0.1:${opts.port}`]);
+  });
+});
