@@ -2,6 +2,7 @@
  * Output direction through a real sidecar: POST /v1.0/bindings/<name> with operation `create`
  * publishes to the topic stand-in over HTTPS.
  */
+import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startAzureStandIns, type AzureStandIns } from '../../services/azure-standins.ts';
 import { capturingLogger, componentYaml, envSecretStoreYaml, q, startWith, type Started } from './helpers.ts';
@@ -128,6 +129,30 @@ describe('event-routing output binding (loopback stand-in for Azure)', () => {
       expect(((await res.json()) as { errorCode: string }).errorCode).toBe('ERR_INVOKE_OUTPUT_BINDING');
     }
     expect(az.topic.received).toHaveLength(0);
+  });
+
+  it('answers any data with 204 (published) or 400 (nothing published), never a 5xx (property)', async () => {
+    const attr = fc.oneof(fc.string(), fc.constantFrom('1.0', '0.3', 'x'));
+    const ceLike = fc.record({ specversion: attr, id: attr, source: attr, type: attr, data: fc.jsonValue(), Extra: fc.string(), time: fc.string() }, { requiredKeys: [] });
+    const data = fc.oneof(fc.jsonValue(), ceLike, fc.array(fc.oneof(fc.jsonValue(), ceLike), { maxLength: 4 }), fc.jsonValue().map((v) => JSON.stringify(v)), fc.constant(undefined));
+    const metadata = fc.dictionary(fc.constantFrom('type', 'subject', 'dataContentType', 'other'), fc.string(), { maxKeys: 3 });
+    await fc.assert(
+      fc.asyncProperty(data, metadata, async (d, md) => {
+        az.topic.received.length = 0;
+        const res = await invoke('orders-out', { operation: 'create', data: d, metadata: md });
+        const text = await res.text();
+        expect([204, 400], text).toContain(res.status);
+        if (res.status === 400) {
+          expect(az.topic.received).toHaveLength(0);
+          return;
+        }
+        expect(az.topic.received).toHaveLength(1);
+        const parsed = typeof d === 'string' && /^\s*[[{]/.test(d) ? JSON.parse(d) : d;
+        expect(az.topic.received[0].events).toHaveLength(Array.isArray(parsed) ? parsed.length : 1);
+        for (const ev of az.topic.received[0].events) expect(ev.specversion).toBe('1.0');
+      }),
+      { numRuns: 150 },
+    );
   });
 
   it('reports OUTPUT_BINDING in the metadata API and never logs the access key', async () => {

@@ -36,6 +36,7 @@ export class EventRouterBinding implements OutputBinding, InputBinding {
   private validator?: TokenValidator;
   private webhook?: WebhookServer;
   private started = false;
+  private readonly closing = new AbortController();
   /** Where the event subscription stands: shown in logs, read by tests and health checks. */
   subscriptionStatus: 'not-started' | 'pending' | 'failed' | EnsureResult = 'not-started';
 
@@ -100,7 +101,7 @@ export class EventRouterBinding implements OutputBinding, InputBinding {
     this.subscriptionStatus = 'pending';
     let result: EnsureResult;
     try {
-      result = await this.subscriptions.ensure();
+      result = await this.subscriptions.ensure(this.closing.signal);
     } catch (e) {
       this.subscriptionStatus = 'failed';
       throw new Error(`creating or updating event subscription "${input.eventSubscriptionName}" at ${input.scope} failed: ${(e as Error).message}`, { cause: e });
@@ -110,6 +111,7 @@ export class EventRouterBinding implements OutputBinding, InputBinding {
   }
 
   async close(): Promise<void> {
+    this.closing.abort();
     await this.webhook?.close();
     this.webhook = undefined;
   }

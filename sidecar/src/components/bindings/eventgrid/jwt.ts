@@ -80,7 +80,7 @@ export class TokenValidator {
   }
 
   private remember(token: string, payload: JWTPayload): void {
-    const until = Math.min(Date.now() + CACHE_TTL_MS, ((payload.exp ?? 0) - 0) * 1000);
+    const until = Math.min(Date.now() + CACHE_TTL_MS, (payload.exp ?? 0) * 1000);
     if (this.verified.size >= CACHE_MAX) {
       // drop the oldest entry (Map keeps insertion order)
       const first = this.verified.keys().next();

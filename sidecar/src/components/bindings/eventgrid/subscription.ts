@@ -64,12 +64,13 @@ export class SubscriptionManager {
     return { destination, eventDeliverySchema: 'CloudEventSchemaV1_0' };
   }
 
-  async ensure(): Promise<EnsureResult> {
+  /** `signal` aborts the calls (the component closes while the subscription is being written). */
+  async ensure(signal?: AbortSignal): Promise<EnsureResult> {
     // the SDK's path template is "/{scope}/providers/…": hand it the scope without its leading slash
     const scope = this.settings.scope.replace(/^\/+/, '');
     const name = this.settings.eventSubscriptionName;
-    const existing = await this.get(scope, name);
-    if (existing && this.settings.subscriberEndpoint.search) await this.withFullUrl(existing, scope, name);
+    const existing = await this.get(scope, name, signal);
+    if (existing && this.settings.subscriberEndpoint.search) await this.withFullUrl(existing, scope, name, signal);
     if (existing && !differs(existing, this.desired(), this.settings)) {
       this.log.info({ eventSubscription: name, scope: this.settings.scope }, 'event subscription is up to date');
       return 'unchanged';
@@ -77,6 +78,7 @@ export class SubscriptionManager {
     this.log.info({ eventSubscription: name, scope: this.settings.scope }, existing ? 'updating event subscription' : 'creating event subscription');
     const result = await this.client.eventSubscriptions.beginCreateOrUpdateAndWait(scope, name, this.desired(), {
       updateIntervalInMs: this.settings.armPollIntervalMs,
+      abortSignal: signal,
     });
     if (result.provisioningState && result.provisioningState !== 'Succeeded') {
       throw new Error(`event subscription "${name}" ended in provisioning state ${result.provisioningState}`);
@@ -85,16 +87,16 @@ export class SubscriptionManager {
   }
 
   /** The service returns only the base URL; with a query string in ours, ask for the full one. */
-  private async withFullUrl(existing: EventSubscription, scope: string, name: string): Promise<void> {
+  private async withFullUrl(existing: EventSubscription, scope: string, name: string, signal?: AbortSignal): Promise<void> {
     const d = existing.destination as Partial<WebHookEventSubscriptionDestination> | undefined;
     if (!d || d.endpointType !== 'WebHook' || d.endpointUrl !== undefined) return;
-    const full = await this.client.eventSubscriptions.getFullUrl(scope, name);
+    const full = await this.client.eventSubscriptions.getFullUrl(scope, name, { abortSignal: signal });
     if (full.endpointUrl) d.endpointUrl = full.endpointUrl;
   }
 
-  private async get(scope: string, name: string): Promise<EventSubscription | undefined> {
+  private async get(scope: string, name: string, signal?: AbortSignal): Promise<EventSubscription | undefined> {
     try {
-      return await this.client.eventSubscriptions.get(scope, name);
+      return await this.client.eventSubscriptions.get(scope, name, { abortSignal: signal });
     } catch (e) {
       if ((e as { statusCode?: number }).statusCode === 404) return undefined;
       throw e;
@@ -107,6 +109,8 @@ export function differs(existing: EventSubscription, desired: EventSubscription,
   const have = existing.destination as Partial<WebHookEventSubscriptionDestination> | undefined;
   const want = desired.destination as WebHookEventSubscriptionDestination;
   if (!have || have.endpointType !== 'WebHook') return true;
+  // a subscription whose last write failed (or never finished) is written again
+  if (existing.provisioningState && existing.provisioningState !== 'Succeeded') return true;
   if (existing.eventDeliverySchema !== desired.eventDeliverySchema) return true;
   // the service never returns the full URL (it may hold secrets in its query): compare the base
   const base = `${settings.subscriberEndpoint.origin}${settings.subscriberEndpoint.pathname}`;
