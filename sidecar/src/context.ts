@@ -9,6 +9,9 @@ import type { ComponentRegistry } from './components/registry.ts';
 import type { GrpcServer } from './grpc/server.ts';
 import type { MetadataService } from './metadata/service.ts';
 import type { Resources } from './resources/types.ts';
+import type { StateService } from './state/service.ts';
+import type { Engine } from './workflows/engine.ts';
+import type { SchedulerClient } from '../../scheduler/src/client.ts';
 
 export interface SidecarOptions {
   appId: string;
@@ -60,4 +63,16 @@ export interface SidecarContext {
   onClose(fn: () => Promise<void> | void): void;
   /** Runs once the app is reachable (or at once when there is no app). */
   onAppReady(fn: () => Promise<void> | void): void;
+  /** Services of the building blocks, for other API surfaces (the gRPC runtime API) to reuse. */
+  services: BlockServices;
+}
+
+/** Each block fills its slot in its setup; a slot stays empty when its block is not running. */
+export interface BlockServices {
+  state?: StateService;
+  /** The scheduler client of the jobs block (absent: no scheduler configured). */
+  jobs?: SchedulerClient;
+  workflows?: Engine;
+  /** Graceful stop of this sidecar, as its owner's close() does (the gRPC Shutdown call). */
+  shutdown?: () => Promise<void>;
 }

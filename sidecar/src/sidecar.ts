@@ -96,6 +96,7 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
     app,
     onClose: (fn) => closers.push(fn),
     onAppReady: (fn) => appReady.push(fn),
+    services: {},
   };
 
   const close = async () => {
@@ -106,6 +107,7 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
     await app.close();
     await components.closeAll();
   };
+  ctx.services.shutdown = close;
 
   try {
     // 1. resources

@@ -24,6 +24,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   }
   registerJobRoutes(ctx, client);
   if (!client) return;
+  ctx.services.jobs = client;
 
   const internal = new InternalJobsService(client, options.namespace, options.appId);
   setInternalJobs(ctx, internal);

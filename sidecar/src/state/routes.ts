@@ -18,6 +18,7 @@ type KeyParams = { Params: { storename: string; key: string } };
 
 export async function setup(ctx: SidecarContext): Promise<void> {
   const state = new StateService(ctx.components, ctx.options.appId, ctx.options.namespace);
+  ctx.services.state = state;
   const http = ctx.http;
 
   http.post<StoreParams>('/v1.0/state/:storename', async (req, reply) => {

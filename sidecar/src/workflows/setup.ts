@@ -69,6 +69,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   const workers = new Workers(log, MAX_ITEMS_PER_WORKER);
   const timers = new Timers(getInternalJobs(ctx), log);
   const engine = new Engine(table, workers, timers, log);
+  ctx.services.workflows = engine;
 
   ctx.grpc.addService(taskHubService(), taskHubImplementation(engine, ctx.grpc));
   await registerRoutes(ctx.http, engine);
