@@ -168,7 +168,7 @@ describe('POST /v1.0/bindings/<name> (real sidecar, recording binding)', () => {
   it('reads a large body (the fast path) whatever the Content-Type, chunked or not', async () => {
     const data = Buffer.alloc(2 * 1024 * 1024, 9).toString('base64');
     const body = JSON.stringify({ operation: 'echo', data, metadata: { fileName: 'f' } });
-    for (const headers of [{ 'content-type': 'application/json' }, { 'content-type': 'text/plain' }, {}]) {
+    for (const headers of [{ 'content-type': 'application/json' }, { 'content-type': 'text/plain' }, {}] as Record<string, string>[]) {
       const res = await post(body, headers);
       expect(res.status).toBe(200);
       expect(binding.last?.data).toBe(data);
