@@ -158,9 +158,11 @@ export async function startInputBinding(
   extra: Record<string, string> = {},
   logger?: pino.Logger,
   secretFrom?: { store: string; prefix: string },
+  /** Where the ARM stand-in sends the validation handshake; default this webhook. */
+  handshakeTarget?: string,
 ): Promise<StartedInput> {
   const port = await freePort();
-  az.arm.handshakeTarget = `http://127.0.0.1:${port}/api/events`;
+  az.arm.handshakeTarget = handshakeTarget ?? `http://127.0.0.1:${port}/api/events`;
   const md = inputMetadata(az, port, extra);
   const files: Record<string, string> = {};
   if (secretFrom) {

@@ -75,6 +75,30 @@ describe('event-routing input binding (loopback stand-in for Azure)', () => {
       }
     });
 
+    it('is written again when its last provisioning failed', async () => {
+      az.arm.seed(scope(), 'failedbefore', { endpointUrl: ENDPOINT, tenantId: az.entra.tenantId, applicationIdOrUri: az.clientId, eventDeliverySchema: 'CloudEventSchemaV1_0' });
+      az.arm.subscriptions.get(storedKey('failedbefore'))!.provisioningState = 'Failed';
+      const s = await startInput('failedbefore');
+      try {
+        expect(s.binding.subscriptionStatus).toBe('updated');
+        expect(az.arm.subscriptions.get(storedKey('failedbefore'))!.provisioningState).toBe('Succeeded');
+      } finally {
+        await s.stop();
+      }
+    });
+
+    it('fails to start when the service cannot complete the validation handshake', async () => {
+      const cap = capturingLogger();
+      const s = await startInputBinding(az, app, 'nohandshake', {}, cap.logger, undefined, 'http://127.0.0.1:1/');
+      try {
+        expect(s.binding.subscriptionStatus).toBe('failed');
+        expect(az.arm.subscriptions.get(storedKey('nohandshake'))!.provisioningState).toBe('Failed');
+        expect(cap.text()).toMatch(/Webhook validation handshake failed/);
+      } finally {
+        await s.stop();
+      }
+    });
+
     it('compares the full endpoint URL (with its query) through getFullUrl', async () => {
       const url = `${ENDPOINT}?code=abc`;
       az.arm.seed(scope(), 'withquery', { endpointUrl: url, tenantId: az.entra.tenantId, applicationIdOrUri: az.clientId, eventDeliverySchema: 'CloudEventSchemaV1_0' });
