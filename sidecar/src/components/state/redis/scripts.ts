@@ -1,16 +1,10 @@
 /**
  * Lua scripts of the Redis state store. An item is a hash {data, version} — the layout the
- * ecosystem's Redis state store uses, so data written by either is readable by the other.
+ * ecosystem's Redis state store uses, so data written by either is readable by the other —
+ * plus `expires` (ms since epoch) when it has a TTL, so that one HMGET reads everything.
  * Scripts run atomically in Redis, which makes etag checks and transactions race-free
  * across any number of sidecars sharing the database.
  */
-
-/** KEYS[1]: item. Returns nil, or {data, version, pttl}. */
-export const READ = `
-local r = redis.call('HMGET', KEYS[1], 'data', 'version')
-if not r[1] then return false end
-return {r[1], r[2] or '', redis.call('PTTL', KEYS[1])}
-`;
 
 /**
  * KEYS[i]: the key of operation i. ARGV: five fields per operation — kind ('u' upsert,
@@ -45,7 +39,14 @@ for i = 1, #KEYS do
     redis.call('HSET', k, 'data', ARGV[b + 5])
     redis.call('HINCRBY', k, 'version', 1)
     local ttl = tonumber(ARGV[b + 4])
-    if ttl and ttl > 0 then redis.call('EXPIRE', k, ttl) else redis.call('PERSIST', k) end
+    if ttl and ttl > 0 then
+      local t = redis.call('TIME')
+      redis.call('HSET', k, 'expires', tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl * 1000))
+      redis.call('EXPIRE', k, ttl)
+    else
+      redis.call('HDEL', k, 'expires')
+      redis.call('PERSIST', k)
+    end
   else
     redis.call('DEL', k)
   end
