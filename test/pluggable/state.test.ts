@@ -140,6 +140,12 @@ describe('pluggable state stores that fail', () => {
     const del = await fetch(`${base}/k`, { method: 'DELETE' });
     expect(del.status).toBe(400);
     expect(((await del.json()) as { message: string }).message).toContain('key too long');
+    // concurrent reads of a store without BulkGet: each still gets the component's own error
+    const many = await Promise.all(Array.from({ length: 10 }, (_, i) => fetch(`${base}/k${i}`)));
+    for (const r of many) {
+      expect(r.status).toBe(500);
+      expect(((await r.json()) as { message: string }).message).toContain('disk on fire');
+    }
     expect((await fetch(`http://127.0.0.1:${sidecar!.httpPort}/v1.0/healthz`)).status).toBe(204);
   });
 

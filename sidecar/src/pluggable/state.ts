@@ -11,10 +11,12 @@ import type {
   StateStore,
   StateTransactionOperation,
 } from '../components/types.ts';
+import * as grpc from '@grpc/grpc-js';
 import { StateRequestError } from '../components/state/errors.ts';
 import { SERVICES } from './apis.ts';
+import { Batcher } from './batcher.ts';
 import { PluggableComponent } from './component.ts';
-import type { CallContext } from './errors.ts';
+import { isServiceError, type CallContext } from './errors.ts';
 
 interface Etag {
   value: string;
@@ -35,6 +37,27 @@ const STATE_FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'ACTOR', 'QUERY
 export class PluggableStateStore extends PluggableComponent implements StateStore {
   protected readonly api = 'state';
   private featureList: string[] = [];
+  /** false once the component said it has no bulk get of its own (got=false). */
+  private bulkGetWorks = true;
+  /** false once BulkSet turned out not to be implemented. */
+  private bulkSetWorks = true;
+  private readonly gets = new Batcher<string, StateItem | undefined>(
+    (key) => this.getOne(key, {}),
+    async (keys) => {
+      const items = await this.bulkGetRaw(keys, {}).catch((e) => this.unimplemented(e, () => (this.bulkGetWorks = false)));
+      if (!items) throw new Error('no bulk get'); // → each key on its own
+      return items;
+    },
+  );
+  private readonly sets = new Batcher<StateSetRequest, void>(
+    (req) => this.setOne(req),
+    async (reqs) => {
+      await this.call(SERVICES.StateStore, 'BulkSet', { items: reqs.map(setRequest) }, etagContext(reqs)).catch((e) =>
+        this.unimplemented(e, () => (this.bulkSetWorks = false)),
+      );
+      return reqs.map(() => undefined);
+    },
+  );
   /** Set in init when the socket serves TransactionalStateStore. */
   transact?: (ops: StateTransactionOperation[], metadata?: Record<string, string>) => Promise<void>;
 
@@ -70,17 +93,31 @@ export class PluggableStateStore extends PluggableComponent implements StateStor
   }
 
   async get(key: string, metadata: Record<string, string> = {}): Promise<StateItem | undefined> {
+    // plain reads of one turn go out together as one BulkGet
+    if (this.bulkGetWorks && Object.keys(metadata).length === 0) return this.gets.run(key);
+    return this.getOne(key, metadata);
+  }
+
+  private async getOne(key: string, metadata: Record<string, string>): Promise<StateItem | undefined> {
     const res = await this.call<GetResponse>(SERVICES.StateStore, 'Get', { key, metadata, consistency: consistency(metadata) }, { key });
     return toItem(key, res);
   }
 
   async bulkGet(keys: string[], metadata: Record<string, string> = {}): Promise<(StateItem | undefined)[]> {
     if (keys.length === 0) return [];
+    return (await this.bulkGetRaw(keys, metadata)) ?? Promise.all(keys.map((k) => this.getOne(k, metadata)));
+  }
+
+  /** undefined when the store has no bulk get of its own (got=false): then read key by key. */
+  private async bulkGetRaw(keys: string[], metadata: Record<string, string>): Promise<(StateItem | undefined)[] | undefined> {
+    const unique = [...new Set(keys)];
     const res = await this.call<{ items: BulkStateItem[]; got: boolean }>(SERVICES.StateStore, 'BulkGet', {
-      items: keys.map((key) => ({ key, metadata, consistency: consistency(metadata) })),
+      items: unique.map((key) => ({ key, metadata, consistency: consistency(metadata) })),
     });
-    // got=false: the store has no bulk get of its own
-    if (!res.got) return Promise.all(keys.map((k) => this.get(k, metadata)));
+    if (!res.got) {
+      this.bulkGetWorks = false;
+      return undefined;
+    }
     const byKey = new Map(res.items.map((i) => [i.key, i]));
     return keys.map((key) => {
       const item = byKey.get(key);
@@ -91,6 +128,12 @@ export class PluggableStateStore extends PluggableComponent implements StateStor
   }
 
   async set(req: StateSetRequest): Promise<void> {
+    // plain last-write SETs of one turn go out together as one BulkSet (safe to repeat one by one)
+    if (this.bulkSetWorks && (req.etag === undefined || req.etag === '') && req.options?.concurrency !== 'first-write') return this.sets.run(req);
+    return this.setOne(req);
+  }
+
+  private async setOne(req: StateSetRequest): Promise<void> {
     await this.call(SERVICES.StateStore, 'Set', setRequest(req), { key: req.key, write: true, withEtag: req.etag !== undefined });
   }
 
@@ -106,6 +149,12 @@ export class PluggableStateStore extends PluggableComponent implements StateStor
   async bulkDelete(reqs: StateDeleteRequest[]): Promise<void> {
     if (reqs.length === 0) return;
     await this.call(SERVICES.StateStore, 'BulkDelete', { items: reqs.map(deleteRequest) }, etagContext(reqs));
+  }
+
+  /** A component without a bulk call of its own: stop batching into it, then rethrow. */
+  private unimplemented(e: unknown, disable: () => void): never {
+    if (isServiceError((e as Error).cause) && ((e as Error).cause as grpc.ServiceError).code === grpc.status.UNIMPLEMENTED) disable();
+    throw e;
   }
 
   private async transactImpl(ops: StateTransactionOperation[], metadata: Record<string, string> = {}): Promise<void> {

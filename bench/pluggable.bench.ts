@@ -1,0 +1,79 @@
+/**
+ * State GET/SET through a pluggable state store (examples/pluggable-state, its own process on a
+ * Unix socket) against the same kind of store built in (state.in-memory), both behind one
+ * `rt sidecar` child process, driven over its HTTP API. Target: pluggable ≥ 50% of built-in.
+ */
+import { existsSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { load, machineLine, printTable, ratio, startChild, type LoadResult, type Row } from './lib.ts';
+import { freePort } from '../test/services/net.ts';
+
+const root = join(import.meta.dirname, '..');
+const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 5000);
+const CONCURRENCY = 32;
+
+const dir = mkdtempSync(join(tmpdir(), 'rtbench-pl-'));
+const sockets = join(dir, 's');
+const resources = join(dir, 'r');
+mkdirSync(sockets);
+mkdirSync(resources);
+writeFileSync(
+  join(resources, 'components.yaml'),
+  ['builtin:state.in-memory', 'pluggable:state.memstore']
+    .map((c) => `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${c.split(':')[0]}\nspec:\n  type: ${c.split(':')[1]}\n  version: v1\n`)
+    .join('---\n'),
+);
+
+console.log(machineLine());
+const component = await startChild(process.execPath, [join(root, 'examples/pluggable-state/main.ts'), '--folder', sockets, '--name', 'memstore']);
+for (let i = 0; i < 100 && !existsSync(join(sockets, 'memstore.sock')); i++) await new Promise((r) => setTimeout(r, 100));
+const httpPort = await freePort();
+const sidecar = await startChild(
+  process.execPath,
+  [join(root, 'cli/rt.ts'), 'sidecar', '--app-id', 'bench', '--http-port', String(httpPort), '--grpc-port', String(await freePort()), '--resources-path', resources, '--data-dir', join(dir, 'd'), '--log-level', 'warn'],
+  { env: { RT_COMPONENTS_SOCKETS_FOLDER: sockets }, readyUrl: `http://127.0.0.1:${httpPort}/v1.0/healthz` },
+);
+
+const base = `http://127.0.0.1:${httpPort}/v1.0/state`;
+const value = JSON.stringify({ id: 42, name: 'benchmark item', tags: ['a', 'b', 'c'], price: 9.99 });
+const set = (store: string) =>
+  load({
+    url: `${base}/${store}`,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: (i) => `[{"key":"k${i % 1000}","value":${value}}]`,
+    concurrency: CONCURRENCY,
+    durationMs: DURATION_MS,
+  });
+const get = (store: string) => load({ url: `${base}/${store}/k7`, concurrency: CONCURRENCY, durationMs: DURATION_MS });
+
+try {
+  // warm both paths (JIT, connections) before measuring
+  await set('builtin').then(() => set('pluggable'));
+  const rows: Row[] = [];
+  const results: Record<string, LoadResult> = {};
+  for (const [op, run] of [
+    ['SET', set],
+    ['GET', get],
+  ] as const) {
+    results[`${op} builtin`] = await run('builtin');
+    results[`${op} pluggable`] = await run('pluggable');
+    const b = results[`${op} builtin`];
+    const p = results[`${op} pluggable`];
+    rows.push({
+      op,
+      'built-in req/s': b.rps,
+      'pluggable req/s': p.rps,
+      'pluggable / built-in': ratio(p.rps, b.rps),
+      'built-in p99 ms': b.p99Ms,
+      'pluggable p99 ms': p.p99Ms,
+      errors: b.errors + p.errors,
+    });
+  }
+  printTable(`state through a pluggable store vs state.in-memory (HTTP, ${CONCURRENCY} concurrent, ${DURATION_MS / 1000} s each; target ≥ 0.50×)`, rows);
+} finally {
+  await sidecar.stop();
+  await component.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
