@@ -131,7 +131,7 @@ describe('event-routing input binding (loopback stand-in for Azure)', () => {
       const s = await startInput('badsecret', { cloudClientSecret: q(secret) }, cap.logger);
       try {
         expect(s.binding.subscriptionStatus).toBe('failed');
-        expect(cap.text()).toMatch(/input binding failed to start/);
+        expect(cap.text()).toMatch(/creating or updating event subscription \\"badsecret\\" at .* failed/);
         expect(cap.text()).not.toContain(secret);
         expect(az.arm.subscriptions.has(storedKey('badsecret'))).toBe(false);
       } finally {

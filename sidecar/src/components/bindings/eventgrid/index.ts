@@ -37,6 +37,7 @@ export class EventRouterBinding implements OutputBinding, InputBinding {
   private webhook?: WebhookServer;
   private started = false;
   private readonly closing = new AbortController();
+  private background?: Promise<void>;
   /** Where the event subscription stands: shown in logs, read by tests and health checks. */
   subscriptionStatus: 'not-started' | 'pending' | 'failed' | EnsureResult = 'not-started';
 
@@ -80,7 +81,12 @@ export class EventRouterBinding implements OutputBinding, InputBinding {
     return this.publisher.create(req);
   }
 
-  /** Input: webhook up, then the event subscription created or updated. */
+  /**
+   * Input: the webhook listens, then the event subscription is created or updated in the
+   * background. Writing a subscription takes the service many seconds (it runs the validation
+   * handshake first); the sidecar starts input bindings one after the other, so start() must
+   * not hold the others back. The outcome is logged and kept in subscriptionStatus.
+   */
   async start(): Promise<void> {
     const input = this.md?.input;
     if (!input || this.started || !this.validator || !this.subscriptions) return;
@@ -96,22 +102,31 @@ export class EventRouterBinding implements OutputBinding, InputBinding {
     });
     const port = await this.webhook.start();
     this.log!.info({ port }, 'event-routing webhook listening');
-    // keys fetched now so the first delivery is fast; a failure here is retried per delivery
-    await this.validator.warmUp().catch((e) => this.log!.warn({ err: (e as Error).message }, 'could not load the OpenID configuration yet'));
     this.subscriptionStatus = 'pending';
-    let result: EnsureResult;
+    this.background = this.ensureSubscription(input, this.validator, this.subscriptions);
+  }
+
+  private async ensureSubscription(input: InputSettings, validator: TokenValidator, subscriptions: SubscriptionManager): Promise<void> {
+    // keys fetched now so the first delivery is fast; a failure here is retried per delivery
+    await validator.warmUp().catch((e) => this.log!.warn({ err: (e as Error).message }, 'could not load the OpenID configuration yet'));
     try {
-      result = await this.subscriptions.ensure(this.closing.signal);
+      const result = await subscriptions.ensure(this.closing.signal);
+      this.subscriptionStatus = result;
+      this.log!.info({ eventSubscription: input.eventSubscriptionName, result }, `event subscription ${result}`);
     } catch (e) {
       this.subscriptionStatus = 'failed';
-      throw new Error(`creating or updating event subscription "${input.eventSubscriptionName}" at ${input.scope} failed: ${(e as Error).message}`, { cause: e });
+      if (this.closing.signal.aborted) return;
+      // the SDK has already retried transient failures; what is left needs a person
+      this.log!.error(
+        { eventSubscription: input.eventSubscriptionName, scope: input.scope },
+        `creating or updating event subscription "${input.eventSubscriptionName}" at ${input.scope} failed: ${(e as Error).message}`,
+      );
     }
-    this.subscriptionStatus = result;
-    this.log!.info({ eventSubscription: input.eventSubscriptionName, result }, `event subscription ${result}`);
   }
 
   async close(): Promise<void> {
     this.closing.abort();
+    await this.background;
     await this.webhook?.close();
     this.webhook = undefined;
   }
