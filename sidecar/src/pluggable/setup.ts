@@ -11,13 +11,15 @@ import { apisServed, isPluggableApi, type PluggableApi } from './apis.ts';
 import type { PluggableHost } from './component.ts';
 import { SocketDirectory } from './discovery.ts';
 import { PluggableBinding } from './bindings.ts';
+import { PluggablePubSub } from './pubsub.ts';
 import { PluggableSecretStore } from './secretstore.ts';
 import { PluggableStateStore } from './state.ts';
 
-const ADAPTERS: Partial<Record<PluggableApi, (host: PluggableHost, socketName: string) => Component>> = {
+const ADAPTERS: Record<PluggableApi, (host: PluggableHost, socketName: string) => Component> = {
   state: (host, name) => new PluggableStateStore(host, name),
   bindings: (host, name) => new PluggableBinding(host, name),
   secretstores: (host, name) => new PluggableSecretStore(host, name),
+  pubsub: (host, name) => new PluggablePubSub(host, name),
 };
 
 export async function setup(ctx: SidecarContext): Promise<void> {
@@ -25,7 +27,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   const catalog = ctx.components.catalog;
   const register = (api: PluggableApi, socketName: string, h: PluggableHost = host): string | undefined => {
     const make = ADAPTERS[api];
-    if (!make || socketName === '') return undefined;
+    if (socketName === '') return undefined;
     const type = `${api}.${socketName}`;
     const existing = catalog.get(type);
     if (existing && !existing.pluggable) ctx.log.warn({ type }, `pluggable component socket "${socketName}" replaces the built-in type ${type}`);
@@ -40,7 +42,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
       ctx.log.warn({ socket: socket.path }, `socket ${socket.path} serves no pluggable component API (services: ${served}); ignored`);
       continue;
     }
-    const types = apis.map((api) => register(api, socket.name) ?? `${api}.${socket.name} (not supported by rt yet)`);
+    const types = apis.map((api) => register(api, socket.name));
     ctx.log.info({ socket: socket.path, types }, `pluggable component discovered: ${types.join(', ')}`);
   }
 
