@@ -94,6 +94,12 @@ export abstract class PluggableComponent implements Component {
     return { metadata: { properties: { ...this.spec.metadata } } };
   }
 
+  /** Init with the spec's metadata, then Features: what the component reports it supports. */
+  protected async initAndFeatures(service: string): Promise<string[]> {
+    await this.conn.unary(service, 'Init', this.initRequest());
+    return (await this.conn.unary<{ features: string[] }>(service, 'Features', {})).features;
+  }
+
   /** Fails while the component is unreachable; reconnects (and re-runs Init) when it is back. */
   async ping(): Promise<void> {
     if (!this.healthy) {

@@ -44,8 +44,7 @@ export class PluggablePubSub extends PluggableComponent {
   private readonly streams = new Set<grpc.ClientDuplexStream<PullMessagesRequest, PullMessagesResponse>>();
 
   protected async initialize(): Promise<void> {
-    await this.conn.unary(SERVICES.PubSub, 'Init', this.initRequest());
-    this.featureList = (await this.conn.unary<{ features: string[] }>(SERVICES.PubSub, 'Features', {})).features;
+    this.featureList = await this.initAndFeatures(SERVICES.PubSub);
   }
 
   protected pingService(): string {

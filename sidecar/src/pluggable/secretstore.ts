@@ -9,8 +9,7 @@ export class PluggableSecretStore extends PluggableComponent implements SecretSt
   private featureList: string[] = [];
 
   protected async initialize(): Promise<void> {
-    await this.conn.unary(SERVICES.SecretStore, 'Init', this.initRequest());
-    this.featureList = (await this.conn.unary<{ features: string[] }>(SERVICES.SecretStore, 'Features', {})).features;
+    this.featureList = await this.initAndFeatures(SERVICES.SecretStore);
   }
 
   protected pingService(): string {

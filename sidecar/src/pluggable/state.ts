@@ -62,9 +62,7 @@ export class PluggableStateStore extends PluggableComponent implements StateStor
   transact?: (ops: StateTransactionOperation[], metadata?: Record<string, string>) => Promise<void>;
 
   protected async initialize(): Promise<void> {
-    await this.conn.unary(SERVICES.StateStore, 'Init', this.initRequest());
-    const res = await this.conn.unary<{ features: string[] }>(SERVICES.StateStore, 'Features', {});
-    const features = new Set(res.features.map((f) => f.toUpperCase()));
+    const features = new Set((await this.initAndFeatures(SERVICES.StateStore)).map((f) => f.toUpperCase()));
     // the services the socket serves decide; a feature claimed without its service is dropped
     const transactional = this.services.has(SERVICES.TransactionalStateStore);
     if (transactional) features.add('TRANSACTIONAL');
