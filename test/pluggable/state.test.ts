@@ -10,6 +10,14 @@ import type { PluggableStateStore } from '../../sidecar/src/pluggable/state.ts';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
 import { ok, sidecarFor, startExample, startTestServer, tempDirs, writeComponents, type ExampleProcess, type TempDirs } from './helpers.ts';
 
+async function waitFor(cond: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 const json = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
 describe('state API over the example pluggable component', () => {
@@ -73,6 +81,19 @@ describe('state API over the example pluggable component', () => {
     expect(await (await fetch(`${base}/tx-new`)).json()).toBe('new');
     expect((await fetch(`${base}/tx-old`)).status).toBe(204);
   });
+
+  it('a component process that dies is reported unhealthy, and used again once restarted', async () => {
+    const store = sidecar.ctx.components.stateStore('store') as PluggableStateStore;
+    example.proc.kill('SIGKILL');
+    await waitFor(() => !store.isHealthy());
+    const down = await fetch(base, json([{ key: 'while-down', value: 1 }]));
+    expect(down.status).toBe(500);
+    expect(((await down.json()) as { message: string }).message).toContain('memstore.sock');
+    example = await startExample(dirs.sockets, 'memstore');
+    await waitFor(() => store.isHealthy(), 15_000);
+    expect((await fetch(base, json([{ key: 'after', value: 'back' }]))).status).toBe(204);
+    expect(await (await fetch(`${base}/after`)).json()).toBe('back');
+  }, 30_000);
 
   it('metadata shows the type, version and capabilities', async () => {
     const md = (await (await fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/metadata`)).json()) as { components: unknown[] };
