@@ -56,6 +56,8 @@ export interface CachedInstance {
   etag?: string;
   /** Bytes last read or written, to recognise an unchanged record without parsing it. */
   bytes?: Buffer;
+  /** Bumped by every commit: a read that started before it must not overwrite what it wrote. */
+  gen: number;
   pending: Pending[];
 }
 
@@ -135,7 +137,7 @@ export class InstanceTable {
   get(id: string): CachedInstance {
     let c = this.cache.get(id);
     if (!c) {
-      c = { id, loaded: false, pending: [] };
+      c = { id, loaded: false, gen: 0, pending: [] };
       this.cache.set(id, c);
     }
     return c;
@@ -213,8 +215,11 @@ export class InstanceTable {
 
   private async load(list: CachedInstance[]): Promise<void> {
     if (list.length === 0) return;
+    const gens = list.map((c) => c.gen);
     const items = await this.store.bulkGet(list.map((c) => this.metaKey(c.id)));
-    list.forEach((c, i) => this.absorb(c, items[i]));
+    list.forEach((c, i) => {
+      if (c.gen === gens[i]) this.absorb(c, items[i]);
+    });
   }
 
   /** Takes a read item into the cache; a changed record drops the cached history. */
@@ -240,18 +245,21 @@ export class InstanceTable {
   private async loadHistories(list: CachedInstance[]): Promise<void> {
     const want = list.filter((c) => c.rec && !c.history);
     if (want.length === 0) return;
+    const gens = want.map((c) => c.gen);
     const keys: string[] = [];
     for (const c of want) for (let n = 0; n < (c.rec as InstanceRecord).chunks; n++) keys.push(this.chunkKey(c.id, n));
     const items = keys.length ? await this.store.bulkGet(keys) : [];
     let k = 0;
-    for (const c of want) {
+    want.forEach((c, i) => {
       const h: HistoryEvent[] = [];
-      for (let n = 0; n < (c.rec as InstanceRecord).chunks; n++) {
+      const chunks = (c.rec as InstanceRecord).chunks;
+      for (let n = 0; n < chunks; n++) {
         const it = items[k++];
         if (it) h.push(...(JSON.parse(Buffer.from(it.value).toString('utf8')) as HistoryEvent[]));
       }
-      c.history = h;
-    }
+      // a commit in the meantime already set the newer history (or will reload it)
+      if (c.gen === gens[i] && !c.history) c.history = h;
+    });
   }
 
   private async flush(batch: CachedInstance[]): Promise<void> {
@@ -307,7 +315,7 @@ export class InstanceTable {
   private plan(c: CachedInstance): Plan {
     const pending = c.pending.splice(0);
     const history = c.history ?? [];
-    const d: Draft = { rec: c.rec ? structuredClone(c.rec) : undefined, history, changed: false, append: [], resetHistory: false, purge: false, effects: [] };
+    const d: Draft = { rec: c.rec ? draftOf(c.rec) : undefined, history, changed: false, append: [], resetHistory: false, purge: false, effects: [] };
     for (const p of pending) {
       try {
         p.result = p.fn(d);
@@ -370,6 +378,7 @@ export class InstanceTable {
   private finish(p: Plan): void {
     const { c, d, pending } = p;
     if (d.changed) {
+      c.gen++;
       if (d.purge || !d.rec) {
         c.rec = undefined;
         c.history = undefined;
@@ -430,6 +439,22 @@ interface Plan {
 
 interface DraftWithBytes extends Draft {
   bytes?: Buffer;
+}
+
+/**
+ * A copy mutations may change: the containers they modify are copied; events and failure
+ * details are never changed in place, so they are shared with the committed record.
+ */
+function draftOf(r: InstanceRecord): InstanceRecord {
+  return {
+    ...r,
+    inbox: [...r.inbox],
+    acts: { ...r.acts },
+    timers: { ...r.timers },
+    children: [...r.children],
+    lease: r.lease ? { ...r.lease } : undefined,
+    parent: r.parent ? { ...r.parent } : undefined,
+  };
 }
 
 export function parseRecord(item: StateItem): InstanceRecord | undefined {

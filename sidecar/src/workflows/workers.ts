@@ -44,7 +44,10 @@ export interface WorkSource {
 export class Workers {
   private readonly streams = new Map<number, Stream>();
   private nextId = 1;
-  private readonly orchQueue = new Set<string>();
+  /** Instances waiting for a run, in order (queued = membership, so each is queued once). */
+  private orchQueue: string[] = [];
+  private orchHead = 0;
+  private readonly queued = new Set<string>();
   private readonly actQueue: ActivityTask[] = [];
   private actHead = 0;
   private readonly orchInflight = new Map<string, Inflight<OrchestratorRun>>();
@@ -89,7 +92,7 @@ export class Workers {
     for (const [iid, f] of this.orchInflight) {
       if (f.stream !== s) continue;
       this.orchInflight.delete(iid);
-      this.orchQueue.add(iid);
+      this.queueRun(iid);
       requeued++;
     }
     for (const [key, f] of this.actInflight) {
@@ -116,8 +119,26 @@ export class Workers {
 
   enqueueRun(instanceId: string): void {
     if (this.orchInflight.has(instanceId)) return;
-    this.orchQueue.add(instanceId);
+    this.queueRun(instanceId);
     this.pump();
+  }
+
+  private queueRun(instanceId: string): void {
+    if (this.queued.has(instanceId)) return;
+    this.queued.add(instanceId);
+    this.orchQueue.push(instanceId);
+  }
+
+  private nextRun(): string | undefined {
+    while (this.orchHead < this.orchQueue.length) {
+      const id = this.orchQueue[this.orchHead++];
+      if (this.orchHead > 1024 && this.orchHead * 2 > this.orchQueue.length) {
+        this.orchQueue = this.orchQueue.slice(this.orchHead);
+        this.orchHead = 0;
+      }
+      if (this.queued.delete(id)) return id;
+    }
+    return undefined;
   }
 
   enqueueActivity(t: ActivityTask): void {
@@ -142,7 +163,7 @@ export class Workers {
 
   /** Forgets a queued or running orchestrator run (instance finished or was terminated). */
   dropRun(instanceId: string): void {
-    this.orchQueue.delete(instanceId);
+    this.queued.delete(instanceId);
   }
 
   takeActivity(instanceId: string, taskId: number, peer: string): ActivityTask | undefined {
@@ -184,10 +205,8 @@ export class Workers {
           this.sendActivity(s, t);
           continue;
         }
-        const next = this.orchQueue.values().next();
-        if (next.done) break;
-        const iid = next.value;
-        this.orchQueue.delete(iid);
+        const iid = this.nextRun();
+        if (iid === undefined) break;
         if (this.orchInflight.has(iid) || this.preparing.has(iid)) continue;
         s.busy++;
         this.preparing.add(iid);
@@ -227,7 +246,7 @@ export class Workers {
     }
     this.preparing.delete(iid);
     if (!prepared || !this.streams.has(s.id)) {
-      if (prepared) this.orchQueue.add(iid);
+      if (prepared) this.queueRun(iid);
       this.release(s);
       return;
     }
