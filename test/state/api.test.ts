@@ -224,6 +224,15 @@ describe('state API: TTL', () => {
   });
 });
 
+describe('state API: request metadata in the query string', () => {
+  it('applies metadata.* query parameters of a save to every item', async () => {
+    const r = await fetch(url('mem?metadata.ttlInSeconds=100'), { method: 'POST', body: JSON.stringify([{ key: 'qm', value: 1 }]) });
+    expect(r.status).toBe(204);
+    expect(Date.parse((await fetch(url('mem/qm'))).headers.get('metadata.ttlexpiretime') ?? '')).toBeGreaterThan(Date.now() + 90_000);
+    expect((await fetch(url('mem?metadata.ttlInSeconds=soon'), { method: 'POST', body: '[{"key":"qm","value":2}]' })).status).toBe(400);
+  });
+});
+
 describe('state API: metadata', () => {
   it('lists the stores with truthful capabilities', async () => {
     const md = (await (await fetch(`${s.base}/v1.0/metadata`)).json()) as { components: { name: string; type: string; capabilities: string[] }[] };

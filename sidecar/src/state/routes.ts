@@ -24,6 +24,9 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   http.post<StoreParams>('/v1.0/state/:storename', async (req, reply) => {
     const ref = state.store(req.params.storename);
     const items = parseSaveBody(req.body);
+    // SDKs send request-wide metadata as `metadata.*` query parameters: items' own win
+    const md = req.url.includes('?') ? readQuery(req) : undefined;
+    if (md) for (const i of items) i.metadata = { ...md, ...i.metadata };
     if (items.length > 0) {
       const reqs = items.map((i) => prefixed(ref, i));
       try {
