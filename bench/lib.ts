@@ -14,7 +14,8 @@ import { Pool } from 'undici';
 export interface LoadOptions {
   url: string;
   method?: 'GET' | 'POST' | 'PUT' | 'DELETE';
-  headers?: Record<string, string>;
+  /** Fixed headers, or ones made per request (e.g. a fresh token each time). */
+  headers?: Record<string, string> | ((i: number) => Record<string, string>);
   /** A fixed body, or one made per request (i = request number). */
   body?: string | Buffer | ((i: number) => string | Buffer);
   /** Concurrent requests in flight (closed loop). Default 32. */
@@ -49,9 +50,10 @@ export async function load(opts: LoadOptions): Promise<LoadResult> {
   const one = async () => {
     const i = n++;
     const body = typeof opts.body === 'function' ? opts.body(i) : opts.body;
+    const headers = typeof opts.headers === 'function' ? opts.headers(i) : opts.headers;
     const t0 = performance.now();
     try {
-      const res = await pool.request({ method: opts.method ?? 'GET', path, headers: opts.headers, body });
+      const res = await pool.request({ method: opts.method ?? 'GET', path, headers, body });
       await res.body.dump();
       if (!ok(res.statusCode)) errors++;
     } catch {

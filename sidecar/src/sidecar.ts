@@ -71,6 +71,7 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
   const components = new ComponentRegistry(catalog, {
     appId: options.appId,
     namespace: options.namespace,
+    listenAddress: options.listenAddress,
     log,
     deliverToApp: async (bindingName, event) => {
       const res = await app.invoke({

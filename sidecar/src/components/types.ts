@@ -29,6 +29,8 @@ export interface ComponentSpec {
   metadata: Record<string, string>;
   /** Names of metadata keys whose value came from a secret store: never log their values. */
   secretKeys: string[];
+  /** Names of metadata keys whose YAML value was a number or boolean rather than a string. */
+  nonStringKeys?: string[];
   initTimeoutMs: number;
   ignoreErrors: boolean;
   scopes: string[];
@@ -51,6 +53,8 @@ export interface Component {
 export interface ComponentContext {
   appId: string;
   namespace: string;
+  /** Address the sidecar's own servers bind to; components that listen (webhooks) use it too. */
+  listenAddress?: string;
   log: Logger;
   /** Delivers an input-binding event to the app (POST /<binding-name>). */
   deliverToApp?(bindingName: string, event: InputBindingEvent): Promise<InputBindingReply>;

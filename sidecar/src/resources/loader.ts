@@ -179,6 +179,7 @@ function parseComponent(
   if (!Array.isArray(metadataList)) fail('spec.metadata', 'must be a list of {name, value}');
   const metadata: Record<string, string> = {};
   const secretRefs: RawComponent['secretRefs'] = [];
+  const nonStringKeys: string[] = [];
   (metadataList as unknown[]).forEach((m, i) => {
     const field = `spec.metadata[${i}]`;
     if (!isObject(m)) fail(field, 'must be a mapping with name and value');
@@ -197,6 +198,8 @@ function parseComponent(
       metadata[key] = (opts.env ?? process.env)[item.envRef as string] ?? '';
       return;
     }
+    // some fields must be quoted strings (e.g. Event Grid's handshakePort); remember which were not
+    if (typeof item.value === 'number' || typeof item.value === 'boolean' || typeof item.value === 'bigint') nonStringKeys.push(key);
     metadata[key] = expandTemplates(scalarToString(item.value, () => fail(`${field}.value`, 'must be a scalar (string, number or boolean)')), opts);
   });
   const auth = isObject(doc.auth) ? doc.auth : undefined;
@@ -212,6 +215,7 @@ function parseComponent(
       version: spec.version as string,
       metadata,
       secretKeys: secretRefs.map((r) => r.field),
+      nonStringKeys,
       initTimeoutMs,
       ignoreErrors,
       scopes,
