@@ -10,10 +10,11 @@ import { setup as metadata } from './metadata/routes.ts';
 import { setup as pluggable } from './pluggable/setup.ts';
 import { setup as state } from './state/routes.ts';
 import { setup as workflows } from './workflows/setup.ts';
+import { setup as runtimeApi } from './grpc/runtime/setup.ts';
 
 export type BlockSetup = (ctx: SidecarContext) => Promise<void>;
 
 /** Run before components are created: they may add component types to the catalog. */
 export const preComponentHooks: BlockSetup[] = [pluggable];
 
-export const buildingBlocks: BlockSetup[] = [metadata, state, jobs, workflows, bindings, inputBindings];
+export const buildingBlocks: BlockSetup[] = [metadata, state, jobs, workflows, bindings, inputBindings, runtimeApi];

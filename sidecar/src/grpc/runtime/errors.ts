@@ -1,0 +1,75 @@
+/**
+ * How the runtime API answers failures: every handler throws what the building blocks throw
+ * (ApiError with an HTTP status, or a block's own error) and `toStatus` turns it into a gRPC
+ * status. The message is the ApiError's message; its errorCode travels in the trailing
+ * metadata `rt-error-code`, so clients can branch on it as on the HTTP body's errorCode.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { ApiError, errorMessage } from '../../http/errors.ts';
+
+/** A failure with an explicit gRPC code (where the HTTP status does not say enough). */
+export class GrpcError extends Error {
+  readonly code: grpc.status;
+  readonly errorCode: string;
+  constructor(code: grpc.status, errorCode: string, message: string) {
+    super(message);
+    this.name = 'GrpcError';
+    this.code = code;
+    this.errorCode = errorCode;
+  }
+}
+
+export const invalidArgument = (errorCode: string, message: string) => new GrpcError(grpc.status.INVALID_ARGUMENT, errorCode, message);
+
+/** HTTP status of an ApiError → gRPC code. 409 is an etag mismatch in the state API: ABORTED, as the ecosystem answers. */
+export function codeForStatus(status: number): grpc.status {
+  switch (status) {
+    case 400:
+    case 422:
+      return grpc.status.INVALID_ARGUMENT;
+    case 401:
+      return grpc.status.UNAUTHENTICATED;
+    case 403:
+      return grpc.status.PERMISSION_DENIED;
+    case 404:
+      return grpc.status.NOT_FOUND;
+    case 409:
+      return grpc.status.ABORTED;
+    case 413:
+      return grpc.status.RESOURCE_EXHAUSTED;
+    case 501:
+      return grpc.status.UNIMPLEMENTED;
+    case 503:
+      return grpc.status.UNAVAILABLE;
+    case 504:
+      return grpc.status.DEADLINE_EXCEEDED;
+    default:
+      return status >= 400 && status < 500 ? grpc.status.FAILED_PRECONDITION : grpc.status.INTERNAL;
+  }
+}
+
+export function toStatus(err: unknown): Partial<grpc.StatusObject> {
+  let code: grpc.status;
+  let errorCode: string;
+  let message: string;
+  if (err instanceof GrpcError) {
+    ({ code, errorCode, message } = err);
+  } else if (err instanceof ApiError) {
+    code = codeForStatus(err.status);
+    errorCode = err.errorCode;
+    message = err.message;
+  } else {
+    code = grpc.status.INTERNAL;
+    errorCode = 'ERR_INTERNAL';
+    message = errorMessage(err);
+  }
+  const metadata = new grpc.Metadata();
+  metadata.set('rt-error-code', errorCode);
+  // grpc-js sends details as a header: keep it to one line of reasonable length
+  return { code, details: oneLine(message), metadata };
+}
+
+function oneLine(s: string): string {
+  const flat = s.replace(/[\r\n]+/g, ' ');
+  return flat.length > 4000 ? `${flat.slice(0, 4000)}…` : flat;
+}

@@ -1,0 +1,102 @@
+/**
+ * GetMetadata, SetMetadata and Shutdown. GetMetadata reports the same snapshot as
+ * GET /v1.0/metadata (metadata/service.ts) in the gRPC API's shape; SetMetadata applies the
+ * rules of PUT /v1.0/metadata/<name>.
+ */
+import type { SidecarContext } from '../../context.ts';
+import { ApiError, malformed } from '../../http/errors.ts';
+import type { MetadataResponse } from '../../metadata/service.ts';
+
+/** The HTTP route's rules (metadata/routes.ts): a name that fits a URL path segment, values up to 64 KiB. */
+const ATTRIBUTE_NAME = /^[A-Za-z0-9._-]{1,256}$/;
+const MAX_VALUE_BYTES = 64 * 1024;
+
+const SUBSCRIPTION_TYPE: Record<string, number> = { DECLARATIVE: 1, PROGRAMMATIC: 2, STREAMING: 3 };
+const ACTOR_RUNTIME = { DISABLED: 1, RUNNING: 2 };
+
+export function toGetMetadataResponse(md: MetadataResponse, connectedWorkers: number | undefined): Record<string, unknown> {
+  const actors = md.actors.map((a) => ({ type: a.type, count: a.count }));
+  const app = md.appConnectionProperties;
+  const out: Record<string, unknown> = {
+    id: md.id,
+    active_actors_count: actors,
+    registered_components: md.components.map((c) => ({ name: c.name, type: c.type, version: c.version, capabilities: [...c.capabilities] })),
+    extended_metadata: { ...md.extended },
+    subscriptions: md.subscriptions.map((s) => ({
+      pubsub_name: s.pubsubname,
+      topic: s.topic,
+      metadata: { ...(s.metadata ?? {}) },
+      rules: { rules: (s.rules ?? []).map((r) => ({ match: r.match, path: r.path })) },
+      dead_letter_topic: s.deadLetterTopic ?? '',
+      type: SUBSCRIPTION_TYPE[s.type ?? ''] ?? 0,
+    })),
+    http_endpoints: md.httpEndpoints.map((e) => ({ name: e.name })),
+    app_connection_properties: {
+      port: app.port,
+      protocol: app.protocol,
+      channel_address: app.channelAddress,
+      max_concurrency: app.maxConcurrency,
+      health: {
+        health_check_path: app.health.healthCheckPath,
+        health_probe_interval: app.health.healthProbeInterval,
+        health_probe_timeout: app.health.healthProbeTimeout,
+        health_threshold: app.health.healthThreshold,
+      },
+    },
+    runtime_version: md.runtimeVersion,
+    enabled_features: [...md.enabledFeatures],
+    // rt has no actor placement: the actor types it reports are its own (workflow engine) and the app's
+    actor_runtime: {
+      runtime_status: actors.length > 0 ? ACTOR_RUNTIME.RUNNING : ACTOR_RUNTIME.DISABLED,
+      active_actors: actors,
+      host_ready: actors.length > 0,
+      placement: '',
+    },
+    scheduler: { connected_addresses: [...md.scheduler.connected_addresses] },
+  };
+  if (connectedWorkers !== undefined) out.workflows = { connected_workers: connectedWorkers };
+  return out;
+}
+
+export function metadataMethods(ctx: SidecarContext) {
+  let stopping: Promise<void> | undefined;
+  return {
+    async GetMetadata(): Promise<Record<string, unknown>> {
+      let md: MetadataResponse;
+      try {
+        md = ctx.metadata.snapshot();
+      } catch (e) {
+        throw new ApiError(500, 'ERR_METADATA_GET', `metadata could not be returned: ${(e as Error).message}`);
+      }
+      return toGetMetadataResponse(md, ctx.services.workflows?.workers.connected);
+    },
+
+    async SetMetadata(req: { key: string; value: string }): Promise<Record<string, never>> {
+      const name = req.key ?? '';
+      if (!ATTRIBUTE_NAME.test(name)) throw malformed(`attribute name "${name.slice(0, 80)}" is not valid: use 1-256 letters, digits, '.', '_' or '-'`);
+      if (ctx.metadata.isReservedKey(name)) throw malformed(`attribute "${name}" is set by the runtime and cannot be overwritten`);
+      const value = req.value ?? '';
+      const size = Buffer.byteLength(value);
+      if (size > MAX_VALUE_BYTES) throw malformed(`attribute value is ${size} bytes; the limit is ${MAX_VALUE_BYTES}`);
+      ctx.metadata.setExtended(name, value);
+      return {};
+    },
+
+    /**
+     * Answers first, then stops. Under `rt run` (the CLI's pid is in extended.cliPID) the CLI
+     * owns the shutdown: a SIGTERM makes it stop the app and the sidecar in order. Otherwise
+     * (embedded, tests, `rt sidecar`) the sidecar's own graceful close runs.
+     */
+    async Shutdown(): Promise<Record<string, never>> {
+      if (!stopping) {
+        ctx.log.info('shutdown requested over the gRPC API');
+        stopping = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+          if (ctx.options.extended.cliPID === String(process.pid)) process.kill(process.pid, 'SIGTERM');
+          else await ctx.services.shutdown?.();
+        });
+        stopping.catch((e) => ctx.log.warn({ err: e }, 'shutdown failed'));
+      }
+      return {};
+    },
+  };
+}

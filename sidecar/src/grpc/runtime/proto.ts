@@ -1,0 +1,42 @@
+/**
+ * Loads rt's runtime API protos (proto/, package dapr.proto.runtime.v1) once per process.
+ * google/protobuf well-known types come from protobufjs's bundled definitions, as in
+ * workflows/proto.ts. Options: snake_case field names as in the .proto, 64-bit numbers as JS
+ * numbers, enums as numbers, unset fields as their defaults (null for messages; proto3
+ * `optional` fields stay undefined), and `json: true` so that google.protobuf.Any arrives as
+ * {'@type', ...fields} for the types we load (wrappers, struct).
+ */
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+
+export const PROTO_DIR = join(import.meta.dirname, 'proto');
+export const RUNTIME_PACKAGE = 'dapr.proto.runtime.v1';
+export const SERVICE_NAME = `${RUNTIME_PACKAGE}.Dapr`;
+
+const LOADER_OPTIONS: protoLoader.Options = {
+  keepCase: true,
+  longs: Number,
+  enums: Number,
+  defaults: true,
+  oneofs: true,
+  json: true,
+  includeDirs: [PROTO_DIR],
+};
+
+let definition: protoLoader.PackageDefinition | undefined;
+
+export function runtimeDefinition(): protoLoader.PackageDefinition {
+  definition ??= protoLoader.loadSync('dapr/proto/runtime/v1/dapr.proto', LOADER_OPTIONS);
+  return definition;
+}
+
+/** Service definition of dapr.proto.runtime.v1.Dapr (for the server). */
+export function runtimeService(): grpc.ServiceDefinition {
+  return runtimeDefinition()[SERVICE_NAME] as grpc.ServiceDefinition;
+}
+
+/** A generic client of the same service (tests, benchmarks, tooling). */
+export function runtimeClient(): grpc.ServiceClientConstructor {
+  return grpc.makeGenericClientConstructor(runtimeService(), 'Dapr');
+}

@@ -1,0 +1,47 @@
+/**
+ * The runtime API building block: serves dapr.proto.runtime.v1.Dapr on the sidecar's gRPC
+ * port (50001), the API the ecosystem's SDKs use over gRPC. It adds no logic of its own: each
+ * method calls the building block's service (ctx.services, ctx.components, ctx.metadata), so
+ * the HTTP and gRPC APIs check and answer alike. Registered last in blocks.ts, after the blocks
+ * whose services it uses have filled their slots.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { SidecarContext } from '../../context.ts';
+import { GrpcError } from './errors.ts';
+import { bindingMethods, secretMethods } from './bindings.ts';
+import { unary, type Unary } from './handler.ts';
+import { jobMethods } from './jobs.ts';
+import { metadataMethods } from './metadata.ts';
+import { runtimeService } from './proto.ts';
+import { stateMethods } from './state.ts';
+import { unsupportedService } from './unsupported.ts';
+import { workflowMethods } from './workflows.ts';
+
+export async function setup(ctx: SidecarContext): Promise<void> {
+  const state = ctx.services.state;
+  const noState = () => {
+    throw new GrpcError(grpc.status.UNAVAILABLE, 'ERR_STATE_STORE_NOT_FOUND', 'the state building block is not running in this sidecar');
+  };
+  const methods: Record<string, Unary<never, unknown>> = {
+    ...(state ? stateMethods(state) : stateFallback(noState)),
+    ...bindingMethods(ctx.components),
+    ...secretMethods(ctx.components),
+    ...metadataMethods(ctx),
+    ...jobMethods(ctx),
+    ...workflowMethods(ctx),
+  };
+  const definition = runtimeService();
+  const handlers: grpc.UntypedServiceImplementation = {};
+  for (const name of Object.keys(definition)) {
+    const fn = methods[name];
+    if (!fn) throw new Error(`runtime API: no handler for ${name}`);
+    handlers[name] = unary(ctx.grpc, fn as Unary<unknown, unknown>);
+  }
+  const extra = unsupportedService(ctx.grpc);
+  ctx.grpc.addService({ ...definition, ...extra.definition }, { ...handlers, ...extra.handlers });
+}
+
+function stateFallback(fail: () => never): Record<string, Unary<never, unknown>> {
+  const names = ['GetState', 'GetBulkState', 'SaveState', 'DeleteState', 'DeleteBulkState', 'ExecuteStateTransaction'];
+  return Object.fromEntries(names.map((n) => [n, async () => fail()]));
+}

@@ -1,0 +1,83 @@
+/**
+ * Methods of the runtime API whose building blocks rt does not have. They are registered (not
+ * declared in our protos: the request is never decoded) so that a caller learns which block is
+ * missing instead of a bare "method not implemented".
+ */
+import * as grpc from '@grpc/grpc-js';
+import { GrpcServer } from '../server.ts';
+import { SERVICE_NAME } from './proto.ts';
+
+type Kind = 'unary' | 'server-stream' | 'bidi';
+
+/** Method → [building block named in the message, call kind]. */
+const UNSUPPORTED: Record<string, [string, Kind]> = {
+  InvokeService: ['service invocation', 'unary'],
+  QueryStateAlpha1: ['state query (no store has a query API)', 'unary'],
+  PublishEvent: ['pub/sub', 'unary'],
+  BulkPublishEvent: ['pub/sub', 'unary'],
+  BulkPublishEventAlpha1: ['pub/sub', 'unary'],
+  SubscribeTopicEventsAlpha1: ['pub/sub', 'bidi'],
+  InvokeActor: ['actors', 'unary'],
+  GetActorState: ['actors', 'unary'],
+  ExecuteActorStateTransaction: ['actors', 'unary'],
+  RegisterActorTimer: ['actors', 'unary'],
+  UnregisterActorTimer: ['actors', 'unary'],
+  RegisterActorReminder: ['actors', 'unary'],
+  UnregisterActorReminder: ['actors', 'unary'],
+  UnregisterActorRemindersByType: ['actors', 'unary'],
+  ListActorReminders: ['actors', 'unary'],
+  GetActorReminder: ['actors', 'unary'],
+  GetConfiguration: ['configuration', 'unary'],
+  GetConfigurationAlpha1: ['configuration', 'unary'],
+  SubscribeConfiguration: ['configuration', 'server-stream'],
+  SubscribeConfigurationAlpha1: ['configuration', 'server-stream'],
+  UnsubscribeConfiguration: ['configuration', 'unary'],
+  UnsubscribeConfigurationAlpha1: ['configuration', 'unary'],
+  TryLockAlpha1: ['distributed lock', 'unary'],
+  UnlockAlpha1: ['distributed lock', 'unary'],
+  EncryptAlpha1: ['cryptography', 'bidi'],
+  DecryptAlpha1: ['cryptography', 'bidi'],
+  SubtleGetKeyAlpha1: ['cryptography', 'unary'],
+  SubtleEncryptAlpha1: ['cryptography', 'unary'],
+  SubtleDecryptAlpha1: ['cryptography', 'unary'],
+  SubtleWrapKeyAlpha1: ['cryptography', 'unary'],
+  SubtleUnwrapKeyAlpha1: ['cryptography', 'unary'],
+  SubtleSignAlpha1: ['cryptography', 'unary'],
+  SubtleVerifyAlpha1: ['cryptography', 'unary'],
+  ConverseAlpha1: ['conversation', 'unary'],
+  ConverseAlpha2: ['conversation', 'unary'],
+};
+
+export const UNSUPPORTED_METHODS = Object.keys(UNSUPPORTED);
+
+function status(method: string, block: string): Partial<grpc.StatusObject> {
+  return { code: grpc.status.UNIMPLEMENTED, details: `${method}: rt has no ${block} building block; this sidecar serves state, bindings, secrets, metadata, jobs and workflows` };
+}
+
+const raw = (b: Buffer) => b;
+
+/** Definitions and handlers to merge into the Dapr service. */
+export function unsupportedService(server: GrpcServer): { definition: grpc.ServiceDefinition; handlers: grpc.UntypedServiceImplementation } {
+  const definition: Record<string, grpc.MethodDefinition<Buffer, Buffer>> = {};
+  const handlers: grpc.UntypedServiceImplementation = {};
+  for (const [method, [block, kind]] of Object.entries(UNSUPPORTED)) {
+    definition[method] = {
+      path: `/${SERVICE_NAME}/${method}`,
+      requestStream: kind === 'bidi',
+      responseStream: kind !== 'unary',
+      requestSerialize: raw,
+      requestDeserialize: raw,
+      responseSerialize: raw,
+      responseDeserialize: raw,
+      originalName: method,
+    };
+    if (kind === 'unary') {
+      handlers[method] = ((call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
+        cb(server.authorized(call.metadata) ? status(method, block) : GrpcServer.unauthenticated())) as grpc.handleUnaryCall<Buffer, Buffer>;
+    } else {
+      handlers[method] = ((call: grpc.ServerWritableStream<Buffer, Buffer> | grpc.ServerDuplexStream<Buffer, Buffer>) =>
+        call.emit('error', server.authorized(call.metadata) ? status(method, block) : GrpcServer.unauthenticated())) as grpc.handleServerStreamingCall<Buffer, Buffer>;
+    }
+  }
+  return { definition, handlers };
+}

@@ -1,0 +1,123 @@
+/**
+ * Workflow management methods (Beta1 names, Alpha1 aliases) on the workflow block's engine —
+ * the same one the HTTP API and TaskHubSidecarService drive. Instance id rules are the block's
+ * (workflows/ids.ts); the answer of GetWorkflow carries the HTTP API's properties.
+ * Engine errors: NOT_FOUND → NOT_FOUND, INVALID → INVALID_ARGUMENT, CONFLICT (start of an id
+ * that still runs) → ALREADY_EXISTS, PRECONDITION (purge of a running instance, pause of a
+ * finished one) → FAILED_PRECONDITION.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { SidecarContext } from '../../context.ts';
+import { WorkflowError, type Engine } from '../../workflows/engine.ts';
+import { checkInstanceId } from '../../workflows/ids.ts';
+import { toTimestamp } from '../../workflows/proto.ts';
+import { toHttpInstance } from '../../workflows/routes.ts';
+import { GrpcError } from './errors.ts';
+import { bytesOf } from './handler.ts';
+
+const COMPONENTS = new Set(['', 'rt', 'dapr']);
+
+interface InstanceReq {
+  instance_id: string;
+  workflow_component: string;
+}
+
+const CODES: Record<WorkflowError['code'], [grpc.status, string]> = {
+  NOT_FOUND: [grpc.status.NOT_FOUND, 'ERR_INSTANCE_ID_NOT_FOUND'],
+  INVALID: [grpc.status.INVALID_ARGUMENT, 'ERR_INSTANCE_ID_INVALID'],
+  CONFLICT: [grpc.status.ALREADY_EXISTS, 'ERR_START_WORKFLOW'],
+  PRECONDITION: [grpc.status.FAILED_PRECONDITION, 'ERR_WORKFLOW_STATE'],
+};
+
+async function run<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof WorkflowError) {
+      const [code, errorCode] = CODES[e.code];
+      throw new GrpcError(code, errorCode, e.message);
+    }
+    throw e;
+  }
+}
+
+function component(name: string): void {
+  if (!COMPONENTS.has(name ?? '')) {
+    throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'ERR_WORKFLOW_COMPONENT_NOT_FOUND', `workflow component "${String(name).slice(0, 80)}" does not exist: use "rt" (or its alias "dapr")`);
+  }
+}
+
+/** Payload bytes as the text the engine keeps; none when empty. */
+function text(b: Buffer | null | undefined): string | undefined {
+  const buf = bytesOf(b);
+  return buf.length ? buf.toString('utf8') : undefined;
+}
+
+export function workflowMethods(ctx: SidecarContext) {
+  const engine = (): Engine => {
+    const e = ctx.services.workflows;
+    if (!e) throw new GrpcError(grpc.status.UNAVAILABLE, 'ERR_WORKFLOW_ENGINE', 'the workflow engine is not running in this sidecar');
+    return e;
+  };
+  const lookup = (req: InstanceReq): string => {
+    component(req.workflow_component);
+    checkInstanceId(req.instance_id ?? '', 'lookup');
+    return req.instance_id;
+  };
+  const op = (fn: (e: Engine, id: string) => Promise<unknown>) => async (req: InstanceReq) => {
+    await run(async () => fn(engine(), lookup(req)));
+    return {};
+  };
+
+  const methods = {
+    StartWorkflowBeta1: async (req: InstanceReq & { workflow_name: string; input: Buffer }) =>
+      run(async () => {
+        component(req.workflow_component);
+        if (!req.workflow_name) throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'ERR_WORKFLOW_NAME_MISSING', 'workflow_name is required');
+        const instanceId = req.instance_id || undefined;
+        if (instanceId) checkInstanceId(instanceId, 'start');
+        const id = await engine().start({ instanceId, name: req.workflow_name, input: text(req.input) });
+        return { instance_id: id };
+      }),
+
+    GetWorkflowBeta1: async (req: InstanceReq) =>
+      run(async () => {
+        const id = lookup(req);
+        const rec = await engine().get(id);
+        if (!rec) throw new GrpcError(grpc.status.NOT_FOUND, 'ERR_INSTANCE_ID_NOT_FOUND', `no workflow instance with id "${id}"`);
+        const view = toHttpInstance(rec);
+        return {
+          instance_id: rec.id,
+          workflow_name: rec.name,
+          created_at: toTimestamp(rec.createdAt),
+          last_updated_at: toTimestamp(rec.updatedAt),
+          runtime_status: rec.status,
+          properties: view.properties as Record<string, string>,
+        };
+      }),
+
+    TerminateWorkflowBeta1: op((e, id) => e.terminate(id, undefined)),
+    PauseWorkflowBeta1: op((e, id) => e.suspend(id)),
+    ResumeWorkflowBeta1: op((e, id) => e.resume(id)),
+    PurgeWorkflowBeta1: op((e, id) => e.purge(id)),
+
+    RaiseEventWorkflowBeta1: async (req: InstanceReq & { event_name: string; event_data: Buffer }) => {
+      await run(async () => {
+        const id = lookup(req);
+        if (!req.event_name) throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'ERR_EVENT_NAME_MISSING', 'event_name is required');
+        await engine().raiseEvent(id, req.event_name, text(req.event_data));
+      });
+      return {};
+    },
+  };
+  return {
+    ...methods,
+    StartWorkflowAlpha1: methods.StartWorkflowBeta1,
+    GetWorkflowAlpha1: methods.GetWorkflowBeta1,
+    TerminateWorkflowAlpha1: methods.TerminateWorkflowBeta1,
+    PauseWorkflowAlpha1: methods.PauseWorkflowBeta1,
+    ResumeWorkflowAlpha1: methods.ResumeWorkflowBeta1,
+    PurgeWorkflowAlpha1: methods.PurgeWorkflowBeta1,
+    RaiseEventWorkflowAlpha1: methods.RaiseEventWorkflowBeta1,
+  };
+}
