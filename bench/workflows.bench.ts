@@ -30,13 +30,11 @@ console.warn = () => undefined;
 console.error = () => undefined;
 
 const step = async (_: unknown, n: number) => n + 1;
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const chain3 = async function* (ctx: any, n: number): any {
   const a = yield ctx.callActivity('step', n);
   const b = yield ctx.callActivity('step', a);
   return yield ctx.callActivity('step', b);
 };
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const fanOut10 = async function* (ctx: any, n: number): any {
   const tasks = [];
   for (let i = 0; i < 10; i++) tasks.push(ctx.callActivity('step', n + i));

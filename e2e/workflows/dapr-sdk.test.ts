@@ -73,6 +73,9 @@ describe('workflows with the @dapr/dapr WorkflowRuntime', () => {
     const raw = new Svc(`127.0.0.1:${sc.sidecar.grpcPort}`, grpc.credentials.createInsecure()) as unknown as Record<string, (req: unknown, cb: (e: grpc.ServiceError | null) => void) => void>;
     const err = await new Promise<grpc.ServiceError | null>((r) => raw.StartInstance({ name: 'chain' }, r));
     expect(err?.code).toBe(grpc.status.UNAUTHENTICATED);
+    const stream = (raw as unknown as Record<string, (req: unknown) => grpc.ClientReadableStream<unknown>>).GetWorkItems({});
+    const streamErr = await new Promise<grpc.ServiceError>((r) => stream.on('error', r));
+    expect(streamErr.code).toBe(grpc.status.UNAUTHENTICATED);
     (raw as unknown as grpc.Client).close();
   });
 });

@@ -92,12 +92,20 @@ const failing = async function* (ctx: Ctx): any {
 const immediate = async function* (_ctx: Ctx, input: unknown): any {
   return input;
 };
+const failingChild = async function* (ctx: Ctx): any {
+  try {
+    yield ctx.callSubOrchestrator('failing');
+    return 'no error';
+  } catch (e) {
+    return `caught: ${(e as Error).message}`;
+  }
+};
 
 beforeAll(async () => {
   restoreLogs = quietSdkLogs();
   sc = await sidecarForTest('wf-dt');
   worker = new TaskHubGrpcWorker(sc.grpcAddress);
-  for (const [name, fn] of Object.entries({ chain, fanOut, timer, approval, child, parent, counter, forever, parentForever, retrying, failing, immediate })) {
+  for (const [name, fn] of Object.entries({ chain, fanOut, timer, approval, child, parent, counter, forever, parentForever, retrying, failing, immediate, failingChild })) {
     worker.addNamedOrchestrator(name, fn);
   }
   for (const [name, fn] of Object.entries({ hello, double, flaky, broken })) worker.addNamedActivity(name, fn);
@@ -249,6 +257,24 @@ describe('workflows with the durabletask-js SDK', () => {
     expect(again?.runtimeStatus).toBe(OrchestrationStatus.COMPLETED);
     expect(again?.serializedOutput).toBe('7');
     expect(await client.getOrchestrationState('no-such-instance')).toBeUndefined();
+  });
+
+  it('reports a failed sub-orchestration to its parent, which can catch it', async () => {
+    const id = await client.scheduleNewOrchestration('failingChild');
+    const st = await client.waitForOrchestrationCompletion(id, true, 20);
+    expect(st?.runtimeStatus).toBe(OrchestrationStatus.COMPLETED);
+    expect(JSON.parse(st?.serializedOutput ?? '')).toMatch(/^caught: .*activity is broken/);
+  });
+
+  it('starts a scheduled instance only at its start time (PENDING until then)', async () => {
+    const at = new Date(Date.now() + 1200);
+    const id = await client.scheduleNewOrchestration('immediate', 'later', undefined, at);
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await getInstance(sc.base, id))?.runtimeStatus).toBe('PENDING');
+    const st = await client.waitForOrchestrationCompletion(id, true, 20);
+    expect(st?.runtimeStatus).toBe(OrchestrationStatus.COMPLETED);
+    expect(Date.now()).toBeGreaterThanOrEqual(at.getTime());
+    expect(st?.serializedOutput).toBe('"later"');
   });
 
   it('reports the engine actor types in metadata', async () => {

@@ -60,7 +60,6 @@ spec:
       recorded.set(id, (recorded.get(id) ?? 0) + 1);
       return id;
     });
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
     w.addNamedOrchestrator('pg', async function* (ctx: any, n: number): any {
       const a: number = yield ctx.callActivity('inc', { id: ctx.instanceId, n });
       const ev: number = yield ctx.waitForExternalEvent('go');
