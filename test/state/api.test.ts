@@ -238,8 +238,8 @@ describe('state API: metadata', () => {
     const md = (await (await fetch(`${s.base}/v1.0/metadata`)).json()) as { components: { name: string; type: string; capabilities: string[] }[] };
     const mem = md.components.find((c) => c.name === 'mem');
     expect(mem?.type).toBe('state.in-memory');
-    expect(mem?.capabilities.sort()).toEqual(['ACTOR', 'ETAG', 'TRANSACTIONAL']);
-    expect(md.components.find((c) => c.name === 'lite')?.capabilities.sort()).toEqual(['ACTOR', 'ETAG', 'TRANSACTIONAL']);
+    expect(mem?.capabilities.sort()).toEqual(['ACTOR', 'ETAG', 'QUERY_API', 'TRANSACTIONAL']);
+    expect(md.components.find((c) => c.name === 'lite')?.capabilities.sort()).toEqual(['ACTOR', 'ETAG', 'QUERY_API', 'TRANSACTIONAL']);
   });
 });
 
@@ -283,5 +283,8 @@ describe('state API: failing and limited stores', () => {
     const tx = await fetch(`${t.base}/v1.0/state/broken/transaction`, { method: 'POST', body: '{"operations":[]}' });
     expect(tx.status).toBe(400);
     expect((await jsonOf(tx)).errorCode).toBe('ERR_STATE_STORE_NOT_SUPPORTED');
+    const q = await fetch(`${t.base}/v1.0-alpha1/state/broken/query`, { method: 'POST', body: '{}' });
+    expect(q.status).toBe(400);
+    expect((await jsonOf(q)).errorCode).toBe('ERR_STATE_STORE_NOT_SUPPORTED');
   });
 });

@@ -111,16 +111,26 @@ describe('state API under random input', () => {
     );
   });
 
-  it('POST bulk and transaction with random bodies', async () => {
+  it('POST bulk, transaction and query with random bodies', async () => {
     const bulk = fc.record({ keys: fc.oneof(fc.array(key, { maxLength: 6 }), fc.anything()), parallelism: fc.oneof(fc.integer(), fc.anything()), metadata }, { requiredKeys: [] });
     const op = fc.record({ operation: fc.constantFrom('upsert', 'delete', 'merge', '', 'UPSERT'), request: fc.oneof(item, fc.anything()) }, { requiredKeys: [] });
     const tx = fc.record({ operations: fc.oneof(fc.array(op, { maxLength: 5 }), fc.anything()), metadata }, { requiredKeys: [] });
+    const field = fc.oneof(fc.constantFrom('a', 'a.b', 'keep', ''), fc.string({ maxLength: 6 }));
+    const filter = fc.letrec((tie) => ({
+      f: fc.oneof(
+        { depthSize: 'small', withCrossShrink: true },
+        fc.dictionary(fc.constantFrom('EQ', 'NEQ', 'GT', 'LT', 'IN', 'LIKE'), fc.dictionary(field, fc.oneof(fc.jsonValue(), fc.array(fc.string()))), { minKeys: 1, maxKeys: 2 }),
+        fc.dictionary(fc.constantFrom('AND', 'OR'), fc.array(tie('f'), { maxLength: 3 }), { minKeys: 1, maxKeys: 1 }),
+      ),
+    })).f;
+    const query = fc.record({ filter, sort: fc.array(fc.record({ key: field, order: fc.constantFrom('ASC', 'DESC', 'x') })), page: fc.record({ limit: fc.oneof(fc.integer(), fc.anything()), token: fc.oneof(fc.string({ maxLength: 4 }), fc.anything()) }) }, { requiredKeys: [] });
     await fc.assert(
-      fc.asyncProperty(storeName, fc.oneof(bodyOf(bulk).map((b) => ['bulk', b]), bodyOf(tx).map((b) => ['transaction', b])), contentType, async (store, [what, body], ct) => {
+      fc.asyncProperty(storeName, fc.oneof(bodyOf(bulk).map((b) => ['bulk', b]), bodyOf(tx).map((b) => ['transaction', b]), bodyOf(query).map((b) => ['query', b])), contentType, async (store, [what, body], ct) => {
         const headers: Record<string, string> = ct ? { 'content-type': ct } : {};
-        await expectSane(await fetch(`${s.base}/v1.0/state/${encodeURIComponent(store)}/${what}`, { method: 'POST', headers, body }), `POST ${what} ${body}`);
+        const path = what === 'query' ? `/v1.0-alpha1/state/${encodeURIComponent(store)}/query` : `/v1.0/state/${encodeURIComponent(store)}/${what}`;
+        await expectSane(await fetch(`${s.base}${path}`, { method: 'POST', headers, body }), `POST ${path} ${body}`);
       }),
-      { numRuns: 1200 },
+      { numRuns: 1500 },
     );
   });
 });

@@ -83,6 +83,13 @@ describe.each(names)('state API on store %s', (name) => {
     expect((await fetch(url('/k1'))).status).toBe(204);
   });
 
+  it('reports the query API exactly where it answers', async () => {
+    const caps = ((await (await fetch(`${s.base}/v1.0/metadata`)).json()) as { components: { name: string; capabilities: string[] }[] }).components.find((c) => c.name === name)!.capabilities;
+    const q = await fetch(`${s.base}/v1.0-alpha1/state/${name}/query`, { method: 'POST', body: '{"filter":{"EQ":{"a":"x"}}}' });
+    expect(q.status).toBe(caps.includes('QUERY_API') ? 200 : 400);
+    expect(caps).toEqual(expect.arrayContaining(['ETAG', 'TRANSACTIONAL', 'ACTOR']));
+  });
+
   it('works for the @dapr/dapr SDK client', async () => {
     const client = new DaprClient({
       daprHost: '127.0.0.1',

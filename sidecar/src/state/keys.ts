@@ -48,12 +48,6 @@ export function checkKey(key: unknown): string {
   return key;
 }
 
-/** The key a caller sent, from the key a store holds. */
-export function originalKey(stored: string): string {
-  const i = stored.lastIndexOf(SEPARATOR);
-  return i < 0 ? stored : stored.slice(i + SEPARATOR.length);
-}
-
 function clip(s: string): string {
   return s.length > 80 ? `${s.slice(0, 80)}…` : s;
 }

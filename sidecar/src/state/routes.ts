@@ -5,12 +5,16 @@
  *   DELETE /v1.0/state/<store>/<key>         delete (If-Match) → 204
  *   POST   /v1.0/state/<store>/bulk          bulk get          → 200 [{key, data, etag}]
  *   POST   /v1.0/state/<store>/transaction   all-or-nothing    → 204
+ *   POST   /v1.0-alpha1/state/<store>/query  query (stores with QUERY_API) → 200 {results, token?}
  */
 import type { FastifyRequest } from 'fastify';
 import type { SidecarContext } from '../context.ts';
 import type { StateItem, StateTransactionOperation } from '../components/types.ts';
-import { checkKey, originalKey } from './keys.ts';
-import { optionsOf, parseBulkGetBody, parseSaveBody, parseTransactionBody, queryMetadata, queryParam, type ItemRequest } from './requests.ts';
+import { isQueryable, parseQuery } from '../components/state/query.ts';
+import { StateRequestError } from '../components/state/errors.ts';
+import { badRequest, malformed } from '../http/errors.ts';
+import { checkKey } from './keys.ts';
+import { jsonBody, optionsOf, parseBulkGetBody, parseSaveBody, parseTransactionBody, queryMetadata, queryParam, type ItemRequest } from './requests.ts';
 import { StateService, storeFailure, type StoreRef } from './service.ts';
 
 type StoreParams = { Params: { storename: string } };
@@ -101,6 +105,28 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     }
     return reply.code(204).send();
   });
+
+  http.post<StoreParams>('/v1.0-alpha1/state/:storename/query', async (req, reply) => {
+    const ref = state.store(req.params.storename);
+    const store = ref.store;
+    if (!isQueryable(store)) throw badRequest('ERR_STATE_STORE_NOT_SUPPORTED', `state store "${ref.name}" does not support the query API`);
+    let query;
+    try {
+      query = parseQuery(jsonBody(req.body));
+    } catch (e) {
+      if (e instanceof StateRequestError) throw malformed(`query: ${e.message}`);
+      throw e;
+    }
+    let result;
+    try {
+      result = await store.query(query, ref.prefix);
+    } catch (e) {
+      throw storeFailure(e, 'ERR_STATE_QUERY', ref.name);
+    }
+    const items = result.results.map((r) => itemJson(r.key.slice(ref.prefix.length), { key: r.key, value: r.value, etag: r.etag }));
+    reply.header('content-type', 'application/json');
+    return reply.send(`{"results":[${items.join(',')}]${result.token ? `,"token":${JSON.stringify(result.token)}` : ''}}`);
+  });
 }
 
 function prefixed(ref: StoreRef, item: ItemRequest): ItemRequest {
@@ -124,19 +150,21 @@ function mergeMetadata(a: Record<string, string> | undefined, b: Record<string, 
  */
 function bulkJson(keys: string[], items: (StateItem | undefined)[]): string {
   const parts: string[] = [];
-  for (let i = 0; i < keys.length; i++) {
-    const item = items[i];
-    let s = `{"key":${JSON.stringify(originalKey(keys[i]))}`;
-    if (item) {
-      const buf = Buffer.isBuffer(item.value) ? item.value : Buffer.from(item.value);
-      const text = buf.toString('utf8');
-      s += `,"data":${isJson(text) ? text : JSON.stringify(buf.toString('base64'))}`;
-      if (item.etag !== undefined) s += `,"etag":${JSON.stringify(item.etag)}`;
-      if (item.metadata) s += `,"metadata":${JSON.stringify(item.metadata)}`;
-    }
-    parts.push(`${s}}`);
-  }
+  for (let i = 0; i < keys.length; i++) parts.push(itemJson(keys[i], items[i]));
   return `[${parts.join(',')}]`;
+}
+
+/** `{key, data?, etag?, metadata?}` with the key as the caller knows it (no prefix). */
+function itemJson(key: string, item: StateItem | undefined): string {
+  let s = `{"key":${JSON.stringify(key)}`;
+  if (item) {
+    const buf = Buffer.isBuffer(item.value) ? item.value : Buffer.from(item.value);
+    const text = buf.toString('utf8');
+    s += `,"data":${isJson(text) ? text : JSON.stringify(buf.toString('base64'))}`;
+    if (item.etag !== undefined) s += `,"etag":${JSON.stringify(item.etag)}`;
+    if (item.metadata) s += `,"metadata":${JSON.stringify(item.metadata)}`;
+  }
+  return `${s}}`;
 }
 
 function isJson(text: string): boolean {

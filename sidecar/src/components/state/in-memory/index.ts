@@ -5,6 +5,7 @@
  */
 import type { ComponentSpec, StateFeature, StateItem, StateTransactionOperation } from '../../types.ts';
 import { checkConcurrency, requestEtag, ttlSeconds } from '../common.ts';
+import { runQuery, type QueryableStateStore, type QueryResult, type StateQuery } from '../query.ts';
 import { SyncStateStore } from '../sync-store.ts';
 
 interface Entry {
@@ -14,10 +15,10 @@ interface Entry {
   expiresAt?: number;
 }
 
-const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR'];
+const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR', 'QUERY_API'];
 const SWEEP_MS = 5000;
 
-class InMemoryStateStore extends SyncStateStore {
+class InMemoryStateStore extends SyncStateStore implements QueryableStateStore {
   protected readonly featureList = FEATURES;
   private readonly items = new Map<string, Entry>();
   private seq = 0;
@@ -26,6 +27,17 @@ class InMemoryStateStore extends SyncStateStore {
   override async init(_spec: ComponentSpec): Promise<void> {
     this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
     this.sweeper.unref();
+  }
+
+  /** A scan of the live items under the prefix. */
+  async query(q: StateQuery, keyPrefix: string): Promise<QueryResult> {
+    const items: StateItem[] = [];
+    for (const key of this.items.keys()) {
+      if (!key.startsWith(keyPrefix)) continue;
+      const item = this.read(key);
+      if (item) items.push(item);
+    }
+    return runQuery(items, q);
   }
 
   override async close(): Promise<void> {

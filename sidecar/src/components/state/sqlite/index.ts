@@ -19,9 +19,10 @@ import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { parseDuration } from '../../../util/duration.ts';
 import type { ComponentSpec, StateFeature, StateItem, StateTransactionOperation } from '../../types.ts';
 import { checkConcurrency, requestEtag, sqlIdentifier, ttlSeconds } from '../common.ts';
+import { runQuery, type QueryableStateStore, type QueryResult, type StateQuery } from '../query.ts';
 import { SyncStateStore } from '../sync-store.ts';
 
-const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR'];
+const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR', 'QUERY_API'];
 
 interface Statements {
   get: StatementSync;
@@ -30,6 +31,7 @@ interface Statements {
   upsert: StatementSync;
   del: StatementSync;
   cleanup: StatementSync;
+  scan: StatementSync;
 }
 
 /** Parses `connectionString` into what DatabaseSync opens. */
@@ -42,7 +44,7 @@ export function sqlitePath(connectionString: string | undefined): string {
   return resolve(path);
 }
 
-class SqliteStateStore extends SyncStateStore {
+class SqliteStateStore extends SyncStateStore implements QueryableStateStore {
   protected readonly featureList = FEATURES;
   private db?: DatabaseSync;
   private st?: Statements;
@@ -79,11 +81,21 @@ class SqliteStateStore extends SyncStateStore {
         ON CONFLICT (key) DO UPDATE SET value = excluded.value, etag = excluded.etag, expires_at = excluded.expires_at`),
       del: db.prepare(`DELETE FROM "${table}" WHERE key = ?`),
       cleanup: db.prepare(`DELETE FROM "${table}" WHERE expires_at IS NOT NULL AND expires_at <= ?`),
+      scan: db.prepare(`SELECT key, value, etag FROM "${table}" WHERE substr(key, 1, length(?1)) = ?1 AND (expires_at IS NULL OR expires_at > ?2)`),
     };
     if (cleanupMs > 0) {
       this.cleaner = setInterval(() => this.cleanup(), cleanupMs);
       this.cleaner.unref();
     }
+  }
+
+  /** A scan of the live rows under the prefix, evaluated in JavaScript. */
+  async query(q: StateQuery, keyPrefix: string): Promise<QueryResult> {
+    const rows = this.statements().scan.all(keyPrefix, Date.now()) as { key: string; value: Uint8Array; etag: number }[];
+    return runQuery(
+      rows.map((r) => ({ key: r.key, value: r.value, etag: String(r.etag) })),
+      q,
+    );
   }
 
   async ping(): Promise<void> {
