@@ -3,6 +3,7 @@
  * durabletask-js worker. Workflows start on either replica and get their event through the
  * other one, so instances move between replicas; all 200 must complete, each exactly once.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,11 +13,14 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requireService } from '../../test/services/ci.ts';
 import { postgresTarget } from '../../test/services/postgres.ts';
-import { quietSdkLogs, sidecarForTest, type TestSidecar } from './harness.ts';
+import { fileURLToPath } from 'node:url';
+import { freePort, waitForPort } from '../../test/services/net.ts';
+import { killed, lines, quietSdkLogs, sidecarForTest, startWorker, waitUntil, type TestSidecar } from './harness.ts';
 
 const target = await postgresTarget();
 const available = requireService('PostgreSQL', target.available, `nothing answers at ${target.host}:${target.port} (set RT_TEST_POSTGRES_URL)`);
 const table = `wf_replicas_${process.pid}_${Date.now()}`;
+const CLI = fileURLToPath(new URL('../../cli/rt.ts', import.meta.url));
 
 const N = 200;
 const recorded = new Map<string, number>();
@@ -26,11 +30,14 @@ let replicas: TestSidecar[] = [];
 let workers: TaskHubGrpcWorker[] = [];
 let clients: TaskHubGrpcClient[] = [];
 let restore: () => void;
+const procs: ChildProcess[] = [];
+const dirs: string[] = [];
 
 beforeAll(async () => {
   if (!available) return;
   restore = quietSdkLogs();
   resources = mkdtempSync(join(tmpdir(), 'rt-wf-pg-'));
+  dirs.push(resources);
   writeFileSync(
     join(resources, 'store.yaml'),
     `apiVersion: rt.io/v1alpha1
@@ -79,7 +86,8 @@ afterAll(async () => {
   workers = [];
   clients = [];
   replicas = [];
-  if (resources) rmSync(resources, { recursive: true, force: true });
+  for (const p of procs) await killed(p);
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
   if (available) {
     const c = new pg.Client({ connectionString: target.url });
     await c.connect();
@@ -113,4 +121,40 @@ describe.skipIf(!available)('two sidecar replicas on PostgreSQL', () => {
     const md = await Promise.all(replicas.map(async (r) => (await (await fetch(`${r.base}/v1.0/metadata`)).json()) as { actors: { type: string }[] }));
     for (const m of md) expect(m.actors.map((a) => a.type)).toContain('rt.internal.default.wf-pg.workflow');
   }, 120_000);
+});
+
+describe.skipIf(!available)('a replica that dies (kill -9) on PostgreSQL', () => {
+  it('has its instances adopted by the live replica: stuck activities and timers finish there', async () => {
+    const markers = mkdtempSync(join(tmpdir(), 'rt-wf-pg-markers-'));
+    const deadDir = mkdtempSync(join(tmpdir(), 'rt-wf-pg-dead-'));
+    dirs.push(markers, deadDir);
+    const [httpPort, grpcPort] = [await freePort(), await freePort()];
+    const a = spawn(
+      process.execPath,
+      [CLI, 'sidecar', '--app-id', 'wf-pg-dead', '--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--data-dir', deadDir, '--resources-path', resources, '--log-level', 'error'],
+      { stdio: ['ignore', 'ignore', 'inherit'] },
+    );
+    procs.push(a);
+    await waitForPort('127.0.0.1', httpPort, 30_000);
+    const workerA = startWorker(`127.0.0.1:${grpcPort}`, markers, { SLOW_MS: '600000' });
+    procs.push(workerA);
+    const b = await sidecarForTest('wf-pg-dead', { resourcesPaths: [resources] });
+    replicas.push(b);
+    const clientA = new TaskHubGrpcClient(`127.0.0.1:${grpcPort}`);
+    const clientB = new TaskHubGrpcClient(b.grpcAddress);
+    clients.push(clientA, clientB);
+    const ids = ['dead-0', 'dead-1', 'dead-2'];
+    for (const id of ids) await clientA.scheduleNewOrchestration('resilient', 1, id);
+    // every instance has its two slow activities stuck in replica A's worker
+    await waitUntil(() => lines(markers, 'slow').length >= 2 * ids.length, 30_000, 'slow activities on replica A');
+    await killed(a);
+    await killed(workerA);
+    const workerB = startWorker(b.grpcAddress, markers, { SLOW_MS: '50' });
+    procs.push(workerB);
+    const states = await Promise.all(ids.map((id) => clientB.waitForOrchestrationCompletion(id, true, 60)));
+    for (const st of states) {
+      expect(st?.runtimeStatus).toBe(OrchestrationStatus.COMPLETED);
+      expect(JSON.parse(st?.serializedOutput ?? '')).toBe(51);
+    }
+  }, 90_000);
 });

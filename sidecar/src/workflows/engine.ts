@@ -533,6 +533,22 @@ export class Engine {
   /** Picks up what this replica was doing before it stopped: runs, activities, timers. */
   async recover(): Promise<number> {
     const ids = await this.table.loadIndex();
+    const resumed = await this.resumeAll(ids, new Set([this.me]));
+    if (resumed) this.log.info({ instances: resumed }, 'workflow instances resumed after restart');
+    return resumed;
+  }
+
+  /** Takes over the instances of a replica that died (see replicas.ts). */
+  async adopt(deadReplica: string): Promise<number> {
+    const ids = await this.table.loadIndex(deadReplica);
+    const n = await this.resumeAll(ids, new Set([this.me, deadReplica]));
+    await this.table.dropIndex(deadReplica);
+    this.log.info({ replica: deadReplica, instances: n }, 'adopted the workflow instances of a dead replica');
+    return n;
+  }
+
+  /** Re-dispatches what `owners` had pending on each instance, now owned by this replica. */
+  private async resumeAll(ids: string[], owners: Set<string>): Promise<number> {
     let resumed = 0;
     await Promise.all(
       ids.map((id) =>
@@ -545,33 +561,44 @@ export class Engine {
             }
             resumed++;
             for (const [taskId, a] of Object.entries(rec.acts)) {
-              if (a.owner !== this.me) continue;
+              if (!owners.has(a.owner)) continue;
+              if (a.owner !== this.me) {
+                rec.acts[taskId] = { ...a, owner: this.me };
+                d.changed = true;
+              }
               const task = { instanceId: id, executionId: rec.executionId, taskId: Number(taskId), name: a.name, input: a.input };
               d.effects.push(() => this.workers.enqueueActivity(task));
             }
             for (const [timerId, t] of Object.entries(rec.timers)) {
-              if (t.owner !== this.me) continue;
+              if (!owners.has(t.owner)) continue;
+              if (t.owner !== this.me) {
+                rec.timers[timerId] = { ...t, owner: this.me };
+                d.changed = true;
+              }
               const ref = { instanceId: id, executionId: rec.executionId, timerId };
               d.effects.push(() => void this.timers.arm(ref, t.fireAt).catch((e) => this.log.error({ err: e }, 're-arming a workflow timer failed')));
             }
-            if (rec.lease?.owner === this.me) {
+            if (rec.lease && owners.has(rec.lease.owner)) {
+              if (rec.lease.owner !== this.me) {
+                rec.lease = { owner: this.me, at: Date.now() };
+                d.changed = true;
+              }
               d.effects.push(() => this.workers.enqueueRun(id));
             } else this.makeRunnable(d);
+            d.index = 'add';
             // sub-orchestrations whose start may have been lost in the crash
             for (const e of d.history) {
               const s = e.subOrchestrationInstanceCreated;
               if (!s) continue;
-              const done = d.history.some((h) => (h.subOrchestrationInstanceCompleted?.taskScheduledId ?? h.subOrchestrationInstanceFailed?.taskScheduledId) === e.eventId)
-                || rec.inbox.some((h) => (h.subOrchestrationInstanceCompleted?.taskScheduledId ?? h.subOrchestrationInstanceFailed?.taskScheduledId) === e.eventId);
-              if (done) continue;
+              const answered = (h: HistoryEvent) => (h.subOrchestrationInstanceCompleted?.taskScheduledId ?? h.subOrchestrationInstanceFailed?.taskScheduledId) === e.eventId;
+              if (d.history.some(answered) || rec.inbox.some(answered)) continue;
               const parent: ParentRef = { instanceId: id, executionId: rec.executionId, taskId: e.eventId, name: rec.name };
               d.effects.push(() => void this.ensureChild(s.instanceId, s.name, s.input?.value, parent));
             }
           })
-          .catch((e) => this.log.error({ err: e, instanceId: id }, 'recovering a workflow instance failed')),
+          .catch((e) => this.log.error({ err: e, instanceId: id }, 'resuming a workflow instance failed')),
       ),
     );
-    if (resumed) this.log.info({ instances: resumed }, 'workflow instances resumed after restart');
     return resumed;
   }
 

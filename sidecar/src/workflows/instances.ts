@@ -105,27 +105,41 @@ export class InstanceTable {
     return `${this.prefix}${id}||h${n}`;
   }
 
-  private indexKey(shard: number): string {
-    return `${this.prefix}index||${this.replicaId}||${shard}`;
+  private indexKey(shard: number, replica = this.replicaId): string {
+    return `${this.prefix}index||${replica}||${shard}`;
   }
 
-  /** Instances this replica was working on when it last stopped (read at start). */
-  async loadIndex(): Promise<string[]> {
-    const items = await this.store.bulkGet(this.indexShards.map((_, i) => this.indexKey(i)));
+  /** The registry key of the replicas sharing this store. */
+  get replicasKey(): string {
+    return `${this.prefix}replicas`;
+  }
+
+  /**
+   * Instances a replica was working on (this one by default, read at start; or a dead one's,
+   * to adopt them). Only this replica's own list is kept in memory.
+   */
+  async loadIndex(replica = this.replicaId): Promise<string[]> {
+    const items = await this.store.bulkGet(this.indexShards.map((_, i) => this.indexKey(i, replica)));
     const ids: string[] = [];
     items.forEach((it, i) => {
       if (!it) return;
       try {
         const list = JSON.parse(Buffer.from(it.value).toString('utf8')) as unknown;
         if (Array.isArray(list)) for (const id of list) if (typeof id === 'string') {
-          this.indexShards[i].add(id);
+          if (replica === this.replicaId) this.indexShards[i].add(id);
           ids.push(id);
         }
       } catch {
-        this.log.warn({ key: this.indexKey(i) }, 'workflow index shard is not JSON; ignoring it');
+        this.log.warn({ key: this.indexKey(i, replica) }, 'workflow index shard is not JSON; ignoring it');
       }
     });
     return ids;
+  }
+
+  /** Deletes the list of another replica (after adopting its instances). */
+  async dropIndex(replica: string): Promise<void> {
+    if (replica === this.replicaId) return;
+    await this.store.bulkDelete(this.indexShards.map((_, i) => ({ key: this.indexKey(i, replica) })));
   }
 
   activeCount(): number {

@@ -13,6 +13,7 @@ import { Engine } from './engine.ts';
 import { taskHubImplementation } from './grpc.ts';
 import { InstanceTable } from './instances.ts';
 import { taskHubService } from './proto.ts';
+import { ReplicaRegistry } from './replicas.ts';
 import { registerRoutes } from './routes.ts';
 import { Timers } from './timers.ts';
 import { Workers } from './workers.ts';
@@ -80,7 +81,11 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     { type: `${base}.activity`, count: workers.activityCount() },
   ]);
 
+  // replicas sharing a store watch each other and adopt the instances of one that dies
+  const registry = shared ? new ReplicaRegistry(store, table.replicasKey, replicaId, log, async (dead) => void (await engine.adopt(dead))) : undefined;
+
   ctx.onClose(async () => {
+    await registry?.leave();
     workers.endAll();
     await table.drain();
     engine.close();
@@ -89,6 +94,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   });
 
   await engine.recover();
+  await registry?.start();
 }
 
 /** The replica id kept in the data dir, so a restarted sidecar recognises its own leases. */
