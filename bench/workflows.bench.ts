@@ -10,7 +10,7 @@
  *   node bench/workflows.bench.ts            (BENCH_SECONDS, BENCH_CONCURRENCY to change)
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TaskHubGrpcClient, TaskHubGrpcWorker } from '@dapr/durabletask-js';
 import { whenAll } from '@dapr/durabletask-js/task/index.js';
@@ -127,6 +127,9 @@ async function runStore(store: 'SQLite' | 'PostgreSQL'): Promise<Row[]> {
         errors: m.errors,
         'sidecar CPU %': (childMs / (SECONDS * 1000)) * 100,
         'worker+client CPU %': ((cpu.user + cpu.system) / 1000 / (SECONDS * 1000)) * 100,
+        // CPU per workflow does not depend on how busy the shared machine is
+        'sidecar CPU ms/wf': childMs / Math.max(1, m.done),
+        'worker CPU ms/wf': (cpu.user + cpu.system) / 1000 / Math.max(1, m.done),
         'sidecar RSS MB': rssMb(child.proc.pid as number),
       });
     }
@@ -147,11 +150,13 @@ async function runStore(store: 'SQLite' | 'PostgreSQL'): Promise<Row[]> {
 }
 
 print(machineLine());
+print(`load average at start: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 print(`closed loop: ${CONCURRENCY} workflows in flight, ${SECONDS} s per row; worker = @dapr/durabletask-js in the benchmark process; sidecar = rt sidecar child process`);
 const rows = await runStore('SQLite');
 const pgUrl = new URL(PG_URL);
 if (!process.env.BENCH_SQLITE_ONLY && await canConnect(pgUrl.hostname, Number(pgUrl.port || 5432))) rows.push(...(await runStore('PostgreSQL')));
 else print('PostgreSQL not reachable: its rows are left out');
 console.log = print;
+print(`load average at end: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 printTable('Workflows: start-to-complete throughput and latency', rows);
 process.exit(0);
