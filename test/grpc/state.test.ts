@@ -3,7 +3,7 @@
  * grpc-js calls for the error codes, on the in-memory and SQLite stores of a real sidecar.
  */
 import * as grpc from '@grpc/grpc-js';
-import { StateConcurrencyEnum } from '@dapr/dapr';
+import { StateConcurrencyEnum, StateConsistencyEnum } from '@dapr/dapr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRuntimeSidecar, type RuntimeSidecar } from './harness.ts';
 
@@ -87,7 +87,7 @@ describe.each(['mem', 'lite'])('state through the gRPC API on store %s', (store)
   it('the SDK sees the etag conflict as an error', async () => {
     const c = s.sdk();
     await c.state.save(store, [{ key: 'sdk-fw', value: 1 }]);
-    await expect(c.state.save(store, [{ key: 'sdk-fw', value: 2, etag: '999999', options: { concurrency: StateConcurrencyEnum.CONCURRENCY_FIRST_WRITE } }])).rejects.toThrow();
+    await expect(c.state.save(store, [{ key: 'sdk-fw', value: 2, etag: '999999', options: { concurrency: StateConcurrencyEnum.CONCURRENCY_FIRST_WRITE, consistency: StateConsistencyEnum.CONSISTENCY_STRONG } }])).rejects.toThrow();
     expect(await c.state.get(store, 'sdk-fw')).toBe(1);
   });
 

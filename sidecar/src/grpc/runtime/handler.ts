@@ -3,9 +3,35 @@
  * answers with what the function returns or with the gRPC status of what it threw. A handler
  * never throws into grpc-js, so a bad request cannot take the sidecar down.
  */
-import type * as grpc from '@grpc/grpc-js';
+import * as grpc from '@grpc/grpc-js';
 import { GrpcServer } from '../server.ts';
 import { toStatus } from './errors.ts';
+
+/**
+ * What a request decodes to when its bytes are not the method's protobuf message. grpc-js
+ * would answer INTERNAL for a failed decode; bad input is the caller's: INVALID_ARGUMENT.
+ */
+export class MalformedMessage {
+  readonly message: string;
+  constructor(message: string) {
+    this.message = message;
+  }
+}
+
+/** The method definition with a decode that never throws (see MalformedMessage). */
+export function tolerantDecode(def: grpc.MethodDefinition<unknown, unknown>, method: string): grpc.MethodDefinition<unknown, unknown> {
+  const decode = def.requestDeserialize;
+  return {
+    ...def,
+    requestDeserialize: (buf: Buffer) => {
+      try {
+        return decode(buf);
+      } catch (e) {
+        return new MalformedMessage(`the ${method} request is not a valid protobuf message of its type: ${(e as Error).message}`);
+      }
+    },
+  };
+}
 
 export type Unary<Req, Res> = (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>;
 
@@ -13,6 +39,10 @@ export function unary<Req, Res>(server: GrpcServer, fn: Unary<Req, Res>): grpc.h
   return (call, callback) => {
     if (!server.authorized(call.metadata)) {
       callback(GrpcServer.unauthenticated());
+      return;
+    }
+    if ((call.request as unknown) instanceof MalformedMessage) {
+      callback({ code: grpc.status.INVALID_ARGUMENT, details: (call.request as unknown as MalformedMessage).message });
       return;
     }
     let p: Promise<Res>;

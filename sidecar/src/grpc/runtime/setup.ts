@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
 import { GrpcError } from './errors.ts';
 import { bindingMethods, secretMethods } from './bindings.ts';
-import { unary, type Unary } from './handler.ts';
+import { tolerantDecode, unary, type Unary } from './handler.ts';
 import { jobMethods } from './jobs.ts';
 import { metadataMethods } from './metadata.ts';
 import { runtimeService } from './proto.ts';
@@ -32,13 +32,15 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   };
   const definition = runtimeService();
   const handlers: grpc.UntypedServiceImplementation = {};
+  const tolerant: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const name of Object.keys(definition)) {
+    tolerant[name] = tolerantDecode(definition[name], name);
     const fn = methods[name];
     if (!fn) throw new Error(`runtime API: no handler for ${name}`);
     handlers[name] = unary(ctx.grpc, fn as Unary<unknown, unknown>);
   }
   const extra = unsupportedService(ctx.grpc);
-  ctx.grpc.addService({ ...definition, ...extra.definition }, { ...handlers, ...extra.handlers });
+  ctx.grpc.addService({ ...tolerant, ...extra.definition }, { ...handlers, ...extra.handlers });
 }
 
 function stateFallback(fail: () => never): Record<string, Unary<never, unknown>> {
