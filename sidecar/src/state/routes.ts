@@ -17,6 +17,9 @@ import { checkKey } from './keys.ts';
 import { jsonBody, optionsOf, parseBulkGetBody, parseSaveBody, parseTransactionBody, queryMetadata, queryParam, type ItemRequest } from './requests.ts';
 import { StateService, storeFailure, type StoreRef } from './service.ts';
 
+const HEADER_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
+const HEADER_VALUE = /^[\x20-\x7e]{0,4096}$/;
+
 type StoreParams = { Params: { storename: string } };
 type KeyParams = { Params: { storename: string; key: string } };
 
@@ -54,8 +57,9 @@ export async function setup(ctx: SidecarContext): Promise<void> {
       throw storeFailure(e, 'ERR_STATE_GET', ref.name);
     }
     if (!item) return reply.code(204).send();
-    if (item.etag !== undefined) reply.header('etag', item.etag);
-    if (item.metadata) for (const [k, v] of Object.entries(item.metadata)) reply.header(`metadata.${k}`, v);
+    if (item.etag !== undefined && HEADER_VALUE.test(item.etag)) reply.header('etag', item.etag);
+    // response metadata (e.g. ttlExpireTime) as headers; a pluggable store's odd names are left out
+    if (item.metadata) for (const [k, v] of Object.entries(item.metadata)) if (HEADER_NAME.test(k) && HEADER_VALUE.test(v)) reply.header(`metadata.${k}`, v);
     reply.header('content-type', 'application/json');
     return reply.send(Buffer.isBuffer(item.value) ? item.value : Buffer.from(item.value));
   });
