@@ -33,7 +33,7 @@ export function capturingLogger(): { log: Logger; lines: string[] } {
 export async function initBinding(metadata: Record<string, string>, log: Logger = pino({ level: 'silent' })): Promise<SftpBinding> {
   const b = new SftpBinding();
   try {
-    await b.init(spec(metadata), { appId: 'test', namespace: 'default', log });
+    await b.init(spec(metadata), { appId: 'test', namespace: 'default', listenAddress: '127.0.0.1', log });
   } catch (e) {
     await b.close();
     throw e;

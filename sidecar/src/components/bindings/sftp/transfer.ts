@@ -163,8 +163,12 @@ export async function uploadBase64(s: Session, root: string, remote: string, dat
     let failure: unknown;
     let pos = 0;
     const chunk = s.maxWriteLen;
+    // one decode buffer for the whole upload: ssh2 copies a WRITE's data into its packet when
+    // the request is made (no request is longer than maxWriteLen, so none is split for later),
+    // so the next slice may be decoded over this one as soon as its requests are sent
+    const scratch = Buffer.allocUnsafe((Math.min(DECODE_SLICE, data.length) / 4) * 3);
     for (let i = 0; i < data.length; i += DECODE_SLICE) {
-      const bytes = Buffer.from(data.slice(i, i + DECODE_SLICE), 'base64');
+      const bytes = scratch.subarray(0, scratch.write(data.slice(i, i + DECODE_SLICE), 0, 'base64'));
       for (let off = 0; off < bytes.length; off += chunk) {
         while (pending.size >= IN_FLIGHT) await Promise.race(pending);
         if (failure) throw failure;
