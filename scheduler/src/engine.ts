@@ -96,6 +96,8 @@ export class SchedulerEngine implements StoreListener {
   private flushQueued = false;
   private nextTriggerId = 0;
   private readonly idPrefix = randomUUID().slice(0, 8);
+  /** No new fires (closing); acks still count, so a handover can wait for them. */
+  private stopping = false;
   private closed = false;
   readonly stats: EngineStats = { jobs: 0, inflight: 0, pending: 0, fired: 0, acked: 0, failed: 0 };
 
@@ -178,7 +180,7 @@ export class SchedulerEngine implements StoreListener {
   /** The sidecar's answer for one trigger. */
   ack(id: string, ok: boolean): void {
     const inf = this.inflight.get(id);
-    if (!inf) return;
+    if (!inf || this.closed) return;
     this.inflight.delete(id);
     inf.consumer?.inflight.delete(id);
     const live = this.jobs.get(inf.ks);
@@ -194,7 +196,7 @@ export class SchedulerEngine implements StoreListener {
     if (policy.kind === 'constant' && (policy.maxRetries === undefined || t.attempt < policy.maxRetries)) {
       live.retryTimer = setTimeout(() => {
         live.retryTimer = undefined;
-        if (this.jobs.get(live.ks) !== live || this.closed) return;
+        if (this.jobs.get(live.ks) !== live || this.stopping) return;
         this.dispatch({ ...t, id: this.newId(), attempt: t.attempt + 1 });
       }, policy.intervalMs);
       return;
@@ -253,7 +255,7 @@ export class SchedulerEngine implements StoreListener {
   }
 
   private arm(): void {
-    if (this.closed) return;
+    if (this.stopping) return;
     const top = this.heap.peek();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
@@ -332,6 +334,7 @@ export class SchedulerEngine implements StoreListener {
 
   // progress writes are batched: thousands of acks per second become a few transactions
   private saveLater(u: ProgressUpdate): void {
+    if (this.closed) return; // after close the store is gone; the fire repeats after restart
     this.progress.set(keyString(u.key), u);
     if (this.flushQueued) return;
     this.flushQueued = true;
@@ -391,11 +394,13 @@ export class SchedulerEngine implements StoreListener {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
+    this.stopping = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.sweeper) clearInterval(this.sweeper);
     for (const live of this.jobs.values()) if (live.retryTimer) clearTimeout(live.retryTimer);
     await this.flush();
+    // the etcd store hands its partitions over here (waiting for acks of triggers in flight)
     await this.store.close();
+    this.closed = true;
   }
 }

@@ -103,21 +103,29 @@ export class GrpcSchedulerClient implements SchedulerClient {
     const stream = (h.client.WatchJobs as (md: grpc.Metadata, opts: grpc.CallOptions) => grpc.ClientDuplexStream<unknown, unknown>).call(h.client, new grpc.Metadata(), {});
     h.stream = stream;
     let dead = false;
-    stream.on('data', (msg: { ready?: object; trigger?: PbTrigger }) => {
+    // acks settled in one turn of the event loop go back as one message
+    let acks: { id: string; success: boolean }[] = [];
+    const flushAcks = () => {
+      const out = acks;
+      acks = [];
+      // an ack on a dead stream is lost; the host re-sends the trigger to a live one
+      if (!dead && out.length > 0) stream.write({ acks: out });
+    };
+    stream.on('data', (msg: { ready?: object; triggers?: PbTrigger[] }) => {
       if (msg.ready) {
         h.connected = true;
         h.backoffMs = 100;
         this.log.info({ scheduler: h.address }, 'connected to scheduler');
-        return;
       }
-      if (!msg.trigger) return;
-      const t = fromPbTrigger(msg.trigger);
-      handler(t)
-        .catch(() => false)
-        .then((ok) => {
-          // an ack on a dead stream is lost; the host re-sends the trigger to a live one
-          if (!dead) stream.write({ ack: { id: t.id, success: ok } });
-        });
+      for (const pb of msg.triggers ?? []) {
+        const t = fromPbTrigger(pb);
+        handler(t)
+          .catch(() => false)
+          .then((ok) => {
+            if (acks.length === 0) setImmediate(flushAcks);
+            acks.push({ id: t.id, success: ok });
+          });
+      }
     });
     const down = (why: string) => {
       if (dead) return;

@@ -7,8 +7,11 @@ import { fromPbJob, schedulerService, toKey, toPbRecord, toPbTrigger, toServiceE
 
 interface WatchMessage {
   hello?: { namespace?: string; appId?: string };
-  ack?: { id?: string; success?: boolean };
+  acks?: { id?: string; success?: boolean }[];
 }
+
+/** Most triggers in one stream message. */
+const MAX_BATCH = 512;
 
 export interface SchedulerServer {
   port: number;
@@ -56,16 +59,23 @@ export function schedulerImplementation(engine: SchedulerEngine, log: Logger, ho
             return;
           }
           const peer = call.getPeer();
+          // triggers sent in one turn of the event loop go out as one message
+          let batch: ReturnType<typeof toPbTrigger>[] = [];
+          const flush = () => {
+            const out = batch;
+            batch = [];
+            for (let i = 0; i < out.length; i += MAX_BATCH) call.write({ triggers: out.slice(i, i + MAX_BATCH) });
+          };
           disconnect = engine.connect(target, {
             name: `${target.appId}@${peer}#${id}`,
             send: (t) => {
-              call.write({ trigger: toPbTrigger(t) });
+              if (batch.length === 0) setImmediate(flush);
+              batch.push(toPbTrigger(t));
             },
           });
           call.write({ ready: { host: host() } });
-        } else if (msg.ack?.id) {
-          engine.ack(msg.ack.id, msg.ack.success === true);
         }
+        for (const a of msg.acks ?? []) if (a.id) engine.ack(a.id, a.success === true);
       });
       call.on('end', () => {
         end();

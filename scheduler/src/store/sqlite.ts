@@ -94,7 +94,8 @@ export class SqliteJobStore implements JobStore {
   }
 
   async saveProgress(updates: ProgressUpdate[]): Promise<void> {
-    const db = this.db!;
+    const db = this.db;
+    if (!db) return; // closed: those fires simply repeat after the next start (at-least-once)
     db.exec('BEGIN');
     try {
       for (const u of updates) {
