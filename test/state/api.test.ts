@@ -288,3 +288,9 @@ describe('state API: failing and limited stores', () => {
     expect((await jsonOf(q)).errorCode).toBe('ERR_STATE_STORE_NOT_SUPPORTED');
   });
 });
+
+describe('state API: store configuration', () => {
+  it('a keyPrefix containing || stops the sidecar with a message naming the component', async () => {
+    await expect(startStateSidecar('app3', [{ name: 'badprefix', type: 'state.in-memory', metadata: { keyPrefix: 'a||b' } }])).rejects.toThrow(/component "badprefix".*keyPrefix "a\|\|b" must not contain/);
+  });
+});

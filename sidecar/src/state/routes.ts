@@ -13,7 +13,7 @@ import type { StateItem, StateTransactionOperation } from '../components/types.t
 import { isQueryable, parseQuery } from '../components/state/query.ts';
 import { StateRequestError } from '../components/state/errors.ts';
 import { badRequest, malformed } from '../http/errors.ts';
-import { checkKey } from './keys.ts';
+import { checkKey, keyPrefixFor } from './keys.ts';
 import { jsonBody, optionsOf, parseBulkGetBody, parseSaveBody, parseTransactionBody, queryMetadata, queryParam, type ItemRequest } from './requests.ts';
 import { StateService, storeFailure, type StoreRef } from './service.ts';
 
@@ -26,6 +26,15 @@ type KeyParams = { Params: { storename: string; key: string } };
 export async function setup(ctx: SidecarContext): Promise<void> {
   const state = new StateService(ctx.components, ctx.options.appId, ctx.options.namespace);
   ctx.services.state = state;
+  // a keyPrefix that cannot work stops the sidecar now, naming the component, not at the first call
+  for (const name of ctx.components.namesOf('state')) {
+    const loaded = ctx.components.get(name)!;
+    try {
+      keyPrefixFor(loaded.spec.metadata.keyPrefix, name, ctx.options.appId, ctx.options.namespace);
+    } catch (e) {
+      if (!loaded.spec.ignoreErrors) throw new Error(`component "${name}" (${loaded.spec.type}, from ${loaded.spec.source}): ${(e as Error).message}`);
+    }
+  }
   const http = ctx.http;
 
   http.post<StoreParams>('/v1.0/state/:storename', async (req, reply) => {
