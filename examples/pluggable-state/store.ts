@@ -92,18 +92,18 @@ export class MemoryStore {
  */
 function checkEtag(key: string, current: Entry | undefined, etag: string | undefined, firstWrite: boolean): void {
   if (etag !== undefined && etag !== '') {
-    if (!/^\d+$/.test(etag)) throw new EtagError('invalid', `invalid etag "${etag}" for key "${key}": etags of this store are numbers`);
+    if (!/^[1-9][0-9]{0,15}$/.test(etag)) throw new EtagError('invalid', `invalid etag "${etag.slice(0, 40)}" for key "${key}": etags of this store are version numbers`);
     if (!current || current.etag !== etag) throw new EtagError('mismatch', `etag mismatch for key "${key}"`);
   } else if (firstWrite && current) {
     throw new EtagError('mismatch', `key "${key}" exists and no etag was given (first-write)`);
   }
 }
 
-/** `ttlInSeconds` metadata → expiry time; absent, 0 or -1 = never. */
+/** `ttlInSeconds` metadata → expiry time; absent, empty, 0 or -1 = never. */
 function ttl(metadata: Record<string, string>): number | undefined {
   const raw = metadata.ttlInSeconds;
   if (raw === undefined || raw === '') return undefined;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < -1) throw new BadRequestError(`ttlInSeconds must be a whole number of seconds (or -1), got "${raw}"`);
+  const n = /^-?\d{1,10}$/.test(raw.trim()) ? Number(raw.trim()) : NaN;
+  if (!(n >= -1 && n <= 2_147_483_647)) throw new BadRequestError(`ttlInSeconds must be a whole number of seconds from -1 to 2147483647, got "${raw.slice(0, 40)}"`);
   return n <= 0 ? undefined : Date.now() + n * 1000;
 }

@@ -47,9 +47,10 @@ describe('pluggable pub/sub', () => {
     writeComponents(dirs.resources, [{ name: 'events', type: 'pubsub.broker' }]);
     sidecar = await sidecarFor(dirs);
     expect(sidecar.ctx.components.catalog.get('pubsub.broker')?.pluggable).toBe(true);
-    expect(sidecar.ctx.components.info()).toContainEqual({ name: 'events', type: 'pubsub.broker', version: 'v1', capabilities: ['SUBSCRIBE_WILDCARDS'] });
-
+    // the contract shows capabilities for state stores and bindings only
+    expect(sidecar.ctx.components.info()).toContainEqual({ name: 'events', type: 'pubsub.broker', version: 'v1', capabilities: [] });
     const ps = sidecar.ctx.components.get('events')!.instance as PluggablePubSub;
+    expect(ps.features()).toEqual(['SUBSCRIBE_WILDCARDS']);
     await ps.publish('orders', Buffer.from('{"id":1}'));
     expect(published).toEqual([{ topic: 'orders', pubsubName: 'events', data: '{"id":1}' }]);
     expect(await ps.bulkPublish('orders', [{ entryId: 'e1', event: Buffer.from('a') }, { entryId: 'e2', event: Buffer.from('b') }])).toEqual([

@@ -97,7 +97,7 @@ describe('state API over the example pluggable component', () => {
 
   it('metadata shows the type, version and capabilities', async () => {
     const md = (await (await fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/metadata`)).json()) as { components: unknown[] };
-    expect(md.components).toContainEqual({ name: 'store', type: 'state.memstore', version: 'v1', capabilities: ['ETAG', 'TRANSACTIONAL', 'TTL'] });
+    expect(md.components).toContainEqual({ name: 'store', type: 'state.memstore', version: 'v1', capabilities: ['ETAG', 'TRANSACTIONAL'] });
   });
 });
 

@@ -51,7 +51,13 @@ export class PluggablePubSub extends PluggableComponent {
     return SERVICES.PubSub;
   }
 
+  /** The contract shows capabilities for state stores and bindings only. */
   capabilities(): string[] {
+    return [];
+  }
+
+  /** What the component's Features call reported. */
+  features(): string[] {
     return [...this.featureList];
   }
 

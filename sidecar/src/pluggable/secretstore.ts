@@ -16,7 +16,13 @@ export class PluggableSecretStore extends PluggableComponent implements SecretSt
     return SERVICES.SecretStore;
   }
 
+  /** The contract shows capabilities for state stores and bindings only. */
   capabilities(): string[] {
+    return [];
+  }
+
+  /** What the component's Features call reported. */
+  features(): string[] {
     return [...this.featureList];
   }
 

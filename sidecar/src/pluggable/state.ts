@@ -12,6 +12,7 @@ import type {
   StateTransactionOperation,
 } from '../components/types.ts';
 import * as grpc from '@grpc/grpc-js';
+import { capabilitiesOf } from '../components/state/common.ts';
 import { StateRequestError } from '../components/state/errors.ts';
 import { SERVICES } from './apis.ts';
 import { Batcher } from './batcher.ts';
@@ -82,8 +83,9 @@ export class PluggableStateStore extends PluggableComponent implements StateStor
     return super.call<Res>(service, method, req, { badRequest: (m) => new StateRequestError(m), ...c });
   }
 
+  /** As for built-in stores: the contract's capability names (TTL is a feature, not shown). */
   capabilities(): string[] {
-    return [...this.featureList];
+    return capabilitiesOf(this.features());
   }
 
   features(): StateFeature[] {
