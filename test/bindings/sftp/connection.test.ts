@@ -2,13 +2,15 @@
  * The binding's one reused connection against a real sshd that is restarted, stopped, or
  * replaced by a server that never answers: calls reconnect, or fail clearly in bounded time.
  */
+import { readdir, readFile } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SftpBinding } from '../../../sidecar/src/components/bindings/sftp/index.ts';
 import { CONNECT_TIMEOUT_MS } from '../../../sidecar/src/components/bindings/sftp/connection.ts';
 import { ApiError } from '../../../sidecar/src/http/errors.ts';
 import { startSshd, type SshdServer } from '../../services/sshd.ts';
-import { baseMetadata, bytesOf, initBinding, jsonOf, op, sshdAvailable } from './helpers.ts';
+import { baseMetadata, binary, bytesOf, initBinding, jsonOf, op, sshdAvailable } from './helpers.ts';
 
 describe.skipIf(!sshdAvailable)('bindings.sftp connection (real sshd restarted and stopped)', () => {
   let s: SshdServer;
@@ -42,6 +44,27 @@ describe.skipIf(!sshdAvailable)('bindings.sftp connection (real sshd restarted a
     expect(results).toHaveLength(8);
     const names = (await jsonOf(await b.invoke(op('list', { fileName: 'r' })))) as string[];
     for (let i = 0; i < 8; i++) expect(names).toContain(`par${i}.txt`);
+  });
+
+  it('an upload cut off by the server leaves the previous file intact, and its temporary file is removed after reconnecting', async () => {
+    await b.invoke(op('create', { fileName: 'cut/file.bin' }, Buffer.from('previous version').toString('base64')));
+    const big = binary(60 * 1024 * 1024, 3).toString('base64');
+    const upload = b.invoke(op('create', { fileName: 'cut/file.bin' }, big)).then(
+      () => 'done',
+      (e: unknown) => e,
+    );
+    const temps = async () => (await readdir(join(s.root, 'cut'))).filter((n) => n.includes('.rt-upload-'));
+    // cut the server off while the temporary file is being written
+    await expect.poll(temps, { interval: 2, timeout: 10_000 }).toHaveLength(1);
+    await s.stop();
+    const outcome = await upload;
+    expect(outcome).toBeInstanceOf(ApiError);
+    expect((outcome as ApiError).status).toBe(500);
+    expect((await readFile(join(s.root, 'cut/file.bin'))).toString()).toBe('previous version');
+    expect(await temps()).toHaveLength(1); // left behind: the connection died before it could be removed
+    await s.start();
+    expect(await jsonOf(await b.invoke(op('list', { fileName: 'cut' })))).toEqual(['file.bin']);
+    await expect.poll(temps, { timeout: 5000 }).toHaveLength(0);
   });
 
   it('a server that is down gives a clear 500 quickly, and service resumes when it is back', async () => {

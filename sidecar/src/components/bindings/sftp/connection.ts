@@ -46,6 +46,8 @@ export class SftpConnection {
   private session: Session | undefined;
   private connecting: Promise<Session> | undefined;
   private closed = false;
+  /** Temporary upload files left behind by a broken connection; removed after the next connect. */
+  private readonly orphans = new Set<string>();
 
   constructor(ssh2: Ssh2Module, md: SftpMetadata, log: Logger) {
     this.ssh2 = ssh2;
@@ -74,6 +76,11 @@ export class SftpConnection {
       this.connecting = undefined;
     });
     return this.connecting;
+  }
+
+  /** Remembers a file to remove once a connection works again (see uploadBase64). */
+  forget(path: string): void {
+    this.orphans.add(path);
   }
 
   async close(): Promise<void> {
@@ -167,6 +174,10 @@ export class SftpConnection {
     }
     this.session = session;
     this.log.debug({ server: this.where(), user: this.md.username }, 'SFTP connection established');
+    for (const path of [...this.orphans]) {
+      this.orphans.delete(path);
+      session.sftp.unlink(path, () => undefined); // best effort; it may be gone already
+    }
     return session;
   }
 

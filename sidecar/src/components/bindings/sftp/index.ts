@@ -98,7 +98,7 @@ export class SftpBinding implements OutputBinding {
     }
     const data = req.data;
     assertBase64(data);
-    await this.call('create', fileName, (s) => uploadBase64(s, this.root(), remote, data));
+    await this.call('create', fileName, (s) => uploadBase64(s, this.root(), remote, data, (tmp) => this.connection().forget(tmp)));
     return json({ fileName });
   }
 

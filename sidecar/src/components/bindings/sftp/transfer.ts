@@ -151,8 +151,12 @@ export async function mkdirp(s: Session, root: string, dir: string): Promise<voi
 
 // ------------------------------------------------------------------ upload
 
-/** Writes the decoded base64 text to `remote` atomically; `data` must have passed assertBase64. */
-export async function uploadBase64(s: Session, root: string, remote: string, data: string): Promise<void> {
+/**
+ * Writes the decoded base64 text to `remote` atomically; `data` must have passed assertBase64.
+ * A temporary file that cannot be removed after a failure (the connection died) is handed to
+ * `orphaned`, so that it can be removed once connected again.
+ */
+export async function uploadBase64(s: Session, root: string, remote: string, data: string, orphaned: (path: string) => void = () => undefined): Promise<void> {
   const dir = posix.dirname(remote);
   await mkdirp(s, root, dir);
   const tmp = posix.join(dir, `.${posix.basename(remote)}.rt-upload-${randomBytes(8).toString('hex')}`);
@@ -191,7 +195,9 @@ export async function uploadBase64(s: Session, root: string, remote: string, dat
     await replace(s, tmp, remote);
   } catch (e) {
     if (!closed) await closeHandle(s, handle).catch(() => undefined);
-    await unlink(s, tmp).catch(() => undefined);
+    await unlink(s, tmp).catch((ue: unknown) => {
+      if ((ue as { code?: unknown }).code !== SFTP_NO_SUCH_FILE) orphaned(tmp);
+    });
     throw e;
   }
 }
