@@ -420,6 +420,8 @@ export class InstanceTable {
       if (q.ok) q.resolve(q.result);
       else q.reject(q.error);
     }
+    // lookups of ids that do not exist must not grow the cache
+    if (c.loaded && !c.rec && c.pending.length === 0 && this.cache.get(c.id) === c) this.cache.delete(c.id);
   }
 
   /** A write failed: an etag conflict runs the mutations again on a fresh read; else they fail. */
