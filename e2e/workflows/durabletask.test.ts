@@ -277,14 +277,19 @@ describe('workflows with the durabletask-js SDK', () => {
     expect(st?.serializedOutput).toBe('"later"');
   });
 
-  it('reports the engine actor types in metadata', async () => {
-    const md = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { actors: { type: string; count: number }[] };
-    const types = md.actors.map((a) => a.type);
-    expect(types).toContain('rt.internal.default.wf-dt.workflow');
-    expect(types).toContain('rt.internal.default.wf-dt.activity');
-    await waitUntil(async () => {
-      const m = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { actors: { type: string; count: number }[] };
-      return m.actors.find((a) => a.type.endsWith('.workflow'))!.count >= 0;
-    });
+  it('reports the engine actor types in metadata with live counts', async () => {
+    type Md = { actors: { type: string; count: number }[] };
+    const count = async () => {
+      const md = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as Md;
+      return md.actors.find((a) => a.type === 'rt.internal.default.wf-dt.workflow')?.count;
+    };
+    const md = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as Md;
+    expect(md.actors.map((a) => a.type)).toEqual(expect.arrayContaining(['rt.internal.default.wf-dt.workflow', 'rt.internal.default.wf-dt.activity']));
+    const before = (await count()) as number;
+    const ids = await Promise.all([1, 2, 3].map(() => client.scheduleNewOrchestration('forever')));
+    await Promise.all(ids.map((id) => client.waitForOrchestrationStart(id, false, 10)));
+    expect(await count()).toBe(before + 3);
+    await Promise.all(ids.map((id) => client.terminateOrchestration(id)));
+    await waitUntil(async () => (await count()) === before, 10_000, 'count to drop');
   });
 });
