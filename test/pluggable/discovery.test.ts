@@ -99,6 +99,28 @@ describe('pluggable discovery', () => {
     expect(s.ctx.components.get('st')).toBeUndefined();
   });
 
+  it('a component whose Init fails stops the start with its message (ignoreErrors keeps the sidecar up); no Features is no features', async () => {
+    dirs = tempDirs();
+    servers.push(
+      await startTestServer(join(dirs.sockets, 'picky.sock'), {
+        StateStore: {
+          Init: (c: grpc.ServerUnaryCall<{ metadata: { properties: Record<string, string> } }, unknown>, cb: grpc.sendUnaryData<unknown>) =>
+            c.request.metadata.properties.host ? cb(null, {}) : cb({ code: 3, details: 'metadata "host" is required' }),
+          Ping: ok({}),
+        },
+      }),
+    );
+    writeComponents(dirs.resources, [{ name: 'st', type: 'state.picky' }]);
+    await expect(start()).rejects.toThrow(/component "st" .*failed Init: INVALID_ARGUMENT: metadata "host" is required/);
+    writeComponents(dirs.resources, [
+      { name: 'st', type: 'state.picky', ignoreErrors: true },
+      { name: 'good', type: 'state.picky', metadata: { host: 'h' } },
+    ]);
+    const s = await start();
+    expect(s.ctx.components.get('st')).toBeUndefined();
+    expect(s.ctx.components.stateStore('good')?.features()).toEqual([]);
+  });
+
   it('a missing socket: waits up to initTimeout, then fails naming the socket and saying to start the component first', async () => {
     dirs = tempDirs();
     writeComponents(dirs.resources, [{ name: 'late', type: 'state.nowhere', initTimeout: '1s' }]);

@@ -3,12 +3,13 @@
  * checking the socket serves its API, Init with the spec's metadata, health (Ping) and
  * reconnecting, with Init again, when the component process comes back.
  */
+import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Component, ComponentContext, ComponentSpec } from '../components/types.ts';
 import { API_SERVICES, type PluggableApi } from './apis.ts';
 import { Connection } from './connection.ts';
 import type { SocketDirectory, SocketInfo } from './discovery.ts';
-import { isUnavailable, toComponentError, type CallContext } from './errors.ts';
+import { isServiceError, isUnavailable, toComponentError, type CallContext } from './errors.ts';
 
 export interface PluggableHost {
   sockets: SocketDirectory;
@@ -69,7 +70,11 @@ export abstract class PluggableComponent implements Component {
       );
     }
     this.conn = new Connection(info.path, spec.name);
-    await this.initialize();
+    try {
+      await this.initialize();
+    } catch (e) {
+      throw toComponentError(e, { what: this.describe(), path: info.path, method: 'Init' });
+    }
     this.conn.watchConnection(() => this.markUnhealthy(new Error('the connection to the socket was lost')));
     this.schedule(this.host.healthIntervalMs ?? 5000);
   }
@@ -97,7 +102,12 @@ export abstract class PluggableComponent implements Component {
   /** Init with the spec's metadata, then Features: what the component reports it supports. */
   protected async initAndFeatures(service: string): Promise<string[]> {
     await this.conn.unary(service, 'Init', this.initRequest());
-    return (await this.conn.unary<{ features: string[] }>(service, 'Features', {})).features;
+    try {
+      return (await this.conn.unary<{ features: string[] }>(service, 'Features', {})).features;
+    } catch (e) {
+      if (isServiceError(e) && e.code === grpc.status.UNIMPLEMENTED) return []; // a component without Features has none
+      throw e;
+    }
   }
 
   /** Fails while the component is unreachable; reconnects (and re-runs Init) when it is back. */
