@@ -23,6 +23,7 @@ const METHODS: [string, unknown][] = [
   ['DeleteState', { store_name: 'mem', key: 'a' }],
   ['DeleteBulkState', { store_name: 'mem', states: [{ key: 'a' }] }],
   ['ExecuteStateTransaction', { storeName: 'mem', operations: [] }],
+  ['QueryStateAlpha1', { store_name: 'mem', query: '{}' }],
   ['InvokeBinding', { name: 'b', operation: 'create' }],
   ['GetSecret', { store_name: 'vault', key: 'db-password' }],
   ['GetBulkSecret', { store_name: 'vault' }],
@@ -83,7 +84,6 @@ describe('building blocks rt does not have', () => {
       ['SubtleEncryptAlpha1', 'cryptography'],
       ['ConverseAlpha2', 'conversation'],
       ['InvokeService', 'service invocation'],
-      ['QueryStateAlpha1', 'state query'],
     ]) {
       const e = await s.raw(method, Buffer.from([0x0a, 0x01, 0x61]), md).catch((x: grpc.ServiceError) => x);
       expect(e).toBeInstanceOf(Error);

@@ -55,6 +55,7 @@ const request: fc.Arbitrary<[string, unknown]> = fc.oneof(
     fc.constant('ExecuteStateTransaction'),
     fc.record({ storeName, operations: fc.array(fc.record({ operationType: fc.oneof(fc.constantFrom('upsert', 'delete'), text), request: fc.option(item, { nil: null }) }), { maxLength: 3 }), metadata: md }),
   ),
+  fc.tuple(fc.constant('QueryStateAlpha1'), fc.record({ store_name: storeName, query: fc.oneof(text, fc.json({ maxDepth: 3 })), metadata: md })),
   fc.tuple(fc.constant('InvokeBinding'), fc.record({ name: text, data: bytes, metadata: md, operation: text })),
   fc.tuple(fc.constant('GetSecret'), fc.record({ store_name: storeName, key: text, metadata: md })),
   fc.tuple(fc.constant('GetBulkSecret'), fc.record({ store_name: storeName, metadata: md })),

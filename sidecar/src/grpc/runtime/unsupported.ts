@@ -12,7 +12,6 @@ type Kind = 'unary' | 'server-stream' | 'bidi';
 /** Method → [building block named in the message, call kind]. */
 const UNSUPPORTED: Record<string, [string, Kind]> = {
   InvokeService: ['service invocation', 'unary'],
-  QueryStateAlpha1: ['state query (no store has a query API)', 'unary'],
   PublishEvent: ['pub/sub', 'unary'],
   BulkPublishEvent: ['pub/sub', 'unary'],
   BulkPublishEventAlpha1: ['pub/sub', 'unary'],
