@@ -36,6 +36,8 @@ interface Live {
   ks: string;
   /** A trigger is out (or waiting for a retry): the job does not fire again until it settles. */
   busy: boolean;
+  /** Being handed to another replica: no new fires, but the ack of the one out still counts. */
+  releasing?: boolean;
   retryTimer?: NodeJS.Timeout;
 }
 
@@ -194,9 +196,10 @@ export class SchedulerEngine implements StoreListener {
     const policy = live.rec.spec.failurePolicy ?? DEFAULT_FAILURE_POLICY;
     const t = inf.trigger;
     if (policy.kind === 'constant' && (policy.maxRetries === undefined || t.attempt < policy.maxRetries)) {
+      if (live.releasing) return; // the next owner fires it again
       live.retryTimer = setTimeout(() => {
         live.retryTimer = undefined;
-        if (this.jobs.get(live.ks) !== live || this.stopping) return;
+        if (this.jobs.get(live.ks) !== live || this.stopping || live.releasing) return;
         this.dispatch({ ...t, id: this.newId(), attempt: t.attempt + 1 });
       }, policy.intervalMs);
       return;
@@ -229,17 +232,24 @@ export class SchedulerEngine implements StoreListener {
   }
 
   async release(owns: (key: JobKey) => boolean): Promise<void> {
-    const gone = new Set<string>();
-    for (const [ks, live] of this.jobs) {
+    const leaving: Live[] = [];
+    for (const live of this.jobs.values()) {
       if (!owns(live.rec.key)) continue;
+      live.releasing = true;
+      // a failed trigger waiting for its retry: the next owner fires it again
       if (live.retryTimer) clearTimeout(live.retryTimer);
-      this.jobs.delete(ks);
-      gone.add(ks);
+      live.retryTimer = undefined;
+      leaving.push(live);
     }
-    // wait (bounded) for triggers already out, then make sure their progress is written
+    // wait (bounded) for the acks of triggers already out, so their progress is written
+    // before the next owner reads the jobs; then let go
+    const ids = new Set(leaving.map((l) => l.ks));
     const deadline = this.now() + 10_000;
-    const busy = () => [...this.inflight.values()].some((i) => gone.has(i.ks));
+    const busy = () => [...this.inflight.values()].some((i) => ids.has(i.ks));
     while (busy() && this.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    for (const live of leaving) if (this.jobs.get(live.ks) === live) this.jobs.delete(live.ks);
+    for (const [id, inf] of this.inflight) if (ids.has(inf.ks)) this.inflight.delete(id);
+    for (const q of this.targets.values()) q.pending = q.pending.filter((t) => !ids.has(keyString(t.key)));
     await this.flush();
   }
 
@@ -275,7 +285,7 @@ export class SchedulerEngine implements StoreListener {
       if (!top || top.at > now) break;
       this.heap.pop();
       const live = this.jobs.get(top.ks);
-      if (!live || live.rec.gen !== top.gen || live.busy) continue;
+      if (!live || live.rec.gen !== top.gen || live.busy || live.releasing) continue;
       const rec = live.rec;
       if (rec.nextAt === null) continue;
       if (rec.expiresAt !== undefined && rec.nextAt > rec.expiresAt) {
@@ -295,7 +305,7 @@ export class SchedulerEngine implements StoreListener {
 
   private dispatch(t: Trigger): void {
     const live = this.jobs.get(keyString(t.key));
-    if (!live) return;
+    if (!live || live.releasing) return;
     const tq = this.queue(t.key);
     if (tq.consumers.length === 0) {
       tq.pending.push(t);
@@ -324,7 +334,7 @@ export class SchedulerEngine implements StoreListener {
     rec.nextAt = next;
     live.busy = false;
     this.saveLater({ key: rec.key, gen: rec.gen, count: rec.count, nextAt: next });
-    this.push(live);
+    if (!live.releasing) this.push(live);
   }
 
   private finish(live: Live): void {

@@ -64,10 +64,10 @@ export async function sidecarFor(opts: Partial<StartOptions> & { dataDir: string
   return Object.assign(s, { base: `http://127.0.0.1:${s.httpPort}` });
 }
 
-export async function waitFor<T>(fn: () => T | undefined | false, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+export async function waitFor<T>(fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const v = fn();
+    const v = await fn();
     if (v) return v;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));

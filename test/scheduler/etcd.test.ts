@@ -68,9 +68,10 @@ describe.skipIf(!available)('etcd job store (real etcd)', () => {
     let sc: Awaited<ReturnType<typeof sidecarFor>>;
     const delivered = (prefix: string) => app.received.filter((r) => r.name.startsWith(prefix));
 
+    const args = () => ['--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', prefix, '--partitions', '12', '--lease-ttl', '2'];
+
     beforeAll(async () => {
-      const args = ['--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', prefix, '--partitions', '12', '--lease-ttl', '2'];
-      replicas = await Promise.all([0, 1, 2].map(async (i) => spawnScheduler(await freePort(), [...args, '--replica-id', `replica-${i}`])));
+      replicas = await Promise.all([0, 1, 2].map(async (i) => spawnScheduler(await freePort(), [...args(), '--replica-id', `replica-${i}`])));
       app = await startRecordingApp();
       sc = await sidecarFor({ appPort: app.port, dataDir: dir.path, appId: 'ha-app', schedulerAddresses: replicas.map((r) => r.address) });
       await waitFor(() => sc.ctx.metadata.snapshot().scheduler.connected_addresses.length === 3, 15_000, 'streams to all 3 replicas');
@@ -86,12 +87,33 @@ describe.skipIf(!available)('etcd job store (real etcd)', () => {
       expect(sc.ctx.metadata.snapshot().scheduler.connected_addresses.sort()).toEqual(replicas.map((r) => r.address).sort());
     });
 
-    it('delivers every trigger exactly once while all replicas are up', async () => {
-      const n = 300;
-      for (let i = 0; i < n; i++) expect((await postJob(sc.base, `calm-${i}`, { dueTime: `${300 + (i % 10) * 30}ms`, data: i })).status).toBe(204);
-      await waitFor(() => new Set(delivered('calm-').map((r) => r.name)).size === n, 20_000, 'all calm jobs');
-      await sleep(500);
-      expect(delivered('calm-')).toHaveLength(n); // no duplicates
+    it('delivers every trigger exactly once while all is well, also across a planned handover (SIGTERM, rejoin)', { timeout: 60_000 }, async () => {
+      const oneShots = 300;
+      const repeating = 60;
+      const repeats = 12;
+      const bodies: [string, unknown][] = [
+        ...Array.from({ length: oneShots }, (_, i): [string, unknown] => [`calm-${i}`, { dueTime: `${500 + (i % 30) * 100}ms`, data: i }]),
+        ...Array.from({ length: repeating }, (_, i): [string, unknown] => [`calmrep-${i}`, { schedule: '@every 300ms', repeats, data: i }]),
+      ];
+      await Promise.all(
+        Array.from({ length: 16 }, async () => {
+          for (let b = bodies.shift(); b; b = bodies.shift()) expect((await postJob(sc.base, b[0], b[1])).status).toBe(204);
+        }),
+      );
+      // replica-2 leaves gracefully while jobs fire, then comes back: partitions move twice
+      await waitFor(() => delivered('calmrep-').length >= repeating * 2, 20_000, 'repeating jobs under way');
+      const port = replicas[2].port;
+      await replicas[2].kill('SIGTERM');
+      replicas[2] = await spawnScheduler(port, [...args(), '--replica-id', 'replica-2']);
+      await waitFor(() => new Set(delivered('calm-').map((r) => r.name)).size === oneShots, 20_000, 'all one-shot jobs');
+      await waitFor(() => delivered('calmrep-').length >= repeating * repeats, 20_000, 'all repeats');
+      await sleep(800);
+      expect(delivered('calm-')).toHaveLength(oneShots); // none twice
+      const per = new Map<string, number>();
+      for (const r of delivered('calmrep-')) per.set(r.name, (per.get(r.name) ?? 0) + 1);
+      expect([...per.values()].every((c) => c === repeats)).toBe(true);
+      await waitFor(() => sc.ctx.metadata.snapshot().scheduler.connected_addresses.length === 3, 15_000, 'stream to the returned replica');
+      await waitFor(async () => new Set((await ownersOf(prefix)).values()).size === 3, 10_000, 'rebalance');
     });
 
     it('kill -9 of one replica during firing: every trigger is delivered, duplicates counted', { timeout: 60_000 }, async () => {

@@ -129,13 +129,23 @@ export class EtcdJobStore implements JobStore {
       this.lease = undefined;
       const all = [...this.owned];
       this.owned.clear();
-      void this.listener
-        .release((k) => all.includes(this.partitionOf(k)))
-        .then(() => this.join())
-        .then(() => this.rebalanceSoon())
-        .catch((e) => this.log.error({ err: e }, 'could not rejoin the scheduler cluster'));
+      void this.listener.release((k) => all.includes(this.partitionOf(k))).then(() => this.rejoin());
     });
     await lease.put(`${this.p}/members/${this.opts.replicaId}`).value(this.opts.replicaId).exec();
+  }
+
+  /** Joins again after a lost lease, retrying while etcd is unreachable. */
+  private async rejoin(): Promise<void> {
+    while (!this.closed) {
+      try {
+        await this.join();
+        this.rebalanceSoon();
+        return;
+      } catch (e) {
+        this.log.warn({ err: (e as Error).message }, 'could not rejoin the scheduler cluster; retrying in 1 s');
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
   }
 
   private rebalanceSoon(): void {
