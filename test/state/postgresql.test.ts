@@ -27,6 +27,7 @@ afterAll(async () => {
   for (const t of tables) {
     await c.query(`DROP TABLE IF EXISTS "${t}"`);
     await c.query(`DROP SEQUENCE IF EXISTS "${t}_etag_seq"`);
+    await c.query(`DROP FUNCTION IF EXISTS "${t}_jsonb"(bytea)`);
   }
   await c.end();
 });

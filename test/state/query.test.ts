@@ -49,6 +49,9 @@ describe('query language', () => {
       { sort: [{ key: 'a', order: 'UP' }] },
       { page: { limit: -1 } },
       { page: { token: 'abc' } },
+      { filter: { EQ: { a: 'nul\0' } } },
+      { filter: { IN: { a: ['\ud800'] } } },
+      { filter: { EQ: { 'a\0': 1 } } },
       'query',
     ]) {
       expect(() => parseQuery(bad), JSON.stringify(bad)).toThrow(StateRequestError);

@@ -44,6 +44,7 @@ afterAll(async () => {
     await c.connect();
     await c.query(`DROP TABLE IF EXISTS "${table}"`);
     await c.query(`DROP SEQUENCE IF EXISTS "${table}_etag_seq"`);
+    await c.query(`DROP FUNCTION IF EXISTS "${table}_jsonb"(bytea)`);
     await c.end();
   }
 });

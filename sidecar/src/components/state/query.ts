@@ -6,8 +6,9 @@
  *    "sort": [{"key": "person.id", "order": "DESC"}], "page": {"limit": 10, "token": "20"}}
  *
  * Operators: EQ, NEQ, GT, GTE, LT, LTE (one `path: value`), IN (`path: [values]`), AND, OR
- * (arrays of filters). Paths are dot-separated fields of the JSON value. Items whose value is
- * not JSON never match. The page token is the offset of the next page.
+ * (arrays of filters). Paths are dot-separated fields of the JSON value (an integer segment
+ * indexes an array). Items whose value is not JSON never match. The page token is the offset
+ * of the next page. PostgreSQL runs the same language as SQL (postgresql/query.ts).
  */
 import type { StateItem, StateStore } from '../types.ts';
 import { StateRequestError } from './errors.ts';
@@ -54,12 +55,17 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/** Strings must be valid Unicode text without NUL, which no store can compare as text. */
 function isScalar(v: unknown): v is Scalar {
-  return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
+  return v === null || (typeof v === 'string' && isText(v)) || (typeof v === 'number' && Number.isFinite(v)) || typeof v === 'boolean';
+}
+
+function isText(s: string): boolean {
+  return s.isWellFormed() && !s.includes('\0');
 }
 
 function parsePath(p: string, where: string): string[] {
-  if (p === '' || p.split('.').some((s) => s === '')) throw new StateRequestError(`${where}: "${p.slice(0, 60)}" is not a field path such as "person.org"`);
+  if (p === '' || !isText(p) || p.split('.').some((s) => s === '')) throw new StateRequestError(`${where}: "${p.slice(0, 60)}" is not a field path such as "person.org"`);
   return p.split('.');
 }
 
@@ -75,10 +81,10 @@ function parseFilter(v: unknown, where: string, depth: number): QueryFilter {
   if (!isObject(arg) || Object.keys(arg).length !== 1) throw new StateRequestError(`${where}.${op} must be {"<field path>": <value>}`);
   const [path, value] = Object.entries(arg)[0];
   if (op === 'IN') {
-    if (!Array.isArray(value) || !value.every(isScalar)) throw new StateRequestError(`${where}.IN.${path} must be an array of strings, numbers, booleans or null`);
+    if (!Array.isArray(value) || !value.every(isScalar)) throw new StateRequestError(`${where}.IN.${path} must be an array of strings, numbers, booleans or null (text without NUL)`);
     return { op, path: parsePath(path, `${where}.IN`), values: value };
   }
-  if (!isScalar(value)) throw new StateRequestError(`${where}.${op}.${path} must be a string, number, boolean or null`);
+  if (!isScalar(value)) throw new StateRequestError(`${where}.${op}.${path} must be a string, number, boolean or null (text without NUL)`);
   return { op: op as 'EQ', path: parsePath(path, `${where}.${op}`), value };
 }
 
@@ -112,9 +118,17 @@ export function parseQuery(body: unknown): StateQuery {
   return q;
 }
 
+/** The field at a path; an integer segment indexes an array (negative from the end). */
 function at(doc: unknown, path: string[]): unknown {
   let cur = doc;
   for (const p of path) {
+    if (Array.isArray(cur)) {
+      if (!/^-?\d{1,9}$/.test(p)) return undefined;
+      const i = Number(p);
+      cur = cur[i < 0 ? cur.length + i : i];
+      if (cur === undefined) return undefined;
+      continue;
+    }
     if (!isObject(cur) || !Object.hasOwn(cur, p)) return undefined;
     cur = cur[p];
   }

@@ -7,14 +7,17 @@
  * unique in the table (a key deleted and written again never gets an old etag back). Etag
  * checks are conditions of the UPDATE/DELETE itself, which row locks make race-free.
  * TTL = an `expires_at` column; rows past it are never returned and are swept periodically.
+ * The query API runs as SQL (query.ts) over the values read as JSON.
  */
 import type { Pool, PoolClient, QueryConfig } from 'pg';
 import { parseDuration } from '../../../util/duration.ts';
-import type { ComponentContext, ComponentSpec, StateDeleteRequest, StateFeature, StateItem, StateSetRequest, StateStore, StateTransactionOperation } from '../../types.ts';
+import type { ComponentContext, ComponentSpec, StateDeleteRequest, StateFeature, StateItem, StateSetRequest, StateTransactionOperation } from '../../types.ts';
 import { asBuffer, capabilitiesOf, requestEtag, sqlIdentifier, ttlSeconds } from '../common.ts';
 import { EtagMismatchError, StateRequestError } from '../errors.ts';
+import type { QueryableStateStore, QueryResult, StateQuery } from '../query.ts';
+import { querySql } from './query.ts';
 
-const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR'];
+const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR', 'QUERY_API'];
 
 type Queryable = Pick<Pool | PoolClient, 'query'>;
 
@@ -58,11 +61,14 @@ function statements(t: string, seq: string): Sql {
   };
 }
 
-class PostgresStateStore implements StateStore {
+class PostgresStateStore implements QueryableStateStore {
   private pool?: Pool;
   private sql?: Sql;
   /** Prefix of prepared statement names: one set per table. */
   private stmt = '';
+  /** Quoted table and its JSON-reading function, for queries. */
+  private table = '';
+  private jsonFn = '';
   private cleaner?: NodeJS.Timeout;
 
   async init(spec: ComponentSpec, ctx: ComponentContext): Promise<void> {
@@ -80,7 +86,9 @@ class PostgresStateStore implements StateStore {
     pool.on('error', (e) => ctx.log.warn({ component: spec.name, err: e.message }, 'postgresql state store connection error'));
     this.pool = pool;
     const seqName = `${table.plain}_etag_seq`;
-    const seq = table.quoted.includes('.') ? `${table.quoted.split('.')[0]}."${seqName}"` : `"${seqName}"`;
+    const inSchema = (n: string) => (table.quoted.includes('.') ? `${table.quoted.split('.')[0]}."${n}"` : `"${n}"`);
+    const seq = inSchema(seqName);
+    const jsonFn = inSchema(`${table.plain}_jsonb`);
     const client = await pool.connect();
     try {
       // two sidecars starting at once must not race on CREATE … IF NOT EXISTS
@@ -95,6 +103,13 @@ class PostgresStateStore implements StateStore {
       )`);
       await client.query(`CREATE SEQUENCE IF NOT EXISTS ${seq}`);
       await client.query(`CREATE INDEX IF NOT EXISTS "${table.plain}_expires_at" ON ${table.quoted} (expires_at) WHERE expires_at IS NOT NULL`);
+      // for the query API: a value as JSON, NULL when it is not (a cast error would fail the query)
+      await client.query(`CREATE OR REPLACE FUNCTION ${jsonFn}(v bytea) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $fn$
+        BEGIN
+          RETURN convert_from(v, 'UTF8')::jsonb;
+        EXCEPTION WHEN others THEN
+          RETURN NULL;
+        END $fn$`);
       await client.query('COMMIT');
     } catch (e) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -105,6 +120,8 @@ class PostgresStateStore implements StateStore {
     // the sequence name inside nextval('…') is a string literal: escape its quotes
     this.sql = statements(table.quoted, seq.replaceAll("'", "''"));
     this.stmt = `rt_state_${table.plain}_`;
+    this.table = table.quoted;
+    this.jsonFn = jsonFn;
     if (cleanupMs > 0) {
       this.cleaner = setInterval(() => void this.q(this.pool!, 'cleanup', []).catch(() => undefined), cleanupMs);
       this.cleaner.unref();
@@ -166,6 +183,17 @@ class PostgresStateStore implements StateStore {
     } finally {
       client.release();
     }
+  }
+
+  /** The query language as SQL over the caller's keys (see query.ts). */
+  async query(q: StateQuery, keyPrefix: string): Promise<QueryResult> {
+    const { text, values } = querySql(this.table, this.jsonFn, q, keyPrefix);
+    const r = await this.db().query<Row>({ text, values });
+    const more = q.limit > 0 && r.rows.length > q.limit;
+    const rows = more ? r.rows.slice(0, q.limit) : r.rows;
+    const out: QueryResult = { results: rows.map((row) => ({ key: row.key as string, value: row.value, etag: String(row.etag) })) };
+    if (more) out.token = String(q.offset + q.limit);
+    return out;
   }
 
   async ping(): Promise<void> {
