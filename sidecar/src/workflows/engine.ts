@@ -51,6 +51,8 @@ export interface StartRequest {
 
 /** A lease older than this, held by another replica, is taken over when work arrives. */
 const STALE_LEASE_MS = 60_000;
+/** Delay before work whose result could not be stored is dispatched again. */
+const RETRY_MS = 1000;
 
 type Waiter = { until: (r: InstanceRecord | undefined) => boolean; resolve: (r: InstanceRecord | undefined) => void };
 
@@ -257,7 +259,11 @@ export class Engine {
       this.log.debug({ instanceId: id }, 'orchestrator answer for a run that is not in flight here; ignored');
       return;
     }
-    await this.table.mutate(id, (d) => this.applyRun(d, run, res));
+    await this.table.mutate(id, (d) => this.applyRun(d, run, res)).catch((e) => {
+      // not stored: the run is asked for again (its answer is deterministic)
+      setTimeout(() => this.workers.enqueueRun(id), RETRY_MS).unref();
+      throw e;
+    });
   }
 
   async completeActivity(res: ActivityResponse, peer: string): Promise<void> {
@@ -279,6 +285,10 @@ export class Engine {
       rec.updatedAt = now;
       d.changed = true;
       this.makeRunnable(d);
+    }).catch((e) => {
+      // not stored: the activity runs again rather than its result being lost
+      if (task) setTimeout(() => this.workers.enqueueActivity(task), RETRY_MS).unref();
+      throw e;
     });
   }
 

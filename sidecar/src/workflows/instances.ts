@@ -297,7 +297,10 @@ export class InstanceTable {
       return;
     } catch (e) {
       if (plans.filter((p) => p.ops.length > 0).length <= 1 && shardOps.length === 0) {
-        for (const p of plans) this.retryOrFail(p, e);
+        for (const p of plans) {
+          if (p.ops.length > 0) this.retryOrFail(p, e);
+          else this.finish(p);
+        }
         return;
       }
     }
