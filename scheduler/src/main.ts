@@ -2,6 +2,7 @@
  * `rt scheduler`: the scheduler as a service of its own. SQLite (one replica) by default;
  * `--etcd-endpoints` for several replicas sharing the jobs by partition.
  */
+import { createServer, type Server } from 'node:http';
 import { hostname, homedir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -20,6 +21,7 @@ Runs the jobs scheduler: sidecars connect with --scheduler-host-address HOST:POR
 options:
   --port N                  gRPC port (default 50006; 0 = any free port)
   --listen-address ADDR     bind address (default 127.0.0.1; 0.0.0.0 in a pod)
+  --health-port N           HTTP GET /healthz for probes (default 0 = off)
   --data-dir DIR            SQLite store folder (default ~/.rt/scheduler)
   --etcd-endpoints A[,B]    use etcd instead of SQLite (HA: run several replicas)
   --etcd-prefix P           key prefix in etcd (default /rt/scheduler)
@@ -27,11 +29,13 @@ options:
   --lease-ttl SECONDS       how long a dead replica holds its jobs (default 5)
   --replica-id ID           this replica's name (default host-pid-random)
   --log-level LEVEL         debug, info, warn, error (default info)
-environment: RT_SCHEDULER_PORT, RT_SCHEDULER_ETCD_ENDPOINTS, RT_DATA_DIR, RT_LOG_LEVEL`;
+environment: RT_SCHEDULER_PORT, RT_SCHEDULER_LISTEN_ADDRESS, RT_SCHEDULER_HEALTH_PORT, RT_SCHEDULER_ETCD_ENDPOINTS, RT_DATA_DIR, RT_LOG_LEVEL`;
 
 export interface SchedulerProcessOptions {
   port: number;
   listenAddress: string;
+  /** 0 = no health endpoint. */
+  healthPort?: number;
   dataDir: string;
   etcdEndpoints: string[];
   etcdPrefix: string;
@@ -51,6 +55,7 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
       options: {
         port: { type: 'string' },
         'listen-address': { type: 'string' },
+        'health-port': { type: 'string' },
         'data-dir': { type: 'string' },
         'etcd-endpoints': { type: 'string' },
         'etcd-prefix': { type: 'string' },
@@ -76,7 +81,8 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
   const etcd = (v['etcd-endpoints'] as string | undefined) ?? env.RT_SCHEDULER_ETCD_ENDPOINTS;
   return {
     port: int('port', (v.port as string | undefined) ?? env.RT_SCHEDULER_PORT, 50006, 0, 65535),
-    listenAddress: (v['listen-address'] as string | undefined) ?? '127.0.0.1',
+    listenAddress: (v['listen-address'] as string | undefined) ?? env.RT_SCHEDULER_LISTEN_ADDRESS ?? '127.0.0.1',
+    healthPort: int('health-port', (v['health-port'] as string | undefined) ?? env.RT_SCHEDULER_HEALTH_PORT, 0, 0, 65535),
     dataDir: (v['data-dir'] as string | undefined) ?? env.RT_DATA_DIR ?? join(homedir(), '.rt', 'scheduler'),
     etcdEndpoints: etcd ? etcd.split(',').map((s) => s.trim()).filter(Boolean) : [],
     etcdPrefix: (v['etcd-prefix'] as string | undefined) ?? '/rt/scheduler',
@@ -109,17 +115,35 @@ export async function startScheduler(o: SchedulerProcessOptions, log = pino({ le
     await engine.close();
     throw e;
   }
-  log.info({ address: server.address, store: store.describe() }, `rt scheduler ready: gRPC on ${server.address}`);
+  const health = o.healthPort ? await startHealth(engine, store, o.listenAddress, o.healthPort) : undefined;
+  log.info({ address: server.address, store: store.describe(), healthPort: health?.port }, `rt scheduler ready: gRPC on ${server.address}`);
   return {
     engine,
     server,
     store,
     close: async () => {
+      health?.server.close();
       // the engine first: a handover waits for acks that arrive on the still-open streams
       await engine.close();
       await server.close();
     },
   };
+}
+
+/** GET /healthz → 200 with a few numbers; for Kubernetes probes. */
+async function startHealth(engine: SchedulerEngine, store: JobStore, host: string, port: number): Promise<{ server: Server; port: number }> {
+  const server = createServer((req, res) => {
+    if (req.method === 'GET' && (req.url === '/healthz' || req.url === '/readyz')) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', store: store.describe(), ...engine.snapshot() }));
+      return;
+    }
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return { server, port: (server.address() as { port: number }).port };
 }
 
 export async function schedulerCommand(argv: string[]): Promise<number> {
