@@ -3,6 +3,9 @@
  * JSON.parse's (property-tested), whatever the Content-Type, and errors are 4xx JSON.
  * The route is driven through a real sidecar with a small recording binding.
  */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import fc from 'fast-check';
 import pino from 'pino';
@@ -132,21 +135,20 @@ class RecordingBinding implements OutputBinding {
 describe('POST /v1.0/bindings/<name> (real sidecar, recording binding)', () => {
   let sidecar: Sidecar;
   let base: string;
+  let dir: string;
   const binding = new RecordingBinding();
 
   beforeAll(async () => {
     const catalog = builtinCatalog();
     catalog.add('bindings.recording', { category: 'bindings', load: async () => () => binding });
-    const { mkdtemp, writeFile } = await import('node:fs/promises');
-    const { tmpdir } = await import('node:os');
-    const { join } = await import('node:path');
-    const dir = await mkdtemp(join(tmpdir(), 'rt-routes-'));
+    dir = await mkdtemp(join(tmpdir(), 'rt-routes-'));
     await writeFile(join(dir, 'rec.yaml'), 'apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: rec\nspec:\n  type: bindings.recording\n  version: v1\n  metadata: []\n');
     sidecar = await startSidecar({ appId: 'routes', httpPort: 0, grpcPort: 0, resourcesPaths: [dir], catalog, logger: pino({ level: 'silent' }) });
     base = `http://127.0.0.1:${sidecar.httpPort}/v1.0/bindings`;
   });
   afterAll(async () => {
     await sidecar?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   const post = (body: string | Buffer, headers: Record<string, string> = {}, name = 'rec') => fetch(`${base}/${name}`, { method: 'POST', body, headers });
@@ -204,6 +206,23 @@ describe('POST /v1.0/bindings/<name> (real sidecar, recording binding)', () => {
       }),
       { numRuns: 150 },
     );
+  });
+
+  it('is behind the API token like every other route', async () => {
+    const token = 'route-test-token-0123456789';
+    const guarded = await startSidecar({ appId: 'routes-token', httpPort: 0, grpcPort: 0, apiToken: token, logger: pino({ level: 'silent' }) });
+    try {
+      const url = `http://127.0.0.1:${guarded.httpPort}/v1.0/bindings/any`;
+      const body = '{"operation":"get"}';
+      expect((await fetch(url, { method: 'POST', body })).status).toBe(401);
+      expect((await fetch(url, { method: 'POST', body, headers: { 'rt-api-token': 'wrong' } })).status).toBe(401);
+      // with the token, the request reaches the route (which knows no binding "any")
+      const ok = await fetch(url, { method: 'POST', body, headers: { 'rt-api-token': token } });
+      expect(ok.status).toBe(400);
+      expect(((await ok.json()) as { errorCode: string }).errorCode).toBe('ERR_BINDING_NOT_FOUND');
+    } finally {
+      await guarded.close();
+    }
   });
 
   it('names the loaded bindings for an unknown one, the operations for an unknown operation; component errors are 500', async () => {
