@@ -34,7 +34,6 @@ beforeAll(async () => {
   sc = await sidecarForTest(appId, { resourcesPaths: [resources] });
   worker = new TaskHubGrpcWorker(sc.grpcAddress);
   worker.addNamedActivity('add', async (_: unknown, n: number) => n + 1);
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   worker.addNamedOrchestrator('timed', async function* (ctx: any, n: number): any {
     const a: number = yield ctx.callActivity('add', n);
     yield ctx.createTimer(0.3);
