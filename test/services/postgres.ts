@@ -18,3 +18,20 @@ export async function postgresTarget(): Promise<PostgresTarget> {
   const port = Number(u.port || 5432);
   return { url, host, port, available: await canConnect(host, port) };
 }
+
+/** Drops a state.postgresql table and what the store creates with it (sequence, JSON function). */
+export async function dropStateTables(url: string, tables: string[]): Promise<void> {
+  if (tables.length === 0) return;
+  const { default: pg } = await import('pg');
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    for (const t of tables) {
+      await c.query(`DROP TABLE IF EXISTS "${t}"`);
+      await c.query(`DROP SEQUENCE IF EXISTS "${t}_etag_seq"`);
+      await c.query(`DROP FUNCTION IF EXISTS "${t}_jsonb"(bytea)`);
+    }
+  } finally {
+    await c.end();
+  }
+}

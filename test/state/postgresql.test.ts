@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { factory, qualifiedTable } from '../../sidecar/src/components/state/postgresql/index.ts';
 import type { StateStore } from '../../sidecar/src/components/types.ts';
 import { requireService } from '../services/ci.ts';
-import { postgresTarget } from '../services/postgres.ts';
+import { dropStateTables, postgresTarget } from '../services/postgres.ts';
 import { describeStateStoreConformance } from '../conformance/state-store.ts';
 import { componentContext, spec } from './helpers.ts';
 
@@ -21,15 +20,7 @@ async function open(extra: Record<string, string> = {}): Promise<StateStore> {
 }
 
 afterAll(async () => {
-  if (!available || tables.length === 0) return;
-  const c = new pg.Client({ connectionString: target.url });
-  await c.connect();
-  for (const t of tables) {
-    await c.query(`DROP TABLE IF EXISTS "${t}"`);
-    await c.query(`DROP SEQUENCE IF EXISTS "${t}_etag_seq"`);
-    await c.query(`DROP FUNCTION IF EXISTS "${t}_jsonb"(bytea)`);
-  }
-  await c.end();
+  if (available) await dropStateTables(target.url, tables);
 });
 
 describe.skipIf(!available)('state.postgresql against a real PostgreSQL', () => {

@@ -5,13 +5,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { factory } from '../../sidecar/src/components/state/postgresql/index.ts';
 import { parseQuery, runQuery, type QueryableStateStore } from '../../sidecar/src/components/state/query.ts';
 import type { StateItem } from '../../sidecar/src/components/types.ts';
 import { requireService } from '../services/ci.ts';
-import { postgresTarget } from '../services/postgres.ts';
+import { dropStateTables, postgresTarget } from '../services/postgres.ts';
 import { componentContext, spec } from './helpers.ts';
 
 const target = await postgresTarget();
@@ -68,12 +67,7 @@ describe.skipIf(!available)('state.postgresql query API against the JavaScript e
   });
   afterAll(async () => {
     await store?.close();
-    const c = new pg.Client({ connectionString: target.url });
-    await c.connect();
-    await c.query(`DROP TABLE IF EXISTS "${table}"`);
-    await c.query(`DROP SEQUENCE IF EXISTS "${table}_etag_seq"`);
-    await c.query(`DROP FUNCTION IF EXISTS "${table}_jsonb"(bytea)`);
-    await c.end();
+    await dropStateTables(target.url, [table]);
   });
 
   const same = async (q: unknown) => {

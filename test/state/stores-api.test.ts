@@ -4,10 +4,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { CommunicationProtocolEnum, DaprClient, LogLevel, StateConcurrencyEnum, StateConsistencyEnum } from '@dapr/dapr';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requireService } from '../services/ci.ts';
-import { postgresTarget } from '../services/postgres.ts';
+import { dropStateTables, postgresTarget } from '../services/postgres.ts';
 import { redisMetadata, redisTarget } from '../services/redis.ts';
 import { startStateSidecar, type StateSidecar, type StoreDef } from './sidecar.ts';
 
@@ -39,14 +38,7 @@ afterAll(async () => {
     await store?.bulkDelete(['k1', 'k2', 'gone', 'sdk-a', 'sdk-b', 'sdk-c', 'tx'].map((k) => ({ key: `${appId}||${k}` }))).catch(() => undefined);
   }
   await s.stop();
-  if (havePostgres) {
-    const c = new pg.Client({ connectionString: postgres.url });
-    await c.connect();
-    await c.query(`DROP TABLE IF EXISTS "${table}"`);
-    await c.query(`DROP SEQUENCE IF EXISTS "${table}_etag_seq"`);
-    await c.query(`DROP FUNCTION IF EXISTS "${table}_jsonb"(bytea)`);
-    await c.end();
-  }
+  if (havePostgres) await dropStateTables(postgres.url, [table]);
 });
 
 const names = stores.map((st) => st.name);
