@@ -5,12 +5,14 @@
  * answering the same messages from a Map, loaded from the same protos.
  *
  * Prints req/s, p50 and p99 at fixed concurrency (closed loop), median of alternating rounds.
+ * The gRPC load comes from BENCH_GRPC_THREADS worker threads (default 2), HTTP load from undici.
  * Run: node bench/grpc.bench.ts   (env BENCH_SECONDS, BENCH_CONCURRENCY, BENCH_ROUNDS change the load)
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import * as grpc from '@grpc/grpc-js';
 import { runtimeClient, runtimeService } from '../sidecar/src/grpc/runtime/proto.ts';
 import { load, machineLine, percentile, printTable, ratio, startChild, type LoadResult, type Row } from './lib.ts';
@@ -21,8 +23,10 @@ const VALUE = Buffer.from(JSON.stringify({ id: 42, name: 'benchmark', tags: ['a'
 const SAVE_HTTP = JSON.stringify([{ key: 'k', value: JSON.parse(VALUE.toString()) }]);
 const SAVE_GRPC = { store_name: 'mem', states: [{ key: 'k', value: VALUE }] };
 const GET_GRPC = { store_name: 'mem', key: 'k' };
+const THREADS = Number(process.env.BENCH_GRPC_THREADS ?? 2);
 
-if (process.argv[2] === '--serve-bare') await serveBare(Number(process.argv[3]));
+if (!isMainThread) await loadWorker();
+else if (process.argv[2] === '--serve-bare') await serveBare(Number(process.argv[3]));
 else await main();
 
 /** The anchor: GetState/SaveState with the same messages on a bare grpc-js server, values in a Map. */
@@ -56,26 +60,61 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** Closed loop over one gRPC channel: `concurrency` calls in flight, each followed by the next. */
-async function loadGrpc(client: grpc.Client, method: string, req: unknown, concurrency: number, durationMs: number): Promise<LoadResult> {
+interface GrpcLoad {
+  address: string;
+  method: string;
+  req: unknown;
+  concurrency: number;
+  durationMs: number;
+}
+
+/** One load thread: its own channel, `concurrency` calls in flight; posts the latencies. */
+async function loadWorker(): Promise<void> {
+  const { address, method, req, concurrency, durationMs } = workerData as GrpcLoad;
+  const Client = runtimeClient();
+  const client = new Client(address, grpc.credentials.createInsecure());
   const fn = (client as unknown as Record<string, (r: unknown, cb: (e: grpc.ServiceError | null) => void) => void>)[method].bind(client);
-  const lat: number[] = [];
-  let errors = 0;
-  const start = performance.now();
-  const end = start + durationMs;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < end) {
-        const t0 = performance.now();
-        const failed = await new Promise<boolean>((resolve) => fn(req, (e) => resolve(e !== null)));
-        if (failed) errors++;
-        lat.push(performance.now() - t0);
-      }
+  const run = async (ms: number) => {
+    const lat: number[] = [];
+    let errors = 0;
+    const start = performance.now();
+    const end = start + ms;
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (performance.now() < end) {
+          const t0 = performance.now();
+          const failed = await new Promise<boolean>((resolve) => fn(req, (e) => resolve(e !== null)));
+          if (failed) errors++;
+          lat.push(performance.now() - t0);
+        }
+      }),
+    );
+    return { lat, errors, seconds: (performance.now() - start) / 1000 };
+  };
+  await run(500); // a fresh thread: connect and warm the JIT first
+  parentPort!.postMessage(await run(durationMs));
+  client.close();
+}
+
+/**
+ * Closed loop over gRPC from THREADS worker threads (a grpc-js client costs more CPU per call
+ * than the server, so one thread would measure the client), `concurrency` calls in flight in all.
+ */
+async function loadGrpc(address: string, method: string, req: unknown, concurrency: number, durationMs: number): Promise<LoadResult> {
+  const parts = await Promise.all(
+    Array.from({ length: THREADS }, (_, i) => {
+      const share = Math.floor(concurrency / THREADS) + (i < concurrency % THREADS ? 1 : 0);
+      const w = new Worker(new URL(import.meta.url), { workerData: { address, method, req, concurrency: share, durationMs } satisfies GrpcLoad });
+      return new Promise<{ lat: number[]; errors: number; seconds: number }>((resolve, reject) => {
+        w.once('message', resolve);
+        w.once('error', reject);
+      }).finally(() => w.terminate());
     }),
   );
-  const elapsed = (performance.now() - start) / 1000;
-  lat.sort((a, b) => a - b);
-  return { requests: lat.length, errors, rps: lat.length / elapsed, p50Ms: percentile(lat, 50), p99Ms: percentile(lat, 99) };
+  const lat = parts.flatMap((p) => p.lat).sort((a, b) => a - b);
+  const errors = parts.reduce((n, p) => n + p.errors, 0);
+  const rps = parts.reduce((n, p) => n + p.lat.length / p.seconds, 0);
+  return { requests: lat.length, errors, rps, p50Ms: percentile(lat, 50), p99Ms: percentile(lat, 99) };
 }
 
 /** Runs the targets in turn for `rounds` rounds and keeps each one's median (shared-machine noise lands on all). */
@@ -109,9 +148,8 @@ async function main(): Promise<void> {
     { readyUrl: `http://127.0.0.1:${hp}/v1.0/healthz` },
   );
   const bare = await startChild(process.execPath, [fileURLToPath(import.meta.url), '--serve-bare', String(bp), String(bh)], { readyUrl: `http://127.0.0.1:${bh}/` });
-  const Client = runtimeClient();
-  const sc = new Client(`127.0.0.1:${gp}`, grpc.credentials.createInsecure());
-  const bc = new Client(`127.0.0.1:${bp}`, grpc.credentials.createInsecure());
+  const sc = `127.0.0.1:${gp}`;
+  const bc = `127.0.0.1:${bp}`;
 
   try {
     const http = `http://127.0.0.1:${hp}/v1.0/state/mem`;
@@ -152,8 +190,6 @@ async function main(): Promise<void> {
       row('POST save over HTTP (sidecar)', hSet, aSet),
     ]);
   } finally {
-    sc.close();
-    bc.close();
     await sidecar.stop();
     await bare.stop();
     rmSync(dir, { recursive: true, force: true });
