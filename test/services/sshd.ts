@@ -181,16 +181,15 @@ export async function startSshd(): Promise<SshdServer> {
     // the listener's children are the live sessions: end them with it
     const pids = [...descendants(p.pid), p.pid];
     const exited = p.exitCode !== null ? Promise.resolve() : new Promise<void>((r) => p.once('exit', () => r()));
-    for (const pid of pids) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
+    for (const pid of pids) killQuietly(pid);
     await exited;
   };
   await start();
+  // a worker that dies without its afterAll must not leave sshd listening
+  const onExit = () => {
+    if (proc?.pid) for (const pid of [...descendants(proc.pid), proc.pid]) killQuietly(pid);
+  };
+  process.once('exit', onExit);
 
   const server: SshdServer = {
     host: '127.0.0.1',
@@ -212,6 +211,7 @@ export async function startSshd(): Promise<SshdServer> {
     stop,
     start,
     close: async () => {
+      process.off('exit', onExit);
       await stop();
       await rm(dir, { recursive: true, force: true });
     },
@@ -257,6 +257,14 @@ async function userIds(name: string): Promise<{ uid: number; gid: number }> {
   if (!line) throw new Error(`user ${name} does not exist`);
   const f = line.split(':');
   return { uid: Number(f[2]), gid: Number(f[3]) };
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
 }
 
 /** Pids of every process below `pid` (from /proc), deepest last. */
