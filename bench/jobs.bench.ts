@@ -13,7 +13,7 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
@@ -145,5 +145,6 @@ async function measure(label: string, command: 'sidecar' | 'run'): Promise<Row[]
 }
 
 console.log(machineLine());
+console.log(`load average at start: ${loadavg().map((l) => l.toFixed(1)).join(' ')} (the machine is shared; figures move with it)`);
 const rows = [...(await measure('rt sidecar (in-process scheduler)', 'sidecar')), ...(await measure('rt run (scheduler over loopback gRPC)', 'run'))];
 printTable('Jobs: sidecar HTTP API and trigger delivery (anchor: Go runtime scheduler, published cluster figures)', rows);
