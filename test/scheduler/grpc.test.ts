@@ -75,6 +75,43 @@ describe('sidecar ↔ rt scheduler over gRPC (SQLite store)', () => {
     expect(JSON.parse(got.body)).toBe('over grpc');
   });
 
+  it('sends each trigger to one sidecar of the app when several are connected', async () => {
+    const app2 = await startRecordingApp();
+    const sc2 = await sidecarFor({ appPort: app2.port, dataDir: dir.path, appId: 'grpc-app', schedulerAddresses: [`127.0.0.1:${opts.port}`] });
+    try {
+      await waitFor(() => sc2.ctx.metadata.snapshot().scheduler.connected_addresses.length === 1, 5000, 'second sidecar connected');
+      for (let i = 0; i < 40; i++) expect((await postJob(sc.base, `spread-${i}`, { dueTime: '200ms', data: i })).status).toBe(204);
+      const got = () => [...app.received, ...app2.received].filter((r) => r.name.startsWith('spread-'));
+      await waitFor(() => got().length >= 40, 10_000, 'all 40 triggers');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(got()).toHaveLength(40);
+      expect(new Set(got().map((r) => r.name)).size).toBe(40);
+      // both sidecars took a share
+      expect(app.received.some((r) => r.name.startsWith('spread-'))).toBe(true);
+      expect(app2.received.some((r) => r.name.startsWith('spread-'))).toBe(true);
+    } finally {
+      await sc2.close();
+      await app2.close();
+    }
+  });
+
+  it('holds triggers of an app with no sidecar connected until one connects', async () => {
+    const other = await startRecordingApp();
+    const writer = await sidecarFor({ dataDir: dir.path, appId: 'offline-app', schedulerAddresses: [`127.0.0.1:${opts.port}`] });
+    // the writer has no app port: close it before the job is due, so no sidecar of the app is connected
+    expect((await postJob(writer.base, 'waiting', { dueTime: '100ms', data: 'held' })).status).toBe(204);
+    await writer.close();
+    await new Promise((r) => setTimeout(r, 600));
+    const reader = await sidecarFor({ appPort: other.port, dataDir: dir.path, appId: 'offline-app', schedulerAddresses: [`127.0.0.1:${opts.port}`] });
+    try {
+      const got = await waitFor(() => other.received.find((r) => r.name === 'waiting'), 10_000, 'held trigger');
+      expect(JSON.parse(got.body)).toBe('held');
+    } finally {
+      await reader.close();
+      await other.close();
+    }
+  });
+
   it('survives a scheduler restart: reconnects, keeps jobs, delivers what came due meanwhile', async () => {
     expect((await postJob(sc.base, 'across-restart', { dueTime: '600ms', data: 7 })).status).toBe(204);
     await sched.close();

@@ -52,6 +52,8 @@ export class EtcdJobStore implements JobStore {
   private readonly known = new Map<string, Known>();
   /** Highest revision seen per job key (puts and deletes), so a late range read cannot resurrect a deleted job. */
   private readonly seenRev = new Map<string, bigint>();
+  /** The immutable part of each owned job (progress rewrites the whole value from it). */
+  private readonly bodies = new Map<string, Omit<Stored, 'count' | 'nextAt'>>();
   private watchers: Watcher[] = [];
   private timer?: NodeJS.Timeout;
   private rebalancing?: Promise<void>;
@@ -324,9 +326,6 @@ export class EtcdJobStore implements JobStore {
     };
     await Promise.all(Array.from({ length: Math.min(32, queue.length) }, worker));
   }
-
-  // progress rewrites the whole value; the immutable part comes from a cache filled on load
-  private readonly bodies = new Map<string, Omit<Stored, 'count' | 'nextAt'>>();
 
   private async current(u: ProgressUpdate, k: Known): Promise<Omit<Stored, 'count' | 'nextAt'>> {
     const ks = keyString(u.key);
