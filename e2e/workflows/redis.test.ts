@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TaskHubGrpcClient, TaskHubGrpcWorker } from '@dapr/durabletask-js';
 import { OrchestrationStatus } from '@dapr/durabletask-js/orchestration/enum/orchestration-status.enum.js';
-import Redis from 'ioredis';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requireService } from '../../test/services/ci.ts';
 import { redisMetadata, redisTarget } from '../../test/services/redis.ts';

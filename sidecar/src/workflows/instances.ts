@@ -62,6 +62,7 @@ export interface CachedInstance {
 }
 
 const INDEX_SHARDS = 32;
+const MAX_FLUSHES = 4;
 const enc = (v: unknown) => Buffer.from(JSON.stringify(v));
 
 export interface InstanceTableOptions {
@@ -82,7 +83,12 @@ export class InstanceTable {
   private readonly log: Logger;
   private readonly cache = new Map<string, CachedInstance>();
   private dirty = new Set<CachedInstance>();
-  private flushing = false;
+  private scheduled = false;
+  /** Writes in flight, and the instances they write. */
+  private flushes = 0;
+  private readonly writing = new Set<CachedInstance>();
+  /** Index shards are written by one write at a time, so an older list never lands last. */
+  private indexWriting = false;
   private closed = false;
   private readonly indexShards: Set<string>[] = [];
   private readonly dirtyShards = new Set<number>();
@@ -195,7 +201,7 @@ export class InstanceTable {
 
   /** Resolves once nothing waits to be written. */
   async drain(): Promise<void> {
-    if (!this.flushing && this.dirty.size === 0) return;
+    if (this.flushes === 0 && this.dirty.size === 0) return;
     await new Promise<void>((r) => this.idle.push(r));
   }
 
@@ -204,26 +210,40 @@ export class InstanceTable {
   }
 
   private schedule(): void {
-    if (this.flushing) return;
-    this.flushing = true;
+    if (this.scheduled) return;
+    this.scheduled = true;
     // setImmediate: gather what the current I/O turn produced into one transaction
-    setImmediate(() => void this.flushLoop());
+    setImmediate(() => {
+      this.scheduled = false;
+      this.kick();
+    });
   }
 
-  private async flushLoop(): Promise<void> {
-    try {
-      while (this.dirty.size > 0) {
-        const batch = [...this.dirty];
-        this.dirty = new Set();
-        await this.flush(batch).catch((e) => {
+  /**
+   * Starts a write of everything dirty that is not being written already. Up to MAX_FLUSHES
+   * writes run at once (on disjoint instances), so a store with network round trips keeps
+   * several transactions busy; one instance is never in two writes at a time.
+   */
+  private kick(): void {
+    while (this.flushes < MAX_FLUSHES && this.dirty.size > 0) {
+      const batch = [...this.dirty].filter((c) => !this.writing.has(c));
+      if (batch.length === 0) break;
+      for (const c of batch) {
+        this.dirty.delete(c);
+        this.writing.add(c);
+      }
+      this.flushes++;
+      void this.flush(batch)
+        .catch((e) => {
           this.log.error({ err: e }, 'workflow state write failed');
           for (const c of batch) for (const p of c.pending.splice(0)) p.reject(e);
+        })
+        .finally(() => {
+          for (const c of batch) this.writing.delete(c);
+          this.flushes--;
+          if (this.dirty.size > 0 || this.dirtyShards.size > 0) this.schedule();
+          else if (this.flushes === 0) for (const r of this.idle.splice(0)) r();
         });
-      }
-    } finally {
-      this.flushing = false;
-      if (this.dirty.size > 0) this.schedule();
-      else for (const r of this.idle.splice(0)) r();
     }
   }
 
@@ -284,12 +304,21 @@ export class InstanceTable {
     // 2. apply mutations on drafts, collect store operations
     const plans = batch.map((c) => this.plan(c));
     const ops = plans.flatMap((p) => p.ops);
-    const shardOps = this.indexOps();
+    const shards = this.indexWriting ? [] : [...this.dirtyShards];
+    const shardOps = this.indexOps(shards);
     if (ops.length === 0 && shardOps.length === 0) {
       for (const p of plans) this.finish(p);
       return;
     }
+    if (shardOps.length) this.indexWriting = true;
+    try {
+      await this.commit(plans, ops, shardOps, shards);
+    } finally {
+      if (shardOps.length) this.indexWriting = false;
+    }
+  }
 
+  private async commit(plans: Plan[], ops: StateTransactionOperation[], shardOps: StateTransactionOperation[], shards: number[]): Promise<void> {
     // 3. one transaction; when it fails (an etag moved), write instance by instance
     try {
       await this.write([...ops, ...shardOps]);
@@ -304,7 +333,12 @@ export class InstanceTable {
         return;
       }
     }
-    if (shardOps.length) await this.write(shardOps).catch((e) => this.log.warn({ err: e }, 'writing the workflow index failed; retried with the next write'));
+    if (shardOps.length) {
+      await this.write(shardOps).catch((e) => {
+        this.log.warn({ err: e }, 'writing the workflow index failed; retried with the next write');
+        for (const n of shards) this.dirtyShards.add(n);
+      });
+    }
     for (const p of plans) {
       if (p.ops.length === 0) {
         this.finish(p);
@@ -385,11 +419,9 @@ export class InstanceTable {
     return { c, d, pending, ops };
   }
 
-  private indexOps(): StateTransactionOperation[] {
-    const ops: StateTransactionOperation[] = [];
-    for (const s of this.dirtyShards) ops.push({ operation: 'upsert', request: { key: this.indexKey(s), value: enc([...this.indexShards[s]]) } });
-    this.dirtyShards.clear();
-    return ops;
+  private indexOps(shards: number[]): StateTransactionOperation[] {
+    for (const n of shards) this.dirtyShards.delete(n);
+    return shards.map((n) => ({ operation: 'upsert', request: { key: this.indexKey(n), value: enc([...this.indexShards[n]]) } }));
   }
 
   private finish(p: Plan): void {
