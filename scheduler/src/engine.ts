@@ -298,14 +298,15 @@ export class SchedulerEngine implements StoreListener {
       }
       live.busy = true;
       this.stats.fired++;
-      this.dispatch({ id: this.newId(), key: rec.key, dataJson: rec.spec.dataJson, dueAt: rec.nextAt, attempt: 0 });
+      this.dispatch({ id: this.newId(), key: rec.key, dataJson: rec.spec.dataJson, dueAt: rec.nextAt, attempt: 0, gen: rec.gen });
     }
     this.arm();
   }
 
   private dispatch(t: Trigger): void {
     const live = this.jobs.get(keyString(t.key));
-    if (!live || live.releasing) return;
+    // a trigger that waited while its job was deleted or replaced is dropped
+    if (!live || live.releasing || t.gen !== live.rec.gen) return;
     const tq = this.queue(t.key);
     if (tq.consumers.length === 0) {
       tq.pending.push(t);

@@ -60,6 +60,8 @@ export interface Trigger {
   dataJson?: string;
   dueAt: number;
   attempt: number;
+  /** Generation of the job it fires (scheduler-internal; not sent to sidecars). */
+  gen?: string;
 }
 
 export type SchedulerErrorKind = 'invalid' | 'exists' | 'not_found' | 'unavailable' | 'internal';

@@ -1,0 +1,86 @@
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SchedulerEngine } from '../../scheduler/src/engine.ts';
+import { SqliteJobStore } from '../../scheduler/src/store/sqlite.ts';
+import type { JobKey, Trigger } from '../../scheduler/src/types.ts';
+import { waitFor } from '../jobs/helpers.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const target = { namespace: 'ns', appId: 'a' };
+const key = (name: string, owner = ''): JobKey => ({ ...target, owner, name });
+
+describe('scheduler engine (SQLite in memory)', () => {
+  const engines: SchedulerEngine[] = [];
+  const start = async (ackTimeoutMs?: number) => {
+    const e = new SchedulerEngine({ log: pino({ level: 'silent' }), store: new SqliteJobStore(':memory:'), ackTimeoutMs });
+    await e.start();
+    engines.push(e);
+    return e;
+  };
+  afterEach(async () => {
+    for (const e of engines.splice(0)) await e.close();
+  });
+
+  it('drops a waiting trigger whose job was replaced, and fires the replacement', async () => {
+    const e = await start();
+    await e.schedule(key('j'), { dueTime: '0s', dataJson: '"old"' }, false);
+    await sleep(50); // due with no consumer: waits
+    await e.schedule(key('j'), { dueTime: '0s', dataJson: '"new"' }, true);
+    await sleep(50);
+    const got: Trigger[] = [];
+    e.connect(target, { name: 'c', send: (t) => (got.push(t), e.ack(t.id, true)) });
+    await waitFor(() => got.length >= 1, 2000, 'the replacement');
+    await sleep(100);
+    expect(got.map((t) => t.dataJson)).toEqual(['"new"']);
+  });
+
+  it('moves the triggers a disconnected sidecar had not acked to another one', async () => {
+    const e = await start();
+    const held: Trigger[] = [];
+    const disconnect = e.connect(target, { name: 'silent', send: (t) => held.push(t) });
+    for (let i = 0; i < 5; i++) await e.schedule(key(`m${i}`), { dueTime: '0s' }, false);
+    await waitFor(() => held.length === 5, 2000, 'five triggers at the first sidecar');
+    const got: Trigger[] = [];
+    e.connect(target, { name: 'second', send: (t) => (got.push(t), e.ack(t.id, true)) });
+    disconnect();
+    await waitFor(() => got.length === 5, 2000, 'five triggers at the second sidecar');
+    expect(new Set(got.map((t) => t.key.name)).size).toBe(5);
+    await sleep(50);
+    expect(e.snapshot()).toMatchObject({ jobs: 0, inflight: 0, pending: 0 });
+  });
+
+  it('counts a trigger never acked as failed after the ack timeout, and retries it', async () => {
+    const e = await start(300);
+    const seen: Trigger[] = [];
+    e.connect(target, {
+      name: 'slow',
+      send: (t) => {
+        seen.push(t);
+        if (t.attempt > 0) e.ack(t.id, true); // the first one is never answered
+      },
+    });
+    await e.schedule(key('lost-ack'), { dueTime: '0s', failurePolicy: { kind: 'constant', intervalMs: 10, maxRetries: 2 } }, false);
+    await waitFor(() => seen.length >= 2, 6000, 'the retry');
+    expect(seen.map((t) => t.attempt)).toEqual([0, 1]);
+  });
+
+  it('removes a job at its ttl when its next fire lies beyond it', async () => {
+    const e = await start();
+    e.connect(target, { name: 'c', send: (t) => e.ack(t.id, true) });
+    await e.schedule(key('ttl'), { schedule: '@every 1h', ttl: '150ms' }, false);
+    expect((await e.list({ ...target, owner: '' })).map((r) => r.key.name)).toEqual(['ttl']);
+    await sleep(300);
+    expect(await e.list({ ...target, owner: '' })).toEqual([]);
+    await expect(e.get(key('ttl'))).rejects.toMatchObject({ kind: 'not_found' });
+    expect(e.snapshot().jobs).toBe(0);
+  });
+
+  it('keeps owners apart: same name, different owner, two jobs', async () => {
+    const e = await start();
+    await e.schedule(key('same'), { dueTime: '1h', dataJson: '1' }, false);
+    await e.schedule(key('same', 'workflows'), { dueTime: '1h', dataJson: '2' }, false);
+    expect((await e.get(key('same'))).spec.dataJson).toBe('1');
+    expect((await e.get(key('same', 'workflows'))).spec.dataJson).toBe('2');
+    expect((await e.list({ ...target, owner: '' })).map((r) => r.key.owner)).toEqual(['']);
+  });
+});
