@@ -28,8 +28,8 @@ writeFileSync(
 
 console.log(machineLine());
 // the machine may be shared: say how busy it was, since both sides suffer from it unequally
-const load = () => loadavg().map((l) => l.toFixed(1)).join(' ');
-console.log(`load average at start: ${load()}`);
+const loadAvg = () => loadavg().map((l) => l.toFixed(1)).join(' ');
+console.log(`load average at start: ${loadAvg()}`);
 const component = await startChild(process.execPath, [join(root, 'examples/pluggable-state/main.ts'), '--folder', sockets, '--name', 'memstore']);
 for (let i = 0; i < 100 && !existsSync(join(sockets, 'memstore.sock')); i++) await new Promise((r) => setTimeout(r, 100));
 const httpPort = await freePort();
@@ -90,7 +90,7 @@ try {
     `state through a pluggable store vs state.in-memory (HTTP, ${CONCURRENCY} concurrent, median of ${ROUNDS} alternating rounds of ${DURATION_MS / 1000} s; target ≥ 0.50×)`,
     rows,
   );
-  console.log(`\nload average at end: ${load()}`);
+  console.log(`\nload average at end: ${loadAvg()}`);
 } finally {
   await sidecar.stop();
   await component.stop();
