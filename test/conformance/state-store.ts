@@ -180,6 +180,19 @@ export function describeStateStoreConformance(label: string, open: () => Promise
       });
     });
 
+    it('first-write delete without an etag removes nothing that exists', async () => {
+      await withFeature('ETAG', async () => {
+        const key = k('first-write-del');
+        const fw: StateSetRequest['options'] = { concurrency: 'first-write' };
+        await store.set({ key, value: text('1') });
+        await expect(store.delete({ key, options: fw })).rejects.toBeInstanceOf(EtagMismatchError);
+        expect(str((await store.get(key))?.value)).toBe('1');
+        await store.delete({ key, etag: (await store.get(key))?.etag, options: fw });
+        expect(await store.get(key)).toBeUndefined();
+        await store.delete({ key, options: fw });
+      });
+    });
+
     it('a transaction applies upserts and deletes in order', async () => {
       await withFeature('TRANSACTIONAL', async () => {
         const [a, b, c] = [k('tx-a'), k('tx-b'), k('tx-c')];
