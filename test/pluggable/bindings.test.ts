@@ -133,5 +133,25 @@ describe('pluggable input binding', () => {
     expect(byId.m2.error).toContain('500');
     const md = (await (await fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/metadata`)).json()) as { components: unknown[] };
     expect(md.components).toContainEqual({ name: 'incoming', type: 'bindings.events', version: 'v1', capabilities: ['INPUT_BINDING'] });
-  });
+
+    // the component restarts: rt sends Init again and reopens the Read stream
+    server.forceShutdown();
+    server = await startTestServer(join(dirs.sockets, 'events.sock'), {
+      InputBinding: {
+        Init: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => {
+          inits++;
+          cb(null, {});
+        },
+        Ping: ok({}),
+        Read: (call: grpc.ServerDuplexStream<{ messageId: string; responseData: Buffer }, unknown>) => {
+          call.on('data', (ack) => acks.push({ messageId: ack.messageId, data: ack.responseData.toString() }));
+          call.write({ data: Buffer.from('{"n":3}'), metadata: {}, contentType: 'application/json', messageId: 'm3' });
+        },
+      },
+    });
+    for (let i = 0; i < 200 && !acks.some((a) => a.messageId === 'm3'); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(received.map((r) => r.body)).toContain('{"n":3}');
+    expect(acks.find((a) => a.messageId === 'm3')).toMatchObject({ data: '{"handled":true}' });
+    expect(inits).toBe(2);
+  }, 20_000);
 });

@@ -105,7 +105,8 @@ export class PluggableBinding extends PluggableComponent {
       if (!this.reading) return;
       this.host.log.warn({ component: this.spec.name }, `input binding "${this.spec.name}": read stream ended (${err?.message ?? 'closed by the component'}); reopening`);
       clearTimeout(this.reopenTimer);
-      this.reopenTimer = setTimeout(() => this.openReader(), this.reopenMs);
+      // while the component is down, the reconnect (after Init again) reopens the stream instead
+      this.reopenTimer = setTimeout(() => this.isHealthy() && this.openReader(), this.reopenMs);
       this.reopenTimer.unref();
       this.reopenMs = Math.min(REOPEN_MAX_MS, this.reopenMs * 2);
     };
