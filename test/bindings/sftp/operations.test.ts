@@ -160,6 +160,13 @@ describe.skipIf(!sshdAvailable)('bindings.sftp operations (real sshd)', () => {
     expect(await readdir(s.root, { recursive: true })).toEqual(before);
   });
 
+  it('create below something that is a file says so', async () => {
+    await b.invoke(op('create', { fileName: 'plain.txt' }, 'QQ=='));
+    const e = await rejection(b.invoke(op('create', { fileName: 'plain.txt/inner.txt' }, 'QQ==')));
+    expect(e.status).toBe(500);
+    expect(e.message).toMatch(/plain\.txt" exists and is not a directory/);
+  });
+
   it('a file the user may not write is an error that says access was denied', async () => {
     await mkdir(join(s.root, 'locked'), { mode: 0o755 }); // owned by root
     const e = await rejection(b.invoke(op('create', { fileName: 'locked/x.txt' }, 'QQ==')));

@@ -158,9 +158,13 @@ export async function mkdirp(s: Session, root: string, dir: string): Promise<voi
  */
 export async function uploadBase64(s: Session, root: string, remote: string, data: string, orphaned: (path: string) => void = () => undefined): Promise<void> {
   const dir = posix.dirname(remote);
-  await mkdirp(s, root, dir);
   const tmp = posix.join(dir, `.${posix.basename(remote)}.rt-upload-${randomBytes(8).toString('hex')}`);
-  const handle = await open(s, tmp, 'w');
+  // the folder usually exists: try first, make folders only when the server says it is missing
+  const handle = await open(s, tmp, 'w').catch(async (e: unknown) => {
+    if ((e as { code?: unknown }).code !== SFTP_NO_SUCH_FILE) throw e;
+    await mkdirp(s, root, dir);
+    return open(s, tmp, 'w');
+  });
   let closed = false;
   try {
     const pending = new Set<Promise<void>>();
