@@ -1,4 +1,6 @@
+import * as grpc from '@grpc/grpc-js';
 import pino from 'pino';
+import { schedulerService } from '../../scheduler/src/grpc/proto.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startScheduler, type RunningScheduler, type SchedulerProcessOptions } from '../../scheduler/src/main.ts';
 import { freePort } from '../services/net.ts';
@@ -109,6 +111,31 @@ describe('sidecar ↔ rt scheduler over gRPC (SQLite store)', () => {
     } finally {
       await reader.close();
       await other.close();
+    }
+  });
+
+  it('answers malformed gRPC calls with INVALID_ARGUMENT and the error code', async () => {
+    const Ctor = schedulerService();
+    const raw = new Ctor(`127.0.0.1:${opts.port}`, grpc.credentials.createInsecure()) as unknown as Record<string, (...a: unknown[]) => unknown> & grpc.Client;
+    try {
+      const unary = (method: string, req: unknown) =>
+        new Promise<grpc.ServiceError | null>((resolve) => (raw[method] as (r: unknown, cb: (e: grpc.ServiceError | null) => void) => void).call(raw, req, (e) => resolve(e)));
+      const noKey = await unary('ScheduleJob', { job: { dueTime: '1s' } });
+      expect(noKey?.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(noKey?.metadata.get('rt-error-code')).toEqual(['RT_SCHEDULER_JOB_NAME_EMPTY']);
+      const badCron = await unary('ScheduleJob', { key: { namespace: 'n', appId: 'a', name: 'x' }, job: { schedule: '* * * * * * *' } });
+      expect(badCron?.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(badCron?.details).toMatch(/has 7 fields/);
+      const stream = (raw.WatchJobs as () => grpc.ClientDuplexStream<unknown, unknown>).call(raw);
+      const err = await new Promise<grpc.ServiceError>((resolve) => {
+        stream.on('error', (e: grpc.ServiceError) => resolve(e));
+        stream.on('data', () => undefined);
+        stream.write({ hello: { namespace: '', appId: '' } });
+      });
+      expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(err.metadata.get('rt-error-code')).toEqual(['RT_SCHEDULER_APP_ID']);
+    } finally {
+      raw.close();
     }
   });
 

@@ -55,7 +55,8 @@ export function schedulerImplementation(engine: SchedulerEngine, log: Logger, ho
           if (disconnect) return;
           const target: Target = { namespace: msg.hello.namespace ?? '', appId: msg.hello.appId ?? '' };
           if (!target.namespace || !target.appId) {
-            call.destroy(Object.assign(new Error('hello needs namespace and appId'), toServiceError(invalid('RT_SCHEDULER_APP_ID', 'hello needs namespace and appId'))));
+            // grpc-js ends a server stream with this status when 'error' is emitted on it
+            call.emit('error', toServiceError(invalid('RT_SCHEDULER_APP_ID', 'hello needs namespace and appId')));
             return;
           }
           const peer = call.getPeer();
