@@ -7,7 +7,6 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
-import { GrpcError } from './errors.ts';
 import { bindingMethods, secretMethods } from './bindings.ts';
 import { tolerantDecode, unary, type Unary } from './handler.ts';
 import { jobMethods } from './jobs.ts';
@@ -19,11 +18,9 @@ import { workflowMethods } from './workflows.ts';
 
 export async function setup(ctx: SidecarContext): Promise<void> {
   const state = ctx.services.state;
-  const noState = () => {
-    throw new GrpcError(grpc.status.UNAVAILABLE, 'ERR_STATE_STORE_NOT_FOUND', 'the state building block is not running in this sidecar');
-  };
+  if (!state) throw new Error('the gRPC runtime API needs the state building block: list it before the runtime API in blocks.ts');
   const methods: Record<string, Unary<never, unknown>> = {
-    ...(state ? stateMethods(state) : stateFallback(noState)),
+    ...stateMethods(state),
     ...bindingMethods(ctx.components),
     ...secretMethods(ctx.components),
     ...metadataMethods(ctx),
@@ -43,7 +40,3 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   ctx.grpc.addService({ ...tolerant, ...extra.definition }, { ...handlers, ...extra.handlers });
 }
 
-function stateFallback(fail: () => never): Record<string, Unary<never, unknown>> {
-  const names = ['GetState', 'GetBulkState', 'SaveState', 'DeleteState', 'DeleteBulkState', 'ExecuteStateTransaction'];
-  return Object.fromEntries(names.map((n) => [n, async () => fail()]));
-}
