@@ -10,11 +10,12 @@
  * KEYS[i]: the key of operation i. ARGV: five fields per operation — kind ('u' upsert,
  * 'd' delete), etag ('' = none), first-write ('1'/'0'), ttl seconds ('' = none), value.
  * Pass 1 checks every operation against the state the earlier ones leave (nothing is
- * written yet); pass 2 writes. Returns 0, or the 1-based index of the operation that failed
+ * written yet) and works out each upsert's new version; pass 2 writes. Returns 0, or the 1-based index of the operation that failed
  * its etag check (then nothing was written).
  */
 export const WRITE = `
 local shadow = {}
+local versions = {}
 for i = 1, #KEYS do
   local b = (i - 1) * 5
   local k = KEYS[i]
@@ -28,6 +29,7 @@ for i = 1, #KEYS do
   end
   if ARGV[b + 1] == 'u' then
     shadow[k] = tostring((tonumber(cur) or 0) + 1)
+    versions[i] = shadow[k]
   else
     shadow[k] = false
   end
@@ -36,8 +38,7 @@ for i = 1, #KEYS do
   local b = (i - 1) * 5
   local k = KEYS[i]
   if ARGV[b + 1] == 'u' then
-    redis.call('HSET', k, 'data', ARGV[b + 5])
-    redis.call('HINCRBY', k, 'version', 1)
+    redis.call('HSET', k, 'data', ARGV[b + 5], 'version', versions[i])
     local ttl = tonumber(ARGV[b + 4])
     if ttl and ttl > 0 then
       local t = redis.call('TIME')
