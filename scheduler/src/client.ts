@@ -16,8 +16,11 @@ export interface SchedulerClient {
   get(key: JobKey): Promise<JobRecord>;
   delete(key: JobKey): Promise<void>;
   list(ref: JobOwnerRef): Promise<JobRecord[]>;
-  /** Starts receiving the triggers of one app; call once. */
-  watch(target: Target, handler: TriggerHandler): void;
+  /**
+   * Starts receiving the triggers of one app; call once. `appJobs: false` (a sidecar without
+   * an app channel) takes only internal jobs; the app's own wait for a sidecar with an app.
+   */
+  watch(target: Target, handler: TriggerHandler, opts?: { appJobs?: boolean }): void;
   close(): Promise<void>;
 }
 
@@ -53,7 +56,7 @@ export class InProcessClient implements SchedulerClient {
     return this.engine.list(ref);
   }
 
-  watch(target: Target, handler: TriggerHandler): void {
+  watch(target: Target, handler: TriggerHandler, opts: { appJobs?: boolean } = {}): void {
     const engine = this.engine;
     // hand triggers over a turn of the event loop later, in batches, as the gRPC stream does:
     // the engine's timer tick stays short even when thousands come due at once
@@ -70,6 +73,7 @@ export class InProcessClient implements SchedulerClient {
     };
     this.disconnect = engine.connect(target, {
       name: 'in-process',
+      appJobs: opts.appJobs ?? true,
       send: (t) => {
         if (batch.length === 0) setImmediate(run);
         batch.push(t);

@@ -28,6 +28,8 @@ import { buildRecord, nextFire, validateKey } from './validate.ts';
 export interface Consumer {
   /** Shown in logs. */
   readonly name: string;
+  /** false: it cannot deliver the app's own jobs (no app channel), only internal ones. Default true. */
+  readonly appJobs?: boolean;
   send(t: Trigger): void;
 }
 
@@ -308,11 +310,12 @@ export class SchedulerEngine implements StoreListener {
     // a trigger that waited while its job was deleted or replaced is dropped
     if (!live || live.releasing || t.gen !== live.rec.gen) return;
     const tq = this.queue(t.key);
-    if (tq.consumers.length === 0) {
+    const able = t.key.owner === '' ? tq.consumers.filter((c) => c.consumer.appJobs !== false) : tq.consumers;
+    if (able.length === 0) {
       tq.pending.push(t);
       return;
     }
-    const slot = tq.consumers[tq.rr++ % tq.consumers.length];
+    const slot = able[tq.rr++ % able.length];
     slot.inflight.add(t.id);
     this.inflight.set(t.id, { trigger: t, ks: live.ks, gen: live.rec.gen, consumer: slot, sentAt: this.now() });
     try {

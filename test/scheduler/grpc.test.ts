@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import pino from 'pino';
 import { schedulerService } from '../../scheduler/src/grpc/proto.ts';
+import { getInternalJobs } from '../../sidecar/src/jobs/internal.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startScheduler, type RunningScheduler, type SchedulerProcessOptions } from '../../scheduler/src/main.ts';
 import { freePort } from '../services/net.ts';
@@ -97,19 +98,28 @@ describe('sidecar ↔ rt scheduler over gRPC (SQLite store)', () => {
     }
   });
 
-  it('holds triggers of an app with no sidecar connected until one connects', async () => {
+  it('holds app triggers until a sidecar with an app connects; an app-less sidecar takes only internal jobs', async () => {
     const other = await startRecordingApp();
-    const writer = await sidecarFor({ dataDir: dir.path, appId: 'offline-app', schedulerAddresses: [`127.0.0.1:${opts.port}`] });
-    // the writer has no app port: close it before the job is due, so no sidecar of the app is connected
-    expect((await postJob(writer.base, 'waiting', { dueTime: '100ms', data: 'held' })).status).toBe(204);
-    await writer.close();
-    await new Promise((r) => setTimeout(r, 600));
-    const reader = await sidecarFor({ appPort: other.port, dataDir: dir.path, appId: 'offline-app', schedulerAddresses: [`127.0.0.1:${opts.port}`] });
+    // no app port: this sidecar must not take the app's triggers (it could only fail them)
+    const appless = await sidecarFor({ dataDir: dir.path, appId: 'offline-app', schedulerAddresses: [`127.0.0.1:${opts.port}`] });
+    let reader: Awaited<ReturnType<typeof sidecarFor>> | undefined;
     try {
+      await waitFor(() => appless.ctx.metadata.snapshot().scheduler.connected_addresses.length === 1, 5000, 'app-less sidecar connected');
+      const internal: string[] = [];
+      getInternalJobs(appless.ctx)!.onTrigger('workflows', async (t) => {
+        internal.push(t.name);
+      });
+      await getInternalJobs(appless.ctx)!.scheduleOnce('workflows', 'timer', Date.now() + 50, null);
+      expect((await postJob(appless.base, 'waiting', { dueTime: '50ms', data: 'held' })).status).toBe(204);
+      await waitFor(() => internal.length === 1, 5000, 'internal trigger at the app-less sidecar');
+      await new Promise((r) => setTimeout(r, 400));
+      reader = await sidecarFor({ appPort: other.port, dataDir: dir.path, appId: 'offline-app', schedulerAddresses: [`127.0.0.1:${opts.port}`] });
       const got = await waitFor(() => other.received.find((r) => r.name === 'waiting'), 10_000, 'held trigger');
       expect(JSON.parse(got.body)).toBe('held');
+      expect(other.received.filter((r) => r.name === 'waiting')).toHaveLength(1);
     } finally {
-      await reader.close();
+      await reader?.close();
+      await appless.close();
       await other.close();
     }
   });

@@ -94,11 +94,12 @@ export class GrpcSchedulerClient implements SchedulerClient {
     return [...rotated.filter((h) => h.connected), ...rotated.filter((h) => !h.connected)];
   }
 
-  watch(target: Target, handler: TriggerHandler): void {
-    for (const h of this.hosts) this.openStream(h, target, handler);
+  watch(target: Target, handler: TriggerHandler, opts: { appJobs?: boolean } = {}): void {
+    const appJobs = opts.appJobs ?? true;
+    for (const h of this.hosts) this.openStream(h, target, handler, appJobs);
   }
 
-  private openStream(h: Host, target: Target, handler: TriggerHandler): void {
+  private openStream(h: Host, target: Target, handler: TriggerHandler, appJobs: boolean): void {
     if (this.closed) return;
     const stream = (h.client.WatchJobs as (md: grpc.Metadata, opts: grpc.CallOptions) => grpc.ClientDuplexStream<unknown, unknown>).call(h.client, new grpc.Metadata(), {});
     h.stream = stream;
@@ -134,13 +135,13 @@ export class GrpcSchedulerClient implements SchedulerClient {
       h.connected = false;
       h.stream = undefined;
       if (this.closed) return;
-      h.retry = setTimeout(() => this.openStream(h, target, handler), h.backoffMs);
+      h.retry = setTimeout(() => this.openStream(h, target, handler, appJobs), h.backoffMs);
       h.backoffMs = Math.min(h.backoffMs * 2, 3000);
     };
     stream.on('error', (e: Error) => down(e.message));
     stream.on('end', () => down('stream ended'));
     stream.on('close', () => down('stream closed'));
-    stream.write({ hello: { namespace: target.namespace, appId: target.appId } });
+    stream.write({ hello: { namespace: target.namespace, appId: target.appId, internalOnly: !appJobs } });
   }
 
   async close(): Promise<void> {

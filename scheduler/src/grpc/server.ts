@@ -6,7 +6,7 @@ import { invalid, type Target } from '../types.ts';
 import { fromPbJob, schedulerService, toKey, toPbRecord, toPbTrigger, toServiceError, type PbJob, type PbKey } from './proto.ts';
 
 interface WatchMessage {
-  hello?: { namespace?: string; appId?: string };
+  hello?: { namespace?: string; appId?: string; internalOnly?: boolean };
   acks?: { id?: string; success?: boolean }[];
 }
 
@@ -69,6 +69,7 @@ export function schedulerImplementation(engine: SchedulerEngine, log: Logger, ho
           };
           disconnect = engine.connect(target, {
             name: `${target.appId}@${peer}#${id}`,
+            appJobs: msg.hello.internalOnly !== true,
             send: (t) => {
               if (batch.length === 0) setImmediate(flush);
               batch.push(toPbTrigger(t));

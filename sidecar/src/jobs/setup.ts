@@ -28,7 +28,8 @@ export async function setup(ctx: SidecarContext): Promise<void> {
 
   const internal = new InternalJobsService(client, options.namespace, options.appId);
   setInternalJobs(ctx, internal);
-  client.watch({ namespace: options.namespace, appId: options.appId }, makeDeliverer(ctx, internal));
+  // a sidecar without an app takes only internal jobs: the app's wait for one that has an app
+  client.watch({ namespace: options.namespace, appId: options.appId }, makeDeliverer(ctx, internal), { appJobs: ctx.app.enabled });
   ctx.metadata.setSchedulerProvider(() => client.connectedAddresses());
   ctx.onClose(() => client.close());
 }
