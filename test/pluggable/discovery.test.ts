@@ -4,8 +4,9 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type * as grpc from '@grpc/grpc-js';
+import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
+import { componentsDefinition, reflectionDefinition } from '../../sidecar/src/pluggable/protos.ts';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
 import { ok, sidecarFor, startTestServer, tempDirs, writeComponents, type TempDirs } from './helpers.ts';
 
@@ -71,6 +72,30 @@ describe('pluggable discovery', () => {
       ['first', '1'],
       ['second', '2'],
     ]);
+  });
+
+  it('finds components whose server only speaks the older reflection protocol (v1alpha)', async () => {
+    dirs = tempDirs();
+    const server = new grpc.Server();
+    const def = componentsDefinition();
+    server.addService(def['dapr.proto.components.v1.StateStore'] as grpc.ServiceDefinition, {
+      Init: ok({}),
+      Features: ok({ features: ['ETAG'] }),
+      Ping: ok({}),
+    });
+    // a hand-written v1alpha reflection service: it answers ListServices only
+    server.addService(reflectionDefinition()['grpc.reflection.v1alpha.ServerReflection'] as grpc.ServiceDefinition, {
+      ServerReflectionInfo: (call: grpc.ServerDuplexStream<{ listServices?: string }, unknown>) => {
+        call.on('data', () => call.write({ listServicesResponse: { service: [{ name: 'dapr.proto.components.v1.StateStore' }] } }));
+        call.on('end', () => call.end());
+      },
+    });
+    await new Promise<void>((r, j) => server.bindAsync(`unix:${join(dirs.sockets, 'old.sock')}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())));
+    servers.push(server);
+    writeComponents(dirs.resources, [{ name: 'legacy', type: 'state.old' }]);
+    const s = await start();
+    expect(s.ctx.components.catalog.get('state.old')?.pluggable).toBe(true);
+    expect(s.ctx.components.stateStore('legacy')?.features()).toEqual(['ETAG']);
   });
 
   it('a missing socket folder or an empty one is no error', async () => {
