@@ -113,6 +113,9 @@ describe('gRPC runtime API properties', () => {
     const bad = await codeOf(s.raw('GetState', Buffer.from([0x0f])));
     expect(bad.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(bad.details).toContain('not a valid protobuf message');
+    // a message quoting half of a surrogate pair (JSON.parse does) is still answered
+    const astral = await codeOf(s.call('QueryStateAlpha1', { store_name: 'mem', query: '\u{10000}' }));
+    expect(astral.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(((await s.call('GetMetadata', {})) as { id: string }).id).toBe('grpc-api');
   });
 });

@@ -69,7 +69,12 @@ export function toStatus(err: unknown): Partial<grpc.StatusObject> {
   return { code, details: oneLine(message), metadata };
 }
 
+/**
+ * One line of reasonable length, and well-formed: grpc-js percent-encodes the message with
+ * encodeURI, which throws on a lone surrogate (a caller's text cut in the middle of a pair, e.g.
+ * by JSON.parse's error message) and the call would never be answered.
+ */
 function oneLine(s: string): string {
   const flat = s.replace(/[\r\n]+/g, ' ');
-  return flat.length > 4000 ? `${flat.slice(0, 4000)}…` : flat;
+  return (flat.length > 4000 ? `${flat.slice(0, 4000)}…` : flat).toWellFormed();
 }
