@@ -49,6 +49,14 @@ describe.skipIf(!available)('etcd job store (real etcd)', () => {
       await engine.delete({ ...key, name: 'j1' });
       await expect(engine.get({ ...key, name: 'j1' })).rejects.toMatchObject({ kind: 'not_found' });
 
+      // listing pages through etcd (500 keys a page)
+      const names = Array.from({ length: 1200 }, (_, i) => `many-${String(i).padStart(4, '0')}`);
+      const queue = [...names];
+      await Promise.all(Array.from({ length: 32 }, async () => {
+        for (let n = queue.shift(); n; n = queue.shift()) await engine.schedule({ ...key, appId: 'lister', name: n }, { dueTime: '1h' }, false);
+      }));
+      expect((await engine.list({ namespace: 'ns', appId: 'lister', owner: '' })).map((r) => r.key.name)).toEqual(names);
+
       await engine.schedule({ ...key, name: 'rep' }, { schedule: '@every 50ms', repeats: 3, dataJson: '"r"' }, false);
       await waitFor(() => got.filter((t) => t.key.name === 'rep').length >= 3, 5000, '3 fires');
       await sleep(200);

@@ -208,22 +208,28 @@ export class EtcdJobStore implements JobStore {
     }
   }
 
-  /** Reads every job of the given partitions (paged) into the listener. */
+  /** Reads every job of the given partitions into the listener. */
   private async load(parts: Set<number>): Promise<number> {
     let n = 0;
-    let start = `${this.p}/jobs/`;
-    const end = `${this.p}/jobs0`; // '0' follows '/': the end of the prefix range
+    await this.scan(`${this.p}/jobs/`, (key, kv) => {
+      if (parts.has(this.partitionOf(key)) && this.apply(key, kv.mod_revision, kv.value.toString())) n++;
+    });
+    return n;
+  }
+
+  /** Visits every job under a key prefix, a page at a time (responses stay small). */
+  private async scan(prefix: string, visit: (key: JobKey, kv: { mod_revision: string; value: Buffer }) => void): Promise<void> {
+    let start = prefix;
+    const end = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
     for (;;) {
       const res = await this.client.getAll().inRange({ start, end }).limit(PAGE).exec();
       for (const kv of res.kvs) {
         const key = this.parseJobKey(kv.key.toString());
-        if (!key || !parts.has(this.partitionOf(key))) continue;
-        if (this.apply(key, kv.mod_revision, kv.value.toString())) n++;
+        if (key) visit(key, kv);
       }
       if (!res.more || res.kvs.length === 0) break;
       start = `${res.kvs[res.kvs.length - 1].key.toString()}\u0000`;
     }
-    return n;
   }
 
   private onJobEvent(etcdKey: string, modRev: string, value: string | undefined): void {
@@ -288,13 +294,8 @@ export class EtcdJobStore implements JobStore {
   }
 
   async list(ref: JobOwnerRef): Promise<JobRecord[]> {
-    const prefix = `${this.p}/jobs/${[ref.namespace, ref.appId, ref.owner].map(encodeURIComponent).join('/')}/`;
-    const all = await this.client.getAll().prefix(prefix).strings();
     const out: JobRecord[] = [];
-    for (const [k, v] of Object.entries(all)) {
-      const key = this.parseJobKey(k);
-      if (key) out.push(decode(key, v));
-    }
+    await this.scan(`${this.p}/jobs/${[ref.namespace, ref.appId, ref.owner].map(encodeURIComponent).join('/')}/`, (key, kv) => out.push(decode(key, kv.value.toString())));
     return out.sort((a, b) => (a.key.name < b.key.name ? -1 : a.key.name > b.key.name ? 1 : 0));
   }
 
