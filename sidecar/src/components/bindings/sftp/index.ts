@@ -15,8 +15,8 @@ import type { BindingRequest, BindingResponse, ComponentContext, ComponentSpec, 
 import { isStatusError, SftpConnection, type Session, type Ssh2Module } from './connection.ts';
 import { parseMetadata, type SftpMetadata } from './metadata.ts';
 import { resolveInRoot } from './paths.ts';
+import { assertBase64 } from './base64.ts';
 import {
-  assertBase64,
   openDownload,
   readdir,
   SFTP_NO_SUCH_FILE,
