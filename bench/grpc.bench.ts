@@ -161,15 +161,15 @@ async function main(): Promise<void> {
     }
     await load({ url: `${http}/k`, concurrency, durationMs: 1000 });
 
-    const [gGet, hGet, aGet] = await rounds(
-      [() => loadGrpc(sc, 'GetState', GET_GRPC, concurrency, durationMs), () => load({ url: `${http}/k`, concurrency, durationMs }), () => loadGrpc(bc, 'GetState', GET_GRPC, concurrency, durationMs)],
+    const [aGet, gGet, hGet] = await rounds(
+      [() => loadGrpc(bc, 'GetState', GET_GRPC, concurrency, durationMs), () => loadGrpc(sc, 'GetState', GET_GRPC, concurrency, durationMs), () => load({ url: `${http}/k`, concurrency, durationMs })],
       n,
     );
-    const [gSet, hSet, aSet] = await rounds(
+    const [aSet, gSet, hSet] = await rounds(
       [
+        () => loadGrpc(bc, 'SaveState', SAVE_GRPC, concurrency, durationMs),
         () => loadGrpc(sc, 'SaveState', SAVE_GRPC, concurrency, durationMs),
         () => load({ url: http, method: 'POST', headers: json, body: SAVE_HTTP, concurrency, durationMs }),
-        () => loadGrpc(bc, 'SaveState', SAVE_GRPC, concurrency, durationMs),
       ],
       n,
     );
