@@ -32,7 +32,10 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     try {
       keyPrefixFor(loaded.spec.metadata.keyPrefix, name, ctx.options.appId, ctx.options.namespace);
     } catch (e) {
-      if (!loaded.spec.ignoreErrors) throw new Error(`component "${name}" (${loaded.spec.type}, from ${loaded.spec.source}): ${(e as Error).message}`);
+      const why = `component "${name}" (${loaded.spec.type}, from ${loaded.spec.source}): ${(e as Error).message}`;
+      if (!loaded.spec.ignoreErrors) throw new Error(why);
+      ctx.log.warn({ component: name }, `${why} (ignored: ignoreErrors is true; the store is not loaded)`);
+      await ctx.components.remove(name);
     }
   }
   const http = ctx.http;
