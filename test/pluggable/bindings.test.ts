@@ -9,31 +9,19 @@ import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
 import { freePort } from '../services/net.ts';
-import { ok, sidecarFor, startExample, startTestServer, tempDirs, writeComponents, type ExampleProcess, type TempDirs } from './helpers.ts';
-
-const json = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+import { json, ok, sidecarFor, startTestServer, tempDirs, useExampleSidecar, writeComponents, type TempDirs } from './helpers.ts';
 
 describe('one socket serving a state store and an output binding', () => {
-  let dirs: TempDirs;
-  let example: ExampleProcess;
-  let sidecar: Sidecar;
-  let base: string;
-
-  beforeAll(async () => {
-    dirs = tempDirs();
-    example = await startExample(dirs.sockets, 'memstore');
-    writeComponents(dirs.resources, [
+  const env = useExampleSidecar(
+    [
       { name: 'store', type: 'state.memstore' },
       { name: 'files', type: 'bindings.memstore' },
-    ]);
-    sidecar = await sidecarFor(dirs, 'bindings-app');
-    base = `http://127.0.0.1:${sidecar.httpPort}`;
-  });
-
-  afterAll(async () => {
-    await sidecar?.close();
-    await example?.stop();
-    dirs?.cleanup();
+    ],
+    'bindings-app',
+  );
+  let base: string;
+  beforeAll(() => {
+    base = env.base;
   });
 
   it('both specs load; metadata reports each with its capabilities', async () => {

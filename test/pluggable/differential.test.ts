@@ -4,9 +4,8 @@
  * codes, same values. Etag values differ between stores, so "current etag" means each store's own.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Sidecar } from '../../sidecar/src/sidecar.ts';
-import { sidecarFor, startExample, tempDirs, writeComponents, type ExampleProcess, type TempDirs } from './helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { useExampleSidecar } from './helpers.ts';
 
 type EtagKind = 'none' | 'current' | 'stale' | 'empty' | { junk: string };
 type Op =
@@ -38,30 +37,18 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 );
 
 describe('pluggable store vs built-in store, over the state API (property)', () => {
-  let dirs: TempDirs;
-  let example: ExampleProcess;
-  let sidecar: Sidecar;
-  let round = 0;
-
-  beforeAll(async () => {
-    dirs = tempDirs();
-    example = await startExample(dirs.sockets, 'memstore');
-    writeComponents(dirs.resources, [
+  const env = useExampleSidecar(
+    [
       { name: 'builtin', type: 'state.in-memory' },
       { name: 'plug', type: 'state.memstore' },
-    ]);
-    sidecar = await sidecarFor(dirs, 'diff-app');
-  });
-
-  afterAll(async () => {
-    await sidecar?.close();
-    await example?.stop();
-    dirs?.cleanup();
-  });
+    ],
+    'diff-app',
+  );
+  let round = 0;
 
   /** Runs one call against one store; returns what a client sees (etag values left out). */
   async function call(store: string, o: Op, prefix: string): Promise<unknown> {
-    const base = `http://127.0.0.1:${sidecar.httpPort}/v1.0/state/${store}`;
+    const base = `${env.base}/v1.0/state/${store}`;
     const k = (x: string) => prefix + x;
     const url = (x: string) => `${base}/${encodeURIComponent(k(x))}`;
     const etagOf = async (kind: EtagKind, x: string): Promise<string | undefined> => {

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import pino from 'pino';
+import { afterAll, beforeAll } from 'vitest';
 import { componentsDefinition, COMPONENTS_PACKAGE } from '../../sidecar/src/pluggable/protos.ts';
 import { startSidecar, type Sidecar, type StartOptions } from '../../sidecar/src/sidecar.ts';
 
@@ -130,3 +131,35 @@ export async function startTestServer(
 }
 
 export const ok = <T>(value: T): grpc.handleUnaryCall<unknown, T> => (_call, cb) => cb(null, value);
+
+/** A JSON POST for fetch. */
+export const json = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+export interface ExampleEnv {
+  dirs: TempDirs;
+  example: ExampleProcess;
+  sidecar: Sidecar;
+  /** http://127.0.0.1:<port> of the sidecar. */
+  base: string;
+}
+
+/**
+ * For a describe block: the example component (socket memstore) as a real process and a sidecar
+ * loading `components`, started before the tests and stopped after them.
+ */
+export function useExampleSidecar(components: ComponentYaml[], appId: string): ExampleEnv {
+  const env = {} as ExampleEnv;
+  beforeAll(async () => {
+    env.dirs = tempDirs();
+    env.example = await startExample(env.dirs.sockets, 'memstore');
+    writeComponents(env.dirs.resources, components);
+    env.sidecar = await sidecarFor(env.dirs, appId);
+    env.base = `http://127.0.0.1:${env.sidecar.httpPort}`;
+  });
+  afterAll(async () => {
+    await env.sidecar?.close();
+    await env.example?.stop();
+    env.dirs?.cleanup();
+  });
+  return env;
+}

@@ -4,11 +4,11 @@
  */
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ETAG_INVALID_REASON, statusDetails } from '../../sidecar/src/pluggable/errors.ts';
 import type { PluggableStateStore } from '../../sidecar/src/pluggable/state.ts';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
-import { ok, sidecarFor, startExample, startTestServer, tempDirs, writeComponents, type ExampleProcess, type TempDirs } from './helpers.ts';
+import { json, ok, sidecarFor, startExample, startTestServer, tempDirs, useExampleSidecar, writeComponents, type TempDirs } from './helpers.ts';
 
 async function waitFor(cond: () => boolean, ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
@@ -18,26 +18,11 @@ async function waitFor(cond: () => boolean, ms = 10_000): Promise<void> {
   }
 }
 
-const json = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-
 describe('state API over the example pluggable component', () => {
-  let dirs: TempDirs;
-  let example: ExampleProcess;
-  let sidecar: Sidecar;
+  const env = useExampleSidecar([{ name: 'store', type: 'state.memstore' }], 'state-app');
   let base: string;
-
-  beforeAll(async () => {
-    dirs = tempDirs();
-    example = await startExample(dirs.sockets, 'memstore');
-    writeComponents(dirs.resources, [{ name: 'store', type: 'state.memstore' }]);
-    sidecar = await sidecarFor(dirs, 'state-app');
-    base = `http://127.0.0.1:${sidecar.httpPort}/v1.0/state/store`;
-  });
-
-  afterAll(async () => {
-    await sidecar?.close();
-    await example?.stop();
-    dirs?.cleanup();
+  beforeAll(() => {
+    base = `${env.base}/v1.0/state/store`;
   });
 
   it('POST then GET round-trips values, with etags', async () => {
@@ -83,20 +68,20 @@ describe('state API over the example pluggable component', () => {
   });
 
   it('a component process that dies is reported unhealthy, and used again once restarted', async () => {
-    const store = sidecar.ctx.components.stateStore('store') as PluggableStateStore;
-    example.proc.kill('SIGKILL');
+    const store = env.sidecar.ctx.components.stateStore('store') as PluggableStateStore;
+    env.example.proc.kill('SIGKILL');
     await waitFor(() => !store.isHealthy());
     const down = await fetch(base, json([{ key: 'while-down', value: 1 }]));
     expect(down.status).toBe(500);
     expect(((await down.json()) as { message: string }).message).toContain('memstore.sock');
-    example = await startExample(dirs.sockets, 'memstore');
+    env.example = await startExample(env.dirs.sockets, 'memstore');
     await waitFor(() => store.isHealthy(), 15_000);
     expect((await fetch(base, json([{ key: 'after', value: 'back' }]))).status).toBe(204);
     expect(await (await fetch(`${base}/after`)).json()).toBe('back');
   }, 30_000);
 
   it('metadata shows the type, version and capabilities', async () => {
-    const md = (await (await fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/metadata`)).json()) as { components: unknown[] };
+    const md = (await (await fetch(`${env.base}/v1.0/metadata`)).json()) as { components: unknown[] };
     expect(md.components).toContainEqual({ name: 'store', type: 'state.memstore', version: 'v1', capabilities: ['ETAG', 'TRANSACTIONAL'] });
   });
 });
