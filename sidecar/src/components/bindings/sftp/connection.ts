@@ -39,6 +39,13 @@ export function isStatusError(e: unknown): e is Error & { code: number } {
   return typeof (e as { code?: unknown } | null)?.code === 'number';
 }
 
+/** Errors ssh2 and Node give requests whose connection went away. */
+function isConnectionLoss(e: unknown): boolean {
+  const err = e as { message?: unknown; code?: unknown } | null;
+  if (typeof err?.code === 'string' && ['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ECONNABORTED'].includes(err.code)) return true;
+  return typeof err?.message === 'string' && /No response from server|connection is closed|Not connected|Keepalive timeout/i.test(err.message);
+}
+
 export class SftpConnection {
   private readonly ssh2: Ssh2Module;
   private readonly md: SftpMetadata;
@@ -61,7 +68,7 @@ export class SftpConnection {
     try {
       return await op(s);
     } catch (e) {
-      if (e instanceof ApiError || isStatusError(e) || this.closed) throw e;
+      if (e instanceof ApiError || isStatusError(e) || this.closed || !(isConnectionLoss(e) || !s.alive)) throw e;
       this.log.info({ server: this.where() }, `SFTP call failed on a broken connection (${(e as Error).message}); reconnecting once`);
       this.drop(s);
       return await op(await this.acquire());
