@@ -105,6 +105,21 @@ export class EtcdJobStore implements JobStore {
     this.listener = listener;
     const { Etcd3 } = await import('etcd3');
     this.client = new Etcd3({ hosts: this.opts.endpoints, dialTimeout: 3000 });
+    // fail fast (and let the process manager restart us) instead of waiting on a dead etcd
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        this.client.get(`${this.p}/members/`).exists(),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`etcd at ${this.opts.endpoints.join(', ')} did not answer within 10 s`)), 10_000);
+        }),
+      ]);
+    } catch (e) {
+      this.client.close();
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
     const jobs = await this.client.watch().prefix(`${this.p}/jobs/`).create();
     jobs.on('put', (kv) => this.onJobEvent(kv.key.toString(), kv.mod_revision, kv.value.toString()));
     jobs.on('delete', (kv) => this.onJobEvent(kv.key.toString(), kv.mod_revision, undefined));
