@@ -41,7 +41,7 @@ export async function startEtcd(): Promise<EtcdTarget> {
       '--unsafe-no-fsync',
       '--log-level', 'error',
     ],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ETCD_UNSUPPORTED_ARCH: process.env.ETCD_UNSUPPORTED_ARCH ?? '' } },
+    { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   let stderr = '';
   proc.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
