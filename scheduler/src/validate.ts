@@ -13,6 +13,8 @@ const BAD_NAME_CHAR = /[/\\#?\u0000-\u001f\u007f]/;
 export function validateName(name: string, field = 'name'): void {
   if (name === '') throw invalid('RT_SCHEDULER_JOB_NAME_EMPTY', `job ${field} is empty: give the job a name in the path, e.g. /v1.0-alpha1/jobs/my-job`);
   if (name.length > MAX_JOB_NAME) throw invalid('RT_SCHEDULER_JOB_NAME', `job ${field} is ${name.length} characters long; the limit is ${MAX_JOB_NAME}`);
+  // "." and ".." are path steps: URL normalisation turns /job/.. into something else
+  if (name === '.' || name === '..') throw invalid('RT_SCHEDULER_JOB_NAME', `job ${field} "${name}" is not allowed: it is a path step in URLs`);
   const bad = BAD_NAME_CHAR.exec(name);
   if (bad) {
     const ch = bad[0];
