@@ -194,5 +194,8 @@ describe('job records', () => {
     expect(codeOf({ dueTime: '1s', ttl: 'x' })).toBe('RT_SCHEDULER_TTL_INVALID');
     expect(codeOf({ dueTime: '1s', repeats: -1 })).toBe('RT_SCHEDULER_REPEATS_INVALID');
     expect(() => buildRecord({ ...KEY, name: '' }, { dueTime: '1s' }, NOW, 'g')).toThrow(/empty/);
+    // "." and ".." are URL path steps (clients normalise them away), so they are not names
+    for (const name of ['.', '..']) expect(() => buildRecord({ ...KEY, name }, { dueTime: '1s' }, NOW, 'g')).toThrow(/path step/);
+    expect(buildRecord({ ...KEY, name: '...' }, { dueTime: '1s' }, NOW, 'g').key.name).toBe('...');
   });
 });
