@@ -163,3 +163,20 @@ describe('API token', () => {
     }
   });
 });
+
+describe('framework errors', () => {
+  it('answers bad percent-encoding and unknown routes with our JSON error shape', async () => {
+    const s = await startSidecar({ appId: 'fw', httpPort: 0, grpcPort: 0, logger: silent });
+    const base = `http://127.0.0.1:${s.httpPort}`;
+    try {
+      const bad = await fetch(`${base}/v1.0/metadata/%zz`, { method: 'PUT', body: 'x' });
+      expect(bad.status).toBe(400);
+      expect(await bad.json()).toMatchObject({ errorCode: 'ERR_MALFORMED_REQUEST', details: [] });
+      const none = await fetch(`${base}/v1.0/nothing-here`);
+      expect(none.status).toBe(404);
+      expect(await none.json()).toMatchObject({ errorCode: 'ERR_NOT_FOUND' });
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -26,6 +26,11 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    // errors fastify raises before routing (bad percent-encoding, over-long segments) get our shape too
+    frameworkErrors: (err: FastifyError, _req: FastifyRequest, reply: FastifyReply) => {
+      const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400;
+      void reply.status(status).type('application/json').send({ errorCode: 'ERR_MALFORMED_REQUEST', message: err.message, details: [] });
+    },
   });
 
   if (opts.apiToken) {
