@@ -62,7 +62,13 @@ async function drive(client: TaskHubGrpcClient, name: string, seconds: number): 
         const t0 = performance.now();
         try {
           const id = await client.scheduleNewOrchestration(name, i++);
-          const st = await client.waitForOrchestrationCompletion(id, false, 60);
+          const st = await client.waitForOrchestrationCompletion(id, false, 60).catch(async (e) => {
+            if (process.env.BENCH_DEBUG) {
+              const now = await client.getOrchestrationState(id, false).catch(() => undefined);
+              process.stderr.write(`stuck ${id}: status now ${now?.runtimeStatus} (${e})\n`);
+            }
+            throw e;
+          });
           if (st?.runtimeStatus !== 1) errors++;
         } catch {
           errors++;
@@ -152,7 +158,7 @@ async function runStore(store: 'SQLite' | 'PostgreSQL'): Promise<Row[]> {
 print(machineLine());
 print(`load average at start: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 print(`closed loop: ${CONCURRENCY} workflows in flight, ${SECONDS} s per row; worker = @dapr/durabletask-js in the benchmark process; sidecar = rt sidecar child process`);
-const rows = await runStore('SQLite');
+const rows = process.env.BENCH_PG_ONLY ? [] : await runStore('SQLite');
 const pgUrl = new URL(PG_URL);
 if (!process.env.BENCH_SQLITE_ONLY && await canConnect(pgUrl.hostname, Number(pgUrl.port || 5432))) rows.push(...(await runStore('PostgreSQL')));
 else print('PostgreSQL not reachable: its rows are left out');

@@ -254,16 +254,20 @@ export class Engine {
 
   async completeOrchestrator(res: OrchestratorResponse, peer: string): Promise<void> {
     const id = res.instanceId;
-    const run = this.workers.takeRun(id, peer);
+    const run = this.workers.answerRun(id, peer);
     if (!run) {
       this.log.debug({ instanceId: id }, 'orchestrator answer for a run that is not in flight here; ignored');
       return;
     }
-    await this.table.mutate(id, (d) => this.applyRun(d, run, res)).catch((e) => {
-      // not stored: the run is asked for again (its answer is deterministic)
+    try {
+      await this.table.mutate(id, (d) => this.applyRun(d, run, res));
+      this.workers.finishRun(id);
+    } catch (e) {
+      // not stored: the run is asked for again, a little later (its answer is deterministic)
+      this.workers.finishRun(id);
       setTimeout(() => this.workers.enqueueRun(id), RETRY_MS).unref();
       throw e;
-    });
+    }
   }
 
   async completeActivity(res: ActivityResponse, peer: string): Promise<void> {
@@ -328,7 +332,11 @@ export class Engine {
 
   private applyRun(d: Draft, run: OrchestratorRun, res: OrchestratorResponse): void {
     const rec = d.rec;
-    if (!rec || isTerminal(rec.status) || rec.executionId !== run.executionId || rec.lease?.owner !== this.me || rec.inbox.length < run.taken) return;
+    if (!rec || isTerminal(rec.status) || rec.executionId !== run.executionId || rec.lease?.owner !== this.me || rec.inbox.length < run.taken) {
+      // an answer that no longer fits: what waits in the inbox gets a fresh run
+      this.makeRunnable(d);
+      return;
+    }
     const id = rec.id;
     const now = Date.now();
     const ts = toTimestamp(now);

@@ -34,6 +34,10 @@ interface Stream {
 interface Inflight<T> {
   stream: Stream;
   item: T;
+  /** The answer arrived and is being stored. */
+  answered?: boolean;
+  /** Asked to run again while in flight: queued once this run is stored. */
+  again?: boolean;
 }
 
 export interface WorkSource {
@@ -90,7 +94,7 @@ export class Workers {
     this.streams.delete(id);
     let requeued = 0;
     for (const [iid, f] of this.orchInflight) {
-      if (f.stream !== s) continue;
+      if (f.stream !== s || f.answered) continue;
       this.orchInflight.delete(iid);
       this.queueRun(iid);
       requeued++;
@@ -118,7 +122,12 @@ export class Workers {
   }
 
   enqueueRun(instanceId: string): void {
-    if (this.orchInflight.has(instanceId)) return;
+    const f = this.orchInflight.get(instanceId);
+    if (f) {
+      // never two runs of one instance at a time: the next starts once this one is stored
+      f.again = true;
+      return;
+    }
     this.queueRun(instanceId);
     this.pump();
   }
@@ -148,17 +157,25 @@ export class Workers {
     this.pump();
   }
 
-  isRunInflight(instanceId: string): boolean {
-    return this.orchInflight.has(instanceId) || this.preparing.has(instanceId);
+  /**
+   * The run an answer belongs to; undefined when it is not ours (stale, unknown, or already
+   * answered). The run stays in flight until finishRun(), so that no other run of the instance
+   * starts from a state the answer has not been applied to yet.
+   */
+  answerRun(instanceId: string, peer: string): OrchestratorRun | undefined {
+    const f = this.orchInflight.get(instanceId);
+    if (!f || f.answered || f.stream.peer !== peer) return undefined;
+    f.answered = true;
+    return f.item;
   }
 
-  /** Takes the run an answer belongs to; undefined when it is not ours (stale or unknown). */
-  takeRun(instanceId: string, peer: string): OrchestratorRun | undefined {
+  /** The answer of a run is stored (or given up): frees the slot, starts a run asked for meanwhile. */
+  finishRun(instanceId: string): void {
     const f = this.orchInflight.get(instanceId);
-    if (!f || f.stream.peer !== peer) return undefined;
+    if (!f) return;
     this.orchInflight.delete(instanceId);
+    if (f.again) this.queueRun(instanceId);
     this.release(f.stream);
-    return f.item;
   }
 
   /** Forgets a queued or running orchestrator run (instance finished or was terminated). */
