@@ -121,5 +121,7 @@ function isWrappedAny(v: unknown): v is { '@type': string; value: string } {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
   const keys = Object.keys(v);
   const o = v as Record<string, unknown>;
-  return keys.length === 2 && typeof o['@type'] === 'string' && o['@type'] !== '' && typeof o.value === 'string';
+  if (keys.length !== 2 || typeof o['@type'] !== 'string' || !o['@type'].includes('/') || typeof o.value !== 'string') return false;
+  // only what anyToJson writes: canonical base64 (other JSON of this shape stays a Value)
+  return Buffer.from(o.value, 'base64').toString('base64') === o.value;
 }
