@@ -1,17 +1,33 @@
 /**
  * State over the gRPC runtime API: the real @dapr/dapr SDK client (gRPC protocol) and raw
- * grpc-js calls for the error codes, on the in-memory and SQLite stores of a real sidecar.
+ * grpc-js calls for the error codes, on the in-memory, SQLite and (real) Redis stores of a
+ * real sidecar. Without Redis (laptop) the Redis rows are left out; CI fails instead.
  */
+import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { StateConcurrencyEnum, StateConsistencyEnum } from '@dapr/dapr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRuntimeSidecar, type RuntimeSidecar } from './harness.ts';
+import { requireService } from '../services/ci.ts';
+import { redisMetadata, redisTarget } from '../services/redis.ts';
+import { componentYaml, startRuntimeSidecar, type RuntimeSidecar } from './harness.ts';
+
+const redis = await redisTarget();
+const haveRedis = requireService('Redis', redis.available, `nothing answers at ${redis.url}`);
+// a fresh key prefix per run keeps this suite apart from anything else in the shared Redis
+const redisPrefix = `rt-grpc-${randomBytes(4).toString('hex')}`;
+const stores = haveRedis ? ['mem', 'lite', 'redis'] : ['mem', 'lite'];
 
 let s: RuntimeSidecar;
 beforeAll(async () => {
-  s = await startRuntimeSidecar();
+  const extra = haveRedis ? [componentYaml('redis', 'state.redis', { ...redisMetadata(redis), keyPrefix: redisPrefix })] : [];
+  s = await startRuntimeSidecar({ extraComponents: extra });
 });
 afterAll(async () => {
+  if (s && haveRedis) {
+    const store = s.sidecar.ctx.components.stateStore('redis');
+    const keys = ['sdk-a', 'sdk-b', 'sdk-c', 'sdk-missing', 'e1', 'fw', 'sdk-fw', 'b1', 'b2', 'b3', 't1', 't2'];
+    await store?.bulkDelete(keys.map((k) => ({ key: `${redisPrefix}||${k}` }))).catch(() => undefined);
+  }
   await s?.stop();
 });
 
@@ -21,7 +37,7 @@ interface GetRes {
   metadata: Record<string, string>;
 }
 
-describe.each(['mem', 'lite'])('state through the gRPC API on store %s', (store) => {
+describe.each(stores)('state through the gRPC API on store %s', (store) => {
   it('saves, gets, bulk-gets, transacts and deletes with the @dapr/dapr SDK over gRPC', async () => {
     const c = s.sdk();
     await c.state.save(store, [
@@ -169,6 +185,6 @@ describe('state API parity and errors', () => {
       expect(e.details.length).toBeGreaterThan(10);
     }
     const e = await s.fail('GetState', { store_name: 'nope', key: 'a' });
-    expect(e.details).toContain('loaded state stores: lite, mem');
+    expect(e.details).toContain(haveRedis ? 'loaded state stores: lite, mem, redis' : 'loaded state stores: lite, mem');
   });
 });
