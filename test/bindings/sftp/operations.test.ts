@@ -140,6 +140,8 @@ describe.skipIf(!sshdAvailable)('bindings.sftp operations (real sshd)', () => {
       [op('create', { fileName: 'x.txt' }, 'QQ==QUJD'), /standard base64/],
       [op('create', { fileName: 'x.txt' }, 'ab-_'), /URL-safe/],
       [op('create', { fileName: 'dir/' }, 'QQ=='), /ends with "\/"/],
+      [op('get', { fileName: 'in/' }), /get needs a file name, not a folder/],
+      [op('delete', { fileName: 'in/deep/' }), /ends with "\/"/],
       [op('create', { fileName: '../escape.txt' }, 'QQ=='), /outside the binding's rootPath/],
       [op('create', { fileName: 'a/../../escape.txt' }, 'QQ=='), /outside/],
       [op('create', { fileName: '/etc/passwd' }, 'QQ=='), /absolute/],
@@ -186,6 +188,14 @@ describe.skipIf(!sshdAvailable)('bindings.sftp operations (real sshd)', () => {
     await Promise.all(files.map((f) => b.invoke(op('delete', { fileName: f.name }))));
     expect(await jsonOf(await b.invoke(op('list', { fileName: 'concurrent' })))).toEqual([]);
     expect(accepted()).toBe(before);
+  });
+
+  it('concurrent creates of one file leave exactly one whole version and no temporary files', async () => {
+    const versions = Array.from({ length: 10 }, (_, i) => binary(200_000 + i, i + 100));
+    await Promise.all(versions.map((v) => b.invoke(op('create', { fileName: 'race/same.bin' }, v.toString('base64')))));
+    const got = await readFile(join(s.root, 'race/same.bin'));
+    expect(versions.some((v) => v.equals(got))).toBe(true);
+    expect(await readdir(join(s.root, 'race'))).toEqual(['same.bin']);
   });
 
   it('a 40 MB file goes up and comes back intact', async () => {

@@ -91,7 +91,6 @@ export class SftpBinding implements OutputBinding {
 
   private async create(req: BindingRequest): Promise<BindingResponse> {
     const fileName = requiredFileName(req);
-    if (fileName.endsWith('/')) throw malformed(`metadata.fileName "${fileName}" ends with "/": create needs a file name`);
     const { remote } = resolveInRoot(this.root(), fileName);
     if (typeof req.data !== 'string') {
       throw malformed('create needs "data": the file content as a base64 string ("" for an empty file)');
@@ -181,9 +180,11 @@ export class SftpBinding implements OutputBinding {
   }
 }
 
+/** The file a create/get/delete names; a trailing "/" names a folder, which these do not take. */
 function requiredFileName(req: BindingRequest): string {
   const f = req.metadata.fileName;
   if (f === undefined || f === '') throw malformed(`operation "${req.operation}" needs metadata.fileName (a path relative to the binding's rootPath)`);
+  if (f.endsWith('/')) throw malformed(`metadata.fileName "${f}" ends with "/": ${req.operation} needs a file name, not a folder`);
   return f;
 }
 
