@@ -396,16 +396,13 @@ export class InstanceTable {
       }
     } else {
       const rec = d.rec;
-      let firstNew = rec.chunks;
-      if (d.resetHistory) {
-        firstNew = 0;
-        rec.chunks = 0;
-      }
+      if (d.resetHistory) rec.chunks = 0;
       if (d.append.length) {
         ops.push({ operation: 'upsert', request: { key: this.chunkKey(c.id, rec.chunks), value: enc(d.append) } });
         rec.chunks++;
       }
-      if (d.resetHistory) for (let n = Math.max(firstNew, rec.chunks); n < oldChunks; n++) ops.push({ operation: 'delete', request: { key: this.chunkKey(c.id, n) } });
+      // after a reset, old batches past the new end go (the ones before it were just rewritten)
+      if (d.resetHistory) for (let n = rec.chunks; n < oldChunks; n++) ops.push({ operation: 'delete', request: { key: this.chunkKey(c.id, n) } });
       rec.v = (c.rec?.v ?? 0) + 1;
       const bytes = enc(rec);
       ops.unshift({
