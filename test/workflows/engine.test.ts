@@ -29,11 +29,12 @@ afterEach(() => {
   for (const e of open.splice(0)) e.close();
 });
 
-async function harness(): Promise<Harness> {
-  const store = memoryFactory() as StateStore;
-  await store.init(spec, { appId: 'a', namespace: 'default', log });
+async function harness(existing?: StateStore): Promise<Harness & { store: StateStore }> {
+  const store = existing ?? (memoryFactory() as StateStore);
+  if (!existing) await store.init(spec, { appId: 'a', namespace: 'default', log });
   const slow = { ms: 0 };
-  const transact = store.transact!.bind(store);
+  const transact = (store as { rawTransact?: StateStore['transact'] }).rawTransact ?? store.transact!.bind(store);
+  (store as { rawTransact?: StateStore['transact'] }).rawTransact = transact;
   store.transact = async (ops: StateTransactionOperation[]) => {
     if (slow.ms) await tick(slow.ms);
     return transact(ops);
@@ -45,7 +46,7 @@ async function harness(): Promise<Harness> {
   const items: WorkItem[] = [];
   const stream = { getPeer: () => PEER, write: (w: WorkItem) => items.push(structuredClone(w)), end: () => undefined };
   workers.addStream(stream as never);
-  return { engine, items, slow, runs: () => items.flatMap((w) => ('orchestratorRequest' in w ? [w.orchestratorRequest] : [])) };
+  return { engine, store, items, slow, runs: () => items.flatMap((w) => ('orchestratorRequest' in w ? [w.orchestratorRequest] : [])) };
 }
 
 const completedIds = (events: HistoryEvent[]) => events.flatMap((e) => (e.taskCompleted ? [e.taskCompleted.taskScheduledId] : []));
@@ -117,5 +118,27 @@ describe('workflow engine runs', () => {
       'eventRaised',
       'executionResumed',
     ]);
+  });
+
+  it('after a restart, resumes pending runs and activities, and ends children of a terminated parent', async () => {
+    const h1 = await harness();
+    await h1.engine.start({ instanceId: 'r', name: 'W' });
+    await tick(5);
+    await h1.engine.completeOrchestrator({ instanceId: 'r', actions: [{ id: 1, scheduleTask: { name: 'act' } }] }, PEER);
+    await h1.engine.start({ instanceId: 'parent', name: 'P' });
+    await h1.engine.start({ instanceId: 'kid', name: 'K', parent: { instanceId: 'parent', taskId: 1, name: 'P' } });
+    await tick(5);
+    await h1.engine.terminate('parent', undefined);
+    h1.engine.close();
+    // a new engine on the same store: what the old one had in flight comes back
+    const h2 = await harness(h1.store);
+    await h2.engine.recover();
+    await tick(20);
+    expect(h2.items.some((w) => 'activityRequest' in w && w.activityRequest.orchestrationInstance.instanceId === 'r' && w.activityRequest.taskId === 1)).toBe(true);
+    expect((await h2.engine.get('kid'))?.status).toBe('TERMINATED');
+    await h2.engine.completeActivity({ instanceId: 'r', taskId: 1, result: { value: '5' } }, PEER);
+    await tick(5);
+    const run = h2.runs().find((r) => r.instanceId === 'r');
+    expect(completedIds(run?.newEvents ?? [])).toEqual([1]);
   });
 });

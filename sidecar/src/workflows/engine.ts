@@ -604,6 +604,11 @@ export class Engine {
               d.effects.push(() => this.workers.enqueueRun(id));
             } else this.makeRunnable(d);
             d.index = 'add';
+            // a parent terminated just before a crash may not have reached this child
+            if (rec.parent) {
+              const parentId = rec.parent.instanceId;
+              d.effects.push(() => void this.terminateIfParentTerminated(id, parentId));
+            }
             // sub-orchestrations whose start may have been lost in the crash
             for (const e of d.history) {
               const s = e.subOrchestrationInstanceCreated;
@@ -618,6 +623,11 @@ export class Engine {
       ),
     );
     return resumed;
+  }
+
+  private async terminateIfParentTerminated(id: string, parentId: string): Promise<void> {
+    const parent = await this.table.read(parentId).catch(() => undefined);
+    if (parent?.status === 'TERMINATED') await this.terminate(id, undefined, `parent ${parentId} terminated`).catch(() => undefined);
   }
 
   private async ensureChild(childId: string, name: string, input: string | undefined, parent: ParentRef): Promise<void> {
