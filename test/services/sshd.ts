@@ -64,6 +64,8 @@ export interface SshdServer {
   keys: { rsa: ClientKey; ecdsa: ClientKey; ed25519: ClientKey; ed25519Encrypted: ClientKey; rsaPem: ClientKey };
   /** A key that is NOT authorised. */
   strangerKey: ClientKey;
+  /** Freezes (SIGSTOP) the live sessions, not the listener: a server that stops answering. Returns a thaw function. */
+  freezeSessions(): () => void;
   /** Gives files a test made as root to the test user (recursively), as the server's own files would be. */
   own(path: string): Promise<void>;
   /** sshd's stderr so far (debug aid for failing tests). */
@@ -204,6 +206,13 @@ export async function startSshd(): Promise<SshdServer> {
     knownHostsFile,
     keys: { rsa, ecdsa, ed25519, ed25519Encrypted, rsaPem },
     strangerKey: stranger,
+    freezeSessions: () => {
+      const pids = proc?.pid ? descendants(proc.pid) : [];
+      for (const pid of pids) signalQuietly(pid, 'SIGSTOP');
+      return () => {
+        for (const pid of pids) signalQuietly(pid, 'SIGCONT');
+      };
+    },
     own: async (path) => {
       await run('chown', ['-R', `${uid}:${gid}`, path]);
     },
@@ -260,8 +269,12 @@ async function userIds(name: string): Promise<{ uid: number; gid: number }> {
 }
 
 function killQuietly(pid: number): void {
+  signalQuietly(pid, 'SIGKILL');
+}
+
+function signalQuietly(pid: number, signal: NodeJS.Signals): void {
   try {
-    process.kill(pid, 'SIGKILL');
+    process.kill(pid, signal);
   } catch {
     // already gone
   }

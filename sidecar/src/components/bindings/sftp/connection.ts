@@ -19,9 +19,12 @@ import type { SftpMetadata } from './metadata.ts';
 export type Ssh2Module = typeof import('ssh2');
 
 export const CONNECT_TIMEOUT_MS = 10_000;
-/** A dead peer is detected after about KEEPALIVE_MS × KEEPALIVE_COUNT without an answer. */
-const KEEPALIVE_MS = 10_000;
-const KEEPALIVE_COUNT = 3;
+/**
+ * A peer that stops answering (crashed host, frozen server, dropped route) is detected after
+ * about KEEPALIVE_MS × (KEEPALIVE_COUNT + 1); the calls waiting on it then fail or are retried.
+ */
+export const KEEPALIVE_MS = 5_000;
+export const KEEPALIVE_COUNT = 3;
 /** Request sizes when the server does not tell its limits (the SFTP draft's safe minimum). */
 const DEFAULT_IO_LEN = 32 * 1024;
 
