@@ -60,6 +60,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
       process.once('SIGTERM', resolve);
+      void sidecar.closed.then(resolve);
     });
     await stopAll();
     return 0;

@@ -22,6 +22,7 @@ export async function sidecarCommand(argv: string[]): Promise<number> {
     const stop = () => resolve();
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);
+    void sidecar.closed.then(stop);
   });
   await sidecar.close();
   return 0;

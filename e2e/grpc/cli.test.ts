@@ -63,7 +63,7 @@ describe('gRPC runtime API with the rt CLI', () => {
     const out = run.out();
     expect(out).toContain('[app] state {"via":"grpc"}');
     expect(out).toContain(`[app] metadata grpc-e2e cliPID=${run.proc.pid}`);
-    expect(out).toContain('[app] shutdown sent');
+    expect(out).toContain('[app] sending shutdown');
     // Shutdown → SIGTERM to rt run → forwarded to the app → app exits 0 → rt stops the sidecar
     expect(out).toContain('[app] got SIGTERM');
     expect(code).toBe(0);

@@ -47,8 +47,10 @@ export interface Sidecar {
   ctx: SidecarContext;
   httpPort: number;
   grpcPort: number;
-  /** Graceful stop: in-flight requests finish, components are closed. */
+  /** Graceful stop: in-flight requests finish, components are closed. Safe to call twice. */
   close(): Promise<void>;
+  /** Settles when the sidecar has stopped, whoever asked (e.g. the gRPC Shutdown method). */
+  closed: Promise<void>;
 }
 
 export interface StartOptions extends Partial<SidecarOptions> {
@@ -100,14 +102,20 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
     services: {},
   };
 
-  const close = async () => {
-    log.info('shutting down');
-    await http.close().catch(() => undefined);
-    for (const fn of closers.reverse()) await Promise.resolve(fn()).catch((e) => log.warn({ err: e }, 'shutdown step failed'));
-    await grpc.close();
-    await app.close();
-    await components.closeAll();
-  };
+  // once only: a gRPC Shutdown and the owner's close() may both ask
+  let closing: Promise<void> | undefined;
+  let onClosed: () => void = () => undefined;
+  const closed = new Promise<void>((r) => (onClosed = r));
+  const close = (): Promise<void> =>
+    (closing ??= (async () => {
+      log.info('shutting down');
+      await http.close().catch(() => undefined);
+      for (const fn of [...closers].reverse()) await Promise.resolve(fn()).catch((e) => log.warn({ err: e }, 'shutdown step failed'));
+      await grpc.close();
+      await app.close();
+      await components.closeAll();
+      onClosed();
+    })());
   ctx.services.shutdown = close;
 
   try {
@@ -166,7 +174,7 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
       await appStarted;
     });
 
-    return { ctx, httpPort, grpcPort, close };
+    return { ctx, httpPort, grpcPort, close, closed };
   } catch (e) {
     await close().catch(() => undefined);
     throw e;
