@@ -16,8 +16,10 @@ import { createServer } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pino from 'pino';
 import { Pool } from 'undici';
-import { freePort } from '../test/services/net.ts';
+import { GrpcSchedulerClient } from '../scheduler/src/grpc/client.ts';
+import { freePort, waitForPort } from '../test/services/net.ts';
 import { machineLine, percentile, printTable, ratio, rssMb, startChild, type Row } from './lib.ts';
 
 const RT = fileURLToPath(new URL('../cli/rt.ts', import.meta.url));
@@ -144,7 +146,47 @@ async function measure(label: string, command: 'sidecar' | 'run'): Promise<Row[]
   }
 }
 
+/**
+ * The scheduler alone: `rt scheduler` (SQLite) streaming 10,000 triggers due at once to one
+ * gRPC client that acks each at once (no app call): the scheduler's side of the anchor figure.
+ */
+async function measureStream(): Promise<Row[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'rt-bench-sched-'));
+  const port = await freePort();
+  const child = await startChild(process.execPath, [RT, 'scheduler', '--port', String(port), '--data-dir', dir, '--log-level', 'error']);
+  await waitForPort('127.0.0.1', port);
+  const client = new GrpcSchedulerClient([`127.0.0.1:${port}`], { log: pino({ level: 'silent' }) });
+  try {
+    const at: number[] = [];
+    client.watch({ namespace: 'default', appId: 'stream' }, async () => {
+      at.push(Date.now());
+      return true;
+    });
+    const due = Date.now() + 10_000;
+    const queue = Array.from({ length: BURST }, (_, i) => i);
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        for (let i = queue.shift(); i !== undefined; i = queue.shift()) {
+          await client.schedule({ namespace: 'default', appId: 'stream', owner: '', name: `s-${i}` }, { dueTime: new Date(due).toISOString() }, false);
+        }
+      }),
+    );
+    const end = Date.now() + 60_000 + Math.max(0, due - Date.now());
+    while (at.length < BURST && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    const first = Math.max(due, Math.min(...at));
+    const rate = at.length / Math.max(0.001, (Math.max(...at) - first) / 1000);
+    const late = at.map((t) => t - due).sort((x, y) => x - y);
+    return [
+      { setup: 'rt scheduler → gRPC stream (ack only, no app)', measure: `triggers/s streamed (${BURST} due at once)`, rt: rate, anchor: ANCHOR_TRIGGERS, ratio: ratio(rate, ANCHOR_TRIGGERS), target: '≥ 20,000', note: `${at.length}/${BURST} acked; lateness p50 ${percentile(late, 50)} ms, p99 ${percentile(late, 99)} ms` },
+    ];
+  } finally {
+    await client.close();
+    await child.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 console.log(machineLine());
 console.log(`load average at start: ${loadavg().map((l) => l.toFixed(1)).join(' ')} (the machine is shared; figures move with it)`);
-const rows = [...(await measure('rt sidecar (in-process scheduler)', 'sidecar')), ...(await measure('rt run (scheduler over loopback gRPC)', 'run'))];
+const rows = [...(await measure('rt sidecar (in-process scheduler)', 'sidecar')), ...(await measure('rt run (scheduler over loopback gRPC)', 'run')), ...(await measureStream())];
 printTable('Jobs: sidecar HTTP API and trigger delivery (anchor: Go runtime scheduler, published cluster figures)', rows);
