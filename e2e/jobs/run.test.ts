@@ -92,4 +92,32 @@ describe('jobs through rt run (real CLI)', () => {
       await run.stop();
     }
   });
+
+  it('rt run --scheduler-host-address uses a separate rt scheduler instead of its own', { timeout: 60_000 }, async () => {
+    const [appPort, httpPort, grpcPort, schedPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    const sched = runRt(['scheduler', '--port', String(schedPort), '--data-dir', join(home, 'sched')], { HOME: home });
+    let run: Run | undefined;
+    try {
+      await until(sched, () => sched.out().includes('rt scheduler ready'));
+      run = runRt(
+        ['run', '--app-id', 'example', '--app-port', String(appPort), '--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--scheduler-host-address', `127.0.0.1:${schedPort}`, '--data-dir', join(home, 'data2'), '--', process.execPath, 'examples/app/server.ts'],
+        { HOME: home },
+      );
+      const r = run;
+      await until(r, () => r.out().includes('[app] listening'));
+      const base = `http://127.0.0.1:${httpPort}`;
+      let addrs: string[] = [];
+      for (let i = 0; i < 100 && addrs.length === 0; i++) {
+        addrs = ((await (await fetch(`${base}/v1.0/metadata`)).json()) as { scheduler: { connected_addresses: string[] } }).scheduler.connected_addresses;
+        if (addrs.length === 0) await new Promise((res) => setTimeout(res, 50));
+      }
+      expect(addrs).toEqual([`127.0.0.1:${schedPort}`]);
+      expect((await fetch(`${base}/v1.0/jobs/remote`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ dueTime: '300ms', data: [1, 2, 3] }) })).status).toBe(204);
+      await until(r, () => fired(r.out(), 'remote').length > 0, 10_000);
+      expect(fired(r.out(), 'remote')).toEqual(['[app] job remote fired with data [1,2,3]']);
+    } finally {
+      await run?.stop();
+      await sched.stop();
+    }
+  });
 });
