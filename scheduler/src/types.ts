@@ -81,6 +81,15 @@ export class SchedulerError extends Error {
 
 export const invalid = (errorCode: string, message: string) => new SchedulerError('invalid', errorCode, message);
 
+/** The API operations on jobs and the error code each answers with when the scheduler fails. */
+export type JobOperation = 'schedule' | 'get' | 'delete' | 'list';
+export const JOB_OPERATION_ERROR_CODES: Record<JobOperation, string> = {
+  schedule: 'RT_SCHEDULER_SCHEDULE_JOB',
+  get: 'RT_SCHEDULER_GET_JOB',
+  delete: 'RT_SCHEDULER_DELETE_JOB',
+  list: 'RT_SCHEDULER_LIST_JOBS',
+};
+
 export function keyString(k: JobKey): string {
   return `${k.namespace}\u0000${k.appId}\u0000${k.owner}\u0000${k.name}`;
 }

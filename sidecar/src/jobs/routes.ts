@@ -8,19 +8,14 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SidecarContext } from '../context.ts';
 import { ApiError } from '../http/errors.ts';
 import type { SchedulerClient } from '../../../scheduler/src/client.ts';
-import { SchedulerError, type JobKey } from '../../../scheduler/src/types.ts';
+import { JOB_OPERATION_ERROR_CODES, SchedulerError, type JobKey, type JobOperation } from '../../../scheduler/src/types.ts';
 import { validateName } from '../../../scheduler/src/validate.ts';
 import { jobView, parseScheduleBody } from './request.ts';
 
 const PREFIXES = ['/v1.0-alpha1/jobs', '/v1.0/jobs'];
 
-type Op = 'schedule' | 'get' | 'delete' | 'list';
-const OP_CODES: Record<Op, string> = {
-  schedule: 'RT_SCHEDULER_SCHEDULE_JOB',
-  get: 'RT_SCHEDULER_GET_JOB',
-  delete: 'RT_SCHEDULER_DELETE_JOB',
-  list: 'RT_SCHEDULER_LIST_JOBS',
-};
+type Op = JobOperation;
+const OP_CODES = JOB_OPERATION_ERROR_CODES;
 
 /** `client` undefined: no scheduler configured (kubernetes mode without an address). */
 export function registerJobRoutes(ctx: SidecarContext, client: SchedulerClient | undefined): void {
