@@ -104,7 +104,7 @@ describe.skipIf(!sshdAvailable)('bindings.sftp over the sidecar HTTP API (real s
       [{ operation: 'list', metadata: { fileName: '../..' } }, /outside/],
       [{ operation: 'delete', metadata: { fileName: 'x/../../root' } }, /outside/],
       [{ operation: 'create', data: '%%%%', metadata: { fileName: 'x.txt' } }, /standard base64/],
-      [{ operation: 'create', metadata: { fileName: 'x.txt' } }, /base64 string/],
+      [{ operation: 'create', data: { file: 'content' }, metadata: { fileName: 'x.txt' } }, /base64 string/],
       [{ operation: 'get' }, /needs metadata.fileName/],
       [{ operation: 'move', metadata: { fileName: 'x' } }, /does not support operation "move"; supported: create, get, list, delete/],
       [{ data: 'x' }, /"operation" is required/],

@@ -63,6 +63,13 @@ describe.skipIf(!sshdAvailable)('bindings.sftp operations (real sshd)', () => {
     }
   });
 
+  it('create without data makes an empty file; data as bytes is read as the base64 text', async () => {
+    await b.invoke(op('create', { fileName: 'nodata.txt' }));
+    expect(await readFile(join(s.root, 'nodata.txt'))).toHaveLength(0);
+    await b.invoke(op('create', { fileName: 'bytes.txt' }, Buffer.from(Buffer.from('via bytes').toString('base64'))));
+    expect(await readFile(join(s.root, 'bytes.txt'), 'utf8')).toBe('via bytes');
+  });
+
   it('get reads a file written by the sftp client', async () => {
     const src = join(s.dir, 'from-client.bin');
     const content = binary(300_000, 11);
@@ -132,8 +139,9 @@ describe.skipIf(!sshdAvailable)('bindings.sftp operations (real sshd)', () => {
       [op('create', {}, 'QQ=='), /needs metadata.fileName/],
       [op('get', {}), /needs metadata.fileName/],
       [op('delete', { fileName: '' }), /needs metadata.fileName/],
-      [op('create', { fileName: 'x.txt' }), /base64 string/],
       [op('create', { fileName: 'x.txt' }, { not: 'a string' }), /base64 string/],
+      [op('create', { fileName: 'x.txt' }, 42), /base64 string/],
+      [op('create', { fileName: 'x.txt' }, Buffer.from([0xff, 0xfe, 0x41, 0x41])), /standard base64/],
       [op('create', { fileName: 'x.txt' }, 'not base64!'), /standard base64/],
       [op('create', { fileName: 'x.txt' }, 'QUJD\nQUJD'), /standard base64/],
       [op('create', { fileName: 'x.txt' }, 'QUJ'), /multiple of 4/],

@@ -92,10 +92,7 @@ export class SftpBinding implements OutputBinding {
   private async create(req: BindingRequest): Promise<BindingResponse> {
     const fileName = requiredFileName(req);
     const { remote } = resolveInRoot(this.root(), fileName);
-    if (typeof req.data !== 'string') {
-      throw malformed('create needs "data": the file content as a base64 string ("" for an empty file)');
-    }
-    const data = req.data;
+    const data = base64Text(req.data);
     assertBase64(data);
     await this.call('create', fileName, (s) => uploadBase64(s, this.root(), remote, data, (tmp) => this.connection().forget(tmp)));
     return json({ fileName });
@@ -178,6 +175,17 @@ export class SftpBinding implements OutputBinding {
     if (!this.md) throw new Error('the SFTP binding is not initialised');
     return this.md.rootPath;
   }
+}
+
+/**
+ * create's data as base64 text. No data is an empty file (gRPC callers cannot send "" apart
+ * from nothing); bytes are taken as the base64 text's characters (gRPC's `bytes data`).
+ */
+function base64Text(data: unknown): string {
+  if (data === undefined || data === null) return '';
+  if (typeof data === 'string') return data;
+  if (data instanceof Uint8Array) return Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('latin1');
+  throw malformed('create needs "data" to be the file content as a base64 string');
 }
 
 /** The file a create/get/delete names; a trailing "/" names a folder, which these do not take. */
