@@ -1,8 +1,9 @@
 /**
  * Workflow throughput: a durabletask-js worker (in this process) against an `rt sidecar`
  * child process, for a 3-activity chain and a 10-activity fan-out, on the embedded SQLite
- * store and on PostgreSQL (when 127.0.0.1:5432 answers). Closed loop: CONCURRENCY workflows
- * in flight, each timed from StartInstance to WaitForInstanceCompletion's answer.
+ * store and on PostgreSQL (when 127.0.0.1:5432 answers). Closed loop: BENCH_CONCURRENCY
+ * (256) workflows in flight, or one at a time for the "in series" row; each timed from
+ * StartInstance to WaitForInstanceCompletion's answer.
  *
  * Anchor: the Go runtime's published figures (cluster): ~98 workflows/s in parallel,
  * 57/s in series, 35/s at 10,000 workflows, each with activities.
@@ -18,8 +19,9 @@ import { freePort, canConnect } from '../test/services/net.ts';
 import { machineLine, percentile, printTable, ratio, rssMb, startChild, type Row } from './lib.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 256);
 const ANCHOR_PARALLEL = 98;
+const ANCHOR_SERIES = 57;
 const PG_URL = process.env.RT_TEST_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/test';
 
 // the SDK logs every work item; keep the benchmark's own output
@@ -50,14 +52,14 @@ interface Measured {
   errors: number;
 }
 
-async function drive(client: TaskHubGrpcClient, name: string, seconds: number): Promise<Measured> {
+async function drive(client: TaskHubGrpcClient, name: string, seconds: number, concurrency = CONCURRENCY): Promise<Measured> {
   const lat: number[] = [];
   let errors = 0;
   let i = 0;
   const start = performance.now();
   const end = start + seconds * 1000;
   await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
+    Array.from({ length: concurrency }, async () => {
       while (performance.now() < end) {
         const t0 = performance.now();
         try {
@@ -112,13 +114,14 @@ async function runStore(store: 'SQLite' | 'PostgreSQL'): Promise<Row[]> {
   const rows: Row[] = [];
   try {
     await drive(client, 'chain3', 2); // warm-up
-    for (const [name, label] of [
-      ['chain3', '3-activity chain'],
-      ['fanOut10', '10-activity fan-out'],
+    for (const [name, label, inFlight, anchor] of [
+      ['chain3', '3-activity chain, parallel', CONCURRENCY, ANCHOR_PARALLEL],
+      ['fanOut10', '10-activity fan-out, parallel', CONCURRENCY, ANCHOR_PARALLEL],
+      ['chain3', '3-activity chain, in series', 1, ANCHOR_SERIES],
     ] as const) {
       const cpu0 = process.cpuUsage();
       const child0 = procCpuMs(child.proc.pid as number);
-      const m = await drive(client, name, SECONDS);
+      const m = await drive(client, name, SECONDS, inFlight);
       const cpu = process.cpuUsage(cpu0);
       const childMs = procCpuMs(child.proc.pid as number) - child0;
       rows.push({
@@ -127,8 +130,9 @@ async function runStore(store: 'SQLite' | 'PostgreSQL'): Promise<Row[]> {
         'rt wf/s': m.wfs,
         'p50 ms': m.p50,
         'p99 ms': m.p99,
-        'anchor wf/s (Go, parallel)': ANCHOR_PARALLEL,
-        ratio: ratio(m.wfs, ANCHOR_PARALLEL),
+        'in flight': inFlight,
+        'anchor wf/s (Go)': anchor,
+        ratio: ratio(m.wfs, anchor),
         completed: m.done,
         errors: m.errors,
         'sidecar CPU %': (childMs / (SECONDS * 1000)) * 100,
@@ -157,7 +161,7 @@ async function runStore(store: 'SQLite' | 'PostgreSQL'): Promise<Row[]> {
 
 print(machineLine());
 print(`load average at start: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
-print(`closed loop: ${CONCURRENCY} workflows in flight, ${SECONDS} s per row; worker = @dapr/durabletask-js in the benchmark process; sidecar = rt sidecar child process`);
+print(`closed loop: ${CONCURRENCY} workflows in flight (parallel) or 1 (in series), ${SECONDS} s per row; worker = @dapr/durabletask-js in the benchmark process; sidecar = rt sidecar child process`);
 const rows = process.env.BENCH_PG_ONLY ? [] : await runStore('SQLite');
 const pgUrl = new URL(PG_URL);
 if (!process.env.BENCH_SQLITE_ONLY && await canConnect(pgUrl.hostname, Number(pgUrl.port || 5432))) rows.push(...(await runStore('PostgreSQL')));
