@@ -59,9 +59,19 @@ interface ConsumerSlot {
 interface TargetQueue {
   consumers: ConsumerSlot[];
   rr: number;
-  /** Triggers waiting for a sidecar of this app to connect. */
+  /**
+   * Triggers waiting for a sidecar of this app: none is connected, or every one already has
+   * its window of un-acked triggers. A queue with a head index (acks drain it one by one).
+   */
   pending: Trigger[];
+  head: number;
 }
+
+/**
+ * Un-acked triggers per sidecar stream. Keeps a burst from piling up in one sidecar's memory
+ * and bounds what a crash can send twice (at-least-once) to about this many per sidecar.
+ */
+export const CONSUMER_WINDOW = 1024;
 
 export interface EngineOptions {
   log: Logger;
@@ -160,8 +170,7 @@ export class SchedulerEngine implements StoreListener {
     const slot: ConsumerSlot = { consumer, inflight: new Set() };
     tq.consumers.push(slot);
     this.log.debug({ target, consumer: consumer.name }, 'sidecar connected');
-    const waiting = tq.pending.splice(0);
-    for (const t of waiting) this.dispatch(t);
+    this.drain(tq);
     return () => this.disconnect(target, slot);
   }
 
@@ -179,6 +188,7 @@ export class SchedulerEngine implements StoreListener {
       this.dispatch({ ...inf.trigger, id: this.newId() });
     }
     slot.inflight.clear();
+    this.drain(tq);
   }
 
   /** The sidecar's answer for one trigger. */
@@ -186,7 +196,10 @@ export class SchedulerEngine implements StoreListener {
     const inf = this.inflight.get(id);
     if (!inf || this.closed) return;
     this.inflight.delete(id);
-    inf.consumer?.inflight.delete(id);
+    if (inf.consumer) {
+      inf.consumer.inflight.delete(id);
+      this.drain(this.queue(inf.trigger.key));
+    }
     const live = this.jobs.get(inf.ks);
     if (!live || live.rec.gen !== inf.gen) return; // deleted or replaced meanwhile
     if (ok) {
@@ -251,7 +264,10 @@ export class SchedulerEngine implements StoreListener {
     while (busy() && this.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     for (const live of leaving) if (this.jobs.get(live.ks) === live) this.jobs.delete(live.ks);
     for (const [id, inf] of this.inflight) if (ids.has(inf.ks)) this.inflight.delete(id);
-    for (const q of this.targets.values()) q.pending = q.pending.filter((t) => !ids.has(keyString(t.key)));
+    for (const q of this.targets.values()) {
+      q.pending = q.pending.slice(q.head).filter((t) => !ids.has(keyString(t.key)));
+      q.head = 0;
+    }
     await this.flush();
   }
 
@@ -310,7 +326,8 @@ export class SchedulerEngine implements StoreListener {
     // a trigger that waited while its job was deleted or replaced is dropped
     if (!live || live.releasing || t.gen !== live.rec.gen) return;
     const tq = this.queue(t.key);
-    const able = t.key.owner === '' ? tq.consumers.filter((c) => c.consumer.appJobs !== false) : tq.consumers;
+    const appJob = t.key.owner === '';
+    const able = tq.consumers.filter((c) => c.inflight.size < CONSUMER_WINDOW && (!appJob || c.consumer.appJobs !== false));
     if (able.length === 0) {
       tq.pending.push(t);
       return;
@@ -387,11 +404,26 @@ export class SchedulerEngine implements StoreListener {
     }
   }
 
+  /** Sends waiting triggers, oldest first, while a sidecar that can take the next one has room. */
+  private drain(tq: TargetQueue): void {
+    while (tq.head < tq.pending.length) {
+      const t = tq.pending[tq.head];
+      const appJob = t.key.owner === '';
+      if (!tq.consumers.some((c) => c.inflight.size < CONSUMER_WINDOW && (!appJob || c.consumer.appJobs !== false))) break;
+      tq.head++;
+      this.dispatch(t);
+    }
+    if (tq.head > 1024 && tq.head * 2 > tq.pending.length) {
+      tq.pending = tq.pending.slice(tq.head);
+      tq.head = 0;
+    }
+  }
+
   private queue(t: Target): TargetQueue {
     const k = targetString(t);
     let q = this.targets.get(k);
     if (!q) {
-      q = { consumers: [], rr: 0, pending: [] };
+      q = { consumers: [], rr: 0, pending: [], head: 0 };
       this.targets.set(k, q);
     }
     return q;
@@ -403,7 +435,7 @@ export class SchedulerEngine implements StoreListener {
 
   snapshot(): EngineStats {
     let pending = 0;
-    for (const q of this.targets.values()) pending += q.pending.length;
+    for (const q of this.targets.values()) pending += q.pending.length - q.head;
     return { ...this.stats, jobs: this.jobs.size, inflight: this.inflight.size, pending };
   }
 

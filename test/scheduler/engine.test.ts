@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SchedulerEngine } from '../../scheduler/src/engine.ts';
+import { CONSUMER_WINDOW, SchedulerEngine } from '../../scheduler/src/engine.ts';
 import { SqliteJobStore } from '../../scheduler/src/store/sqlite.ts';
 import type { JobKey, Trigger } from '../../scheduler/src/types.ts';
 import { waitFor } from '../jobs/helpers.ts';
@@ -47,6 +47,21 @@ describe('scheduler engine (SQLite in memory)', () => {
     expect(new Set(got.map((t) => t.key.name)).size).toBe(5);
     await sleep(50);
     expect(e.snapshot()).toMatchObject({ jobs: 0, inflight: 0, pending: 0 });
+  });
+
+  it('gives one sidecar at most CONSUMER_WINDOW un-acked triggers; acks let the rest through', async () => {
+    const e = await start();
+    const held: Trigger[] = [];
+    e.connect(target, { name: 'slow', send: (t) => held.push(t) });
+    const n = CONSUMER_WINDOW + 200;
+    for (let i = 0; i < n; i++) await e.schedule(key(`w${i}`), { dueTime: '0s' }, false);
+    await waitFor(() => held.length === CONSUMER_WINDOW && e.snapshot().pending === 200, 5000, 'a full window and 200 waiting');
+    for (const t of held.splice(0, 150)) e.ack(t.id, true);
+    expect(held.length).toBe(CONSUMER_WINDOW); // 150 acked, 150 more sent at once
+    for (const t of held.splice(0)) e.ack(t.id, true);
+    await waitFor(() => held.length === 50, 2000, 'the last 50');
+    for (const t of held.splice(0)) e.ack(t.id, true);
+    expect(e.snapshot()).toMatchObject({ pending: 0, inflight: 0, acked: n });
   });
 
   it('counts a trigger never acked as failed after the ack timeout, and retries it', async () => {

@@ -21,6 +21,8 @@ interface Host {
 }
 
 const CALL_TIMEOUT_MS = 10_000;
+/** How long calls keep trying when no scheduler host is reachable. */
+const UNAVAILABLE_RETRY_MS = 3_000;
 
 export class GrpcSchedulerClient implements SchedulerClient {
   private readonly hosts: Host[];
@@ -70,20 +72,28 @@ export class GrpcSchedulerClient implements SchedulerClient {
     return (res.jobs ?? []).map(fromPbRecord);
   }
 
-  /** Tries hosts in turn (connected ones first); only "unavailable" moves to the next. */
+  /**
+   * Tries hosts in turn (connected ones first); only "unavailable" moves to the next. When
+   * none answers, tries again for a short while: a scheduler that is restarting (or a channel
+   * still in reconnect backoff) is back within a few seconds.
+   */
   private async call(method: string, req: unknown, code: string): Promise<unknown> {
-    const order = this.order();
+    const giveUpAt = Date.now() + UNAVAILABLE_RETRY_MS;
     let last: grpc.ServiceError | undefined;
-    for (const h of order) {
-      try {
-        return await new Promise((resolve, reject) =>
-          (h.client[method] as Unary).call(h.client, req, new grpc.Metadata(), { deadline: Date.now() + CALL_TIMEOUT_MS }, (e, res) => (e ? reject(e) : resolve(res))),
-        );
-      } catch (e) {
-        const se = e as grpc.ServiceError;
-        if (se.code !== grpc.status.UNAVAILABLE && se.code !== grpc.status.DEADLINE_EXCEEDED) throw fromServiceError(se, code);
-        last = se;
+    for (;;) {
+      for (const h of this.order()) {
+        try {
+          return await new Promise((resolve, reject) =>
+            (h.client[method] as Unary).call(h.client, req, new grpc.Metadata(), { deadline: Date.now() + CALL_TIMEOUT_MS }, (e, res) => (e ? reject(e) : resolve(res))),
+          );
+        } catch (e) {
+          const se = e as grpc.ServiceError;
+          if (se.code !== grpc.status.UNAVAILABLE && se.code !== grpc.status.DEADLINE_EXCEEDED) throw fromServiceError(se, code);
+          last = se;
+        }
       }
+      if (this.closed || Date.now() >= giveUpAt) break;
+      await new Promise((r) => setTimeout(r, 200));
     }
     throw new SchedulerError('unavailable', code, `no scheduler host answered (${this.hosts.map((h) => h.address).join(', ')}): ${last?.details || last?.message || 'unavailable'}`);
   }
