@@ -8,6 +8,15 @@ import type { JobKey, JobOwnerRef, JobRecord, JobSpec, Target, Trigger } from '.
 /** Resolves true when the trigger was handled (ack success), false to fail it. */
 export type TriggerHandler = (t: Trigger) => Promise<boolean>;
 
+/** How long a closing client lets triggers already being handled finish and ack. */
+export const CLOSE_DRAIN_MS = 2000;
+
+/** Resolves when `done()` holds or after `ms`. */
+export async function settle(done: () => boolean, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  while (!done() && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+}
+
 export interface SchedulerClient {
   /** Addresses of the scheduler hosts this client has a live stream to (metadata). */
   connectedAddresses(): string[];
@@ -29,6 +38,9 @@ export class InProcessClient implements SchedulerClient {
   private readonly engine: SchedulerEngine;
   private disconnect?: () => void;
   private readonly ownsEngine: boolean;
+  /** Triggers being handled; a graceful close lets them finish, so they are not sent again. */
+  private active = 0;
+  private draining = false;
 
   constructor(engine: SchedulerEngine, ownsEngine: boolean) {
     this.engine = engine;
@@ -65,10 +77,14 @@ export class InProcessClient implements SchedulerClient {
       const out = batch;
       batch = [];
       for (const t of out) {
-        handler(t).then(
-          (ok) => engine.ack(t.id, ok),
-          () => engine.ack(t.id, false),
-        );
+        if (this.draining) continue; // not acked: fired again after the next start
+        this.active++;
+        handler(t)
+          .then(
+            (ok) => engine.ack(t.id, ok),
+            () => engine.ack(t.id, false),
+          )
+          .finally(() => this.active--);
       }
     };
     this.disconnect = engine.connect(target, {
@@ -82,6 +98,8 @@ export class InProcessClient implements SchedulerClient {
   }
 
   async close(): Promise<void> {
+    this.draining = true;
+    await settle(() => this.active === 0, CLOSE_DRAIN_MS);
     this.disconnect?.();
     if (this.ownsEngine) await this.engine.close();
   }

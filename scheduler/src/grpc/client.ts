@@ -5,7 +5,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { SchedulerClient, TriggerHandler } from '../client.ts';
+import { CLOSE_DRAIN_MS, settle, type SchedulerClient, type TriggerHandler } from '../client.ts';
 import { SchedulerError, type JobKey, type JobOwnerRef, type JobRecord, type JobSpec, type Target } from '../types.ts';
 import { fromPbRecord, fromPbTrigger, fromServiceError, schedulerService, toPbJob, type PbRecord, type PbTrigger } from './proto.ts';
 
@@ -29,6 +29,9 @@ export class GrpcSchedulerClient implements SchedulerClient {
   private readonly log: Logger;
   private next = 0;
   private closed = false;
+  /** Triggers being handled; a graceful close lets them finish and acks them first. */
+  private active = 0;
+  private draining = false;
 
   constructor(addresses: string[], opts: { log: Logger }) {
     this.log = opts.log;
@@ -129,10 +132,14 @@ export class GrpcSchedulerClient implements SchedulerClient {
         this.log.info({ scheduler: h.address }, 'connected to scheduler');
       }
       for (const pb of msg.triggers ?? []) {
+        // closing: leave it un-acked; the scheduler gives it to another sidecar
+        if (this.draining) continue;
         const t = fromPbTrigger(pb);
+        this.active++;
         handler(t)
           .catch(() => false)
           .then((ok) => {
+            this.active--;
             if (acks.length === 0) setImmediate(flushAcks);
             acks.push({ id: t.id, success: ok });
           });
@@ -155,6 +162,10 @@ export class GrpcSchedulerClient implements SchedulerClient {
   }
 
   async close(): Promise<void> {
+    this.draining = true;
+    await settle(() => this.active === 0, CLOSE_DRAIN_MS);
+    await new Promise((r) => setImmediate(r)); // the last acks go out
+    await new Promise((r) => setImmediate(r));
     this.closed = true;
     for (const h of this.hosts) {
       if (h.retry) clearTimeout(h.retry);
