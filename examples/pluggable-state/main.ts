@@ -191,7 +191,8 @@ const outputBinding: grpc.UntypedServiceImplementation = {
 };
 
 // ---------------------------------------------------------------- server
-const server = new grpc.Server();
+// channelz is a debugging service this component does not serve: skip its per-call bookkeeping
+const server = new grpc.Server({ 'grpc.enable_channelz': 0 });
 server.addService(service('StateStore'), stateStore);
 server.addService(service('TransactionalStateStore'), transactionalStateStore);
 server.addService(service('OutputBinding'), outputBinding);
