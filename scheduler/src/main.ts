@@ -2,6 +2,7 @@
  * `rt scheduler`: the scheduler as a service of its own. SQLite (one replica) by default;
  * `--etcd-endpoints` for several replicas sharing the jobs by partition.
  */
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { hostname, homedir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +29,8 @@ options:
   --partitions N            job partitions shared by the replicas (default 16; same on every replica)
   --lease-ttl SECONDS       how long a dead replica holds its jobs (default 5)
   --replica-id ID           this replica's name (default host-pid-random)
+  --token-file PATH         require this token from every caller (or env RT_SCHEDULER_TOKEN);
+                            sidecars send it from their env RT_SCHEDULER_TOKEN
   --log-level LEVEL         debug, info, warn, error (default info)
 environment: RT_SCHEDULER_PORT, RT_SCHEDULER_LISTEN_ADDRESS, RT_SCHEDULER_HEALTH_PORT, RT_SCHEDULER_ETCD_ENDPOINTS, RT_DATA_DIR, RT_LOG_LEVEL`;
 
@@ -43,6 +46,8 @@ export interface SchedulerProcessOptions {
   leaseTtlSec: number;
   replicaId: string;
   logLevel: string;
+  /** Callers must send it (metadata rt-scheduler-token); undefined = no check (loopback). */
+  token?: string;
 }
 
 export class SchedulerUsageError extends Error {}
@@ -62,6 +67,7 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
         partitions: { type: 'string' },
         'lease-ttl': { type: 'string' },
         'replica-id': { type: 'string' },
+        'token-file': { type: 'string' },
         'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -90,7 +96,20 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
     leaseTtlSec: int('lease-ttl', v['lease-ttl'] as string | undefined, 5, 2, 3600),
     replicaId: (v['replica-id'] as string | undefined) ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`,
     logLevel: (v['log-level'] as string | undefined) ?? env.RT_LOG_LEVEL ?? 'info',
+    token: readToken(v['token-file'] as string | undefined) ?? (env.RT_SCHEDULER_TOKEN || undefined),
   };
+}
+
+function readToken(file: string | undefined): string | undefined {
+  if (!file) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8').trim();
+  } catch (e) {
+    throw new SchedulerUsageError(`--token-file ${file}: ${(e as Error).message}`);
+  }
+  if (!text) throw new SchedulerUsageError(`--token-file ${file} is empty`);
+  return text;
 }
 
 export interface RunningScheduler {
@@ -110,13 +129,14 @@ export async function startScheduler(o: SchedulerProcessOptions, log = pino({ le
   await engine.start();
   let server: SchedulerServer;
   try {
-    server = await startSchedulerServer(engine, { host: o.listenAddress, port: o.port, log });
+    server = await startSchedulerServer(engine, { host: o.listenAddress, port: o.port, log, token: o.token });
   } catch (e) {
     await engine.close();
     throw e;
   }
   const health = o.healthPort ? await startHealth(engine, store, o.listenAddress, o.healthPort) : undefined;
-  log.info({ address: server.address, store: store.describe(), healthPort: health?.port }, `rt scheduler ready: gRPC on ${server.address}`);
+  if (!o.token && !/^(127\.|::1$|\[::1\]|localhost$)/.test(o.listenAddress)) log.warn('no scheduler token: any client that reaches this port can schedule and receive jobs of every app; set RT_SCHEDULER_TOKEN or --token-file');
+  log.info({ address: server.address, store: store.describe(), healthPort: health?.port, token: o.token ? 'required' : 'none' }, `rt scheduler ready: gRPC on ${server.address}`);
   return {
     engine,
     server,

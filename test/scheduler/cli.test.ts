@@ -1,8 +1,11 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { GrpcSchedulerClient } from '../../scheduler/src/grpc/client.ts';
 import { parseSchedulerArgs, SchedulerUsageError, startScheduler } from '../../scheduler/src/main.ts';
 import { freePort } from '../services/net.ts';
-import { tempDir } from '../jobs/helpers.ts';
+import { tempDir, waitFor } from '../jobs/helpers.ts';
 
 describe('rt scheduler options', () => {
   it('reads flags, with SQLite by default and etcd when endpoints are given', () => {
@@ -30,6 +33,50 @@ describe('rt scheduler options', () => {
       expect(res.status).toBe(200);
       expect(await res.json()).toMatchObject({ status: 'ok', jobs: 0, store: expect.stringMatching(/^sqlite:/) });
     } finally {
+      await s.close();
+      dir.remove();
+    }
+  });
+});
+
+describe('rt scheduler token', () => {
+  it('reads the token from a file or RT_SCHEDULER_TOKEN, and refuses an empty file', () => {
+    const dir = tempDir('rt-sched-token-');
+    try {
+      writeFileSync(join(dir.path, 'token'), 's3cret\n');
+      expect(parseSchedulerArgs(['--token-file', join(dir.path, 'token')])).toMatchObject({ token: 's3cret' });
+      writeFileSync(join(dir.path, 'empty'), '\n');
+      expect(() => parseSchedulerArgs(['--token-file', join(dir.path, 'empty')])).toThrow(/is empty/);
+      expect(() => parseSchedulerArgs(['--token-file', join(dir.path, 'missing')])).toThrow(/--token-file/);
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it('answers calls without the token UNAUTHENTICATED; a sidecar with RT_SCHEDULER_TOKEN works', async () => {
+    const dir = tempDir('rt-sched-token-');
+    const s = await startScheduler(
+      { port: 0, listenAddress: '127.0.0.1', dataDir: dir.path, etcdEndpoints: [], etcdPrefix: '/rt/scheduler', partitions: 16, leaseTtlSec: 5, replicaId: 't', logLevel: 'silent', token: 'tok-123' },
+      pino({ level: 'silent' }),
+    );
+    const without = new GrpcSchedulerClient([s.server.address], { log: pino({ level: 'silent' }) });
+    const wrong = new GrpcSchedulerClient([s.server.address], { log: pino({ level: 'silent' }), token: 'nope' });
+    const right = new GrpcSchedulerClient([s.server.address], { log: pino({ level: 'silent' }), token: 'tok-123' });
+    const key = { namespace: 'default', appId: 'a', owner: '', name: 'j' };
+    try {
+      await expect(without.schedule(key, { dueTime: '1h' }, false)).rejects.toMatchObject({ message: expect.stringMatching(/scheduler token/) });
+      await expect(wrong.get(key)).rejects.toMatchObject({ message: expect.stringMatching(/scheduler token/) });
+      await right.schedule(key, { dueTime: '1h', dataJson: '1' }, false);
+      expect((await right.get(key)).spec.dataJson).toBe('1');
+      // a stream without the token is refused, so it never shows as connected
+      without.watch({ namespace: 'default', appId: 'a' }, async () => true);
+      right.watch({ namespace: 'default', appId: 'a' }, async () => true);
+      await waitFor(() => right.connectedAddresses().length === 1, 5000, 'token stream connected');
+      expect(without.connectedAddresses()).toEqual([]);
+    } finally {
+      await without.close();
+      await wrong.close();
+      await right.close();
       await s.close();
       dir.remove();
     }

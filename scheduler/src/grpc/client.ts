@@ -7,7 +7,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { CLOSE_DRAIN_MS, settle, type SchedulerClient, type TriggerHandler } from '../client.ts';
 import { SchedulerError, type JobKey, type JobOwnerRef, type JobRecord, type JobSpec, type Target } from '../types.ts';
-import { fromPbRecord, fromPbTrigger, fromServiceError, schedulerService, toPbJob, type PbRecord, type PbTrigger } from './proto.ts';
+import { TOKEN_METADATA, fromPbRecord, fromPbTrigger, fromServiceError, schedulerService, toPbJob, type PbRecord, type PbTrigger } from './proto.ts';
 
 type Unary = (req: unknown, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, res: unknown) => void) => void;
 
@@ -27,14 +27,17 @@ const UNAVAILABLE_RETRY_MS = 3_000;
 export class GrpcSchedulerClient implements SchedulerClient {
   private readonly hosts: Host[];
   private readonly log: Logger;
+  private readonly token?: string;
   private next = 0;
   private closed = false;
   /** Triggers being handled; a graceful close lets them finish and acks them first. */
   private active = 0;
   private draining = false;
 
-  constructor(addresses: string[], opts: { log: Logger }) {
+  /** `token`: the scheduler's token (env RT_SCHEDULER_TOKEN), sent on every call. */
+  constructor(addresses: string[], opts: { log: Logger; token?: string }) {
     this.log = opts.log;
+    this.token = opts.token;
     const Ctor = schedulerService();
     this.hosts = addresses.map((address) => ({
       address,
@@ -87,7 +90,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
       for (const h of this.order()) {
         try {
           return await new Promise((resolve, reject) =>
-            (h.client[method] as Unary).call(h.client, req, new grpc.Metadata(), { deadline: Date.now() + CALL_TIMEOUT_MS }, (e, res) => (e ? reject(e) : resolve(res))),
+            (h.client[method] as Unary).call(h.client, req, this.metadata(), { deadline: Date.now() + CALL_TIMEOUT_MS }, (e, res) => (e ? reject(e) : resolve(res))),
           );
         } catch (e) {
           const se = e as grpc.ServiceError;
@@ -99,6 +102,12 @@ export class GrpcSchedulerClient implements SchedulerClient {
       await new Promise((r) => setTimeout(r, 200));
     }
     throw new SchedulerError('unavailable', code, `no scheduler host answered (${this.hosts.map((h) => h.address).join(', ')}): ${last?.details || last?.message || 'unavailable'}`);
+  }
+
+  private metadata(): grpc.Metadata {
+    const md = new grpc.Metadata();
+    if (this.token) md.set(TOKEN_METADATA, this.token);
+    return md;
   }
 
   private order(): Host[] {
@@ -114,7 +123,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
 
   private openStream(h: Host, target: Target, handler: TriggerHandler, appJobs: boolean): void {
     if (this.closed) return;
-    const stream = (h.client.WatchJobs as (md: grpc.Metadata, opts: grpc.CallOptions) => grpc.ClientDuplexStream<unknown, unknown>).call(h.client, new grpc.Metadata(), {});
+    const stream = (h.client.WatchJobs as (md: grpc.Metadata, opts: grpc.CallOptions) => grpc.ClientDuplexStream<unknown, unknown>).call(h.client, this.metadata(), {});
     h.stream = stream;
     let dead = false;
     // acks settled in one turn of the event loop go back as one message

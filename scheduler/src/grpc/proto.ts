@@ -4,6 +4,9 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { SchedulerError, type FailurePolicy, type JobKey, type JobRecord, type JobSpec, type SchedulerErrorKind, type Trigger } from '../types.ts';
 
+/** Metadata key that carries the scheduler token (when the scheduler has one). */
+export const TOKEN_METADATA = 'rt-scheduler-token';
+
 let cached: grpc.ServiceClientConstructor | undefined;
 
 /** The generated-at-runtime client constructor; `.service` is the server definition. */

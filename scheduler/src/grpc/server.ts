@@ -2,8 +2,9 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { SchedulerEngine } from '../engine.ts';
+import { tokenMatches } from '../../../sidecar/src/http/auth.ts';
 import { invalid, type Target } from '../types.ts';
-import { fromPbJob, schedulerService, toKey, toPbRecord, toPbTrigger, toServiceError, type PbJob, type PbKey } from './proto.ts';
+import { TOKEN_METADATA, fromPbJob, schedulerService, toKey, toPbRecord, toPbTrigger, toServiceError, type PbJob, type PbKey } from './proto.ts';
 
 interface WatchMessage {
   hello?: { namespace?: string; appId?: string; internalOnly?: boolean };
@@ -19,10 +20,24 @@ export interface SchedulerServer {
   close(): Promise<void>;
 }
 
-export function schedulerImplementation(engine: SchedulerEngine, log: Logger, host: () => string): grpc.UntypedServiceImplementation {
+const UNAUTHENTICATED: Partial<grpc.StatusObject> = {
+  code: grpc.status.UNAUTHENTICATED,
+  details: `missing or wrong scheduler token: send it in the ${TOKEN_METADATA} metadata (sidecars: env RT_SCHEDULER_TOKEN)`,
+};
+
+export function schedulerImplementation(engine: SchedulerEngine, log: Logger, host: () => string, token?: string): grpc.UntypedServiceImplementation {
+  const allowed = (md: grpc.Metadata) => {
+    if (!token) return true;
+    const sent = md.get(TOKEN_METADATA)[0];
+    return typeof sent === 'string' && tokenMatches(sent, token);
+  };
   const unary =
     <Req, Res>(fn: (req: Req) => Promise<Res>) =>
     (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
+      if (!allowed(call.metadata)) {
+        cb(UNAUTHENTICATED);
+        return;
+      }
       fn(call.request).then(
         (res) => cb(null, res),
         (e) => cb(toServiceError(e)),
@@ -44,6 +59,10 @@ export function schedulerImplementation(engine: SchedulerEngine, log: Logger, ho
       return { jobs: recs.map(toPbRecord) };
     }),
     WatchJobs: (call: grpc.ServerDuplexStream<WatchMessage, unknown>) => {
+      if (!allowed(call.metadata)) {
+        call.emit('error', UNAUTHENTICATED);
+        return;
+      }
       const id = ++streams;
       let disconnect: (() => void) | undefined;
       const end = () => {
@@ -94,10 +113,11 @@ export function schedulerImplementation(engine: SchedulerEngine, log: Logger, ho
 }
 
 /** Serves the engine on host:port (0 = a free port). */
-export async function startSchedulerServer(engine: SchedulerEngine, opts: { host: string; port: number; log: Logger }): Promise<SchedulerServer> {
+/** `token`: when set, every call must carry it (constant-time compare). */
+export async function startSchedulerServer(engine: SchedulerEngine, opts: { host: string; port: number; log: Logger; token?: string }): Promise<SchedulerServer> {
   const server = new grpc.Server({ 'grpc.keepalive_permit_without_calls': 1, 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   let address = '';
-  server.addService(schedulerService().service, schedulerImplementation(engine, opts.log, () => address));
+  server.addService(schedulerService().service, schedulerImplementation(engine, opts.log, () => address, opts.token));
   const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${host}:${opts.port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),

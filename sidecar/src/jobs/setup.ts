@@ -16,7 +16,8 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   const { options } = ctx;
   let client: SchedulerClient | undefined;
   if (options.schedulerAddresses.length > 0) {
-    client = new GrpcSchedulerClient(options.schedulerAddresses, { log: ctx.log.child({ scope: 'rt.jobs' }) });
+    // the scheduler's token comes from the environment only (never a flag: it would show in ps)
+    client = new GrpcSchedulerClient(options.schedulerAddresses, { log: ctx.log.child({ scope: 'rt.jobs' }), token: process.env.RT_SCHEDULER_TOKEN || undefined });
   } else if (options.mode === 'standalone') {
     client = await startInProcessScheduler({ dataDir: options.dataDir, namespace: options.namespace, appId: options.appId, log: ctx.log });
   } else {
