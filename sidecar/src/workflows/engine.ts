@@ -80,7 +80,11 @@ export class Engine {
     }
   }
 
+  /** Set once the sidecar shuts down: waits end with UNAVAILABLE instead of an answer. */
+  closed = false;
+
   close(): void {
+    this.closed = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
     for (const set of this.waiters.values()) for (const w of set) w.resolve(undefined);
     this.waiters.clear();

@@ -6,7 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import { GrpcServer } from '../grpc/server.ts';
 import { isTerminal } from './record.ts';
 import { WorkflowError, toStateMessage, type Engine } from './engine.ts';
-import { fromTimestamp, type ActivityResponse, type OrchestratorResponse, type StringValue, type Timestamp, type WorkItem } from './proto.ts';
+import { fromTimestamp, type ActivityResponse, type OrchestratorResponse, type RuntimeStatus, type StringValue, type Timestamp, type WorkItem } from './proto.ts';
 import { checkInstanceId } from './ids.ts';
 
 type Unary<Req, Res> = (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => void;
@@ -42,12 +42,13 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
     return rec ? { exists: true, orchestrationState: toStateMessage(rec, payloads) } : { exists: false };
   };
 
-  const wait = (until: (s: string) => boolean) =>
+  const wait = (until: (s: RuntimeStatus) => boolean) =>
     unary<GetInstanceRequest, unknown>(async (req, call) => {
       const id = requireId(req.instanceId);
       const ac = new AbortController();
       call.on('cancelled', () => ac.abort());
       const rec = await engine.waitFor(id, (r) => !r || until(r.status), ac.signal);
+      if (engine.closed) throw Object.assign(new Error('the sidecar is shutting down; wait again on the next one'), { grpcCode: grpc.status.UNAVAILABLE });
       return rec ? { exists: true, orchestrationState: toStateMessage(rec, req.getInputsAndOutputs ?? false) } : { exists: false };
     });
 
@@ -66,7 +67,7 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
 
     WaitForInstanceStart: wait((s) => s !== 'PENDING'),
 
-    WaitForInstanceCompletion: wait((s) => isTerminal(s as never)),
+    WaitForInstanceCompletion: wait(isTerminal),
 
     RaiseEvent: unary<{ instanceId?: string; name?: string; input?: StringValue }, unknown>(async (req) => {
       if (!req.name) throw new WorkflowError('INVALID', 'name (the event name) is required');
