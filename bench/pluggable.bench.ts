@@ -1,36 +1,48 @@
 /**
  * State GET/SET through a pluggable state store (examples/pluggable-state, its own process on a
- * Unix socket) against the same kind of store built in (state.in-memory), both behind one
+ * Unix socket) against the same kind of store built in (state.in-memory), all behind one
  * `rt sidecar` child process, driven over its HTTP API. Target: pluggable ≥ 50% of built-in.
+ * When Redis answers on 127.0.0.1:6379, built-in state.redis is measured too: a built-in store
+ * that also pays a round trip to another process per call.
  */
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { load, machineLine, printTable, ratio, startChild, type LoadResult, type Row } from './lib.ts';
-import { freePort } from '../test/services/net.ts';
+import { canConnect, freePort } from '../test/services/net.ts';
 
 const root = join(import.meta.dirname, '..');
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 3000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONCURRENCY = 32;
+const withRedis = await canConnect('127.0.0.1', 6379);
+const redisPrefix = `rtbench-${randomBytes(4).toString('hex')}`;
 
 const dir = mkdtempSync(join(tmpdir(), 'rtbench-pl-'));
 const sockets = join(dir, 's');
 const resources = join(dir, 'r');
 mkdirSync(sockets);
 mkdirSync(resources);
+const component = (name: string, type: string, metadata: Record<string, string> = {}) =>
+  `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${name}\nspec:\n  type: ${type}\n  version: v1\n  metadata:\n` +
+  Object.entries(metadata)
+    .map(([k, v]) => `  - name: ${k}\n    value: "${v}"\n`)
+    .join('');
 writeFileSync(
   join(resources, 'components.yaml'),
-  ['builtin:state.in-memory', 'pluggable:state.memstore']
-    .map((c) => `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${c.split(':')[0]}\nspec:\n  type: ${c.split(':')[1]}\n  version: v1\n`)
-    .join('---\n'),
+  [
+    component('builtin', 'state.in-memory'),
+    component('pluggable', 'state.memstore'),
+    ...(withRedis ? [component('redis', 'state.redis', { redisHost: '127.0.0.1:6379', keyPrefix: redisPrefix })] : []),
+  ].join('---\n'),
 );
 
 console.log(machineLine());
 // the machine may be shared: say how busy it was, since both sides suffer from it unequally
 const loadAvg = () => loadavg().map((l) => l.toFixed(1)).join(' ');
 console.log(`load average at start: ${loadAvg()}`);
-const component = await startChild(process.execPath, [join(root, 'examples/pluggable-state/main.ts'), '--folder', sockets, '--name', 'memstore']);
+const proc = await startChild(process.execPath, [join(root, 'examples/pluggable-state/main.ts'), '--folder', sockets, '--name', 'memstore']);
 for (let i = 0; i < 100 && !existsSync(join(sockets, 'memstore.sock')); i++) await new Promise((r) => setTimeout(r, 100));
 const httpPort = await freePort();
 const sidecar = await startChild(
@@ -51,48 +63,59 @@ const set = (store: string) =>
     durationMs: DURATION_MS,
   });
 const get = (store: string) => load({ url: `${base}/${store}/k7`, concurrency: CONCURRENCY, durationMs: DURATION_MS });
-
-/** Median of numbers. */
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 try {
-  // warm both paths (JIT, connections) before measuring
-  await set('builtin').then(() => set('pluggable'));
+  const stores = ['builtin', 'pluggable', ...(withRedis ? ['redis'] : [])];
+  // warm every path (JIT, connections) before measuring
+  for (const s of stores) await set(s);
   const rows: Row[] = [];
   for (const [op, run] of [
     ['SET', set],
     ['GET', get],
   ] as const) {
-    // the machine is shared: alternate the two sides over several rounds and report medians,
-    // so that a burst of other load does not land on one side only
-    const b: LoadResult[] = [];
-    const p: LoadResult[] = [];
+    // the machine is shared: rotate the stores over several rounds and report medians, so that
+    // a burst of other load does not land on one side only
+    const results: Record<string, LoadResult[]> = Object.fromEntries(stores.map((s) => [s, []]));
     for (let round = 0; round < ROUNDS; round++) {
-      if (round % 2 === 0) {
-        b.push(await run('builtin'));
-        p.push(await run('pluggable'));
-      } else {
-        p.push(await run('pluggable'));
-        b.push(await run('builtin'));
-      }
+      const order = round % 2 === 0 ? stores : [...stores].reverse();
+      for (const s of order) results[s].push(await run(s));
     }
-    rows.push({
+    const rps = (s: string) => median(results[s].map((r) => r.rps));
+    const p99 = (s: string) => median(results[s].map((r) => r.p99Ms));
+    // ratio of each round's pair, then the median: pairs ran back to back under the same load
+    const pairRatio = (a: string, b: string) => median(results[a].map((r, i) => r.rps / results[b][i].rps));
+    const row: Row = {
       op,
-      'built-in req/s': median(b.map((r) => r.rps)),
-      'pluggable req/s': median(p.map((r) => r.rps)),
-      'pluggable / built-in': ratio(median(p.map((r, i) => r.rps / b[i].rps)), 1),
-      'built-in p99 ms': median(b.map((r) => r.p99Ms)),
-      'pluggable p99 ms': median(p.map((r) => r.p99Ms)),
-      errors: [...b, ...p].reduce((n, r) => n + r.errors, 0),
-    });
+      'in-memory req/s': rps('builtin'),
+      'pluggable req/s': rps('pluggable'),
+      'pluggable / in-memory': ratio(pairRatio('pluggable', 'builtin'), 1),
+      'in-memory p99 ms': p99('builtin'),
+      'pluggable p99 ms': p99('pluggable'),
+    };
+    if (withRedis) {
+      row['redis req/s'] = rps('redis');
+      row['pluggable / redis'] = ratio(pairRatio('pluggable', 'redis'), 1);
+      row['redis p99 ms'] = p99('redis');
+    }
+    row.errors = Object.values(results)
+      .flat()
+      .reduce((n, r) => n + r.errors, 0);
+    rows.push(row);
   }
   printTable(
-    `state through a pluggable store vs state.in-memory (HTTP, ${CONCURRENCY} concurrent, median of ${ROUNDS} alternating rounds of ${DURATION_MS / 1000} s; target ≥ 0.50×)`,
+    `state through a pluggable store vs built-in stores (HTTP, ${CONCURRENCY} concurrent, median of ${ROUNDS} rotating rounds of ${DURATION_MS / 1000} s; target pluggable ≥ 0.50× in-memory)`,
     rows,
   );
   console.log(`\nload average at end: ${loadAvg()}`);
+  if (withRedis) {
+    // remove what the benchmark wrote to the shared Redis
+    for (let i = 0; i < 1000; i += 50) {
+      await Promise.all(Array.from({ length: 50 }, (_, j) => fetch(`${base}/redis/k${i + j}`, { method: 'DELETE' }).then((r) => r.body?.cancel())));
+    }
+  }
 } finally {
   await sidecar.stop();
-  await component.stop();
+  await proc.stop();
   rmSync(dir, { recursive: true, force: true });
 }

@@ -1,8 +1,10 @@
 /**
  * Coalesces concurrent single-key calls into bulk calls. Every call to a component is a
- * cross-process round trip; with a few calls in flight at most, the calls that arrive meanwhile
- * wait and go out together as one bulk call when a slot frees. A lone call on an idle store goes
- * out at once (as a single call), so batching adds no delay at low load and grows with load.
+ * cross-process gRPC round trip, and its fixed cost (HTTP/2 stream, interceptors, a wake-up of
+ * both processes) dwarfs the cost of one more key in it. So one call is in flight at a time
+ * (by default); the calls that arrive meanwhile wait and go out together as one bulk call when
+ * it returns. A lone call on an idle store goes out at once as a single call, so batching adds
+ * no delay at low load and grows with load.
  */
 interface Pending<In, Out> {
   input: In;
@@ -26,7 +28,7 @@ export class Batcher<In, Out> {
   constructor(single: (input: In) => Promise<Out>, many: (inputs: In[]) => Promise<Out[]>, opts: { maxInFlight?: number; maxBatch?: number } = {}) {
     this.single = single;
     this.many = many;
-    this.maxInFlight = opts.maxInFlight ?? 2;
+    this.maxInFlight = opts.maxInFlight ?? 1;
     this.maxBatch = opts.maxBatch ?? 256;
   }
 
