@@ -10,11 +10,8 @@
 import type { FastifyRequest } from 'fastify';
 import type { SidecarContext } from '../context.ts';
 import type { StateItem, StateTransactionOperation } from '../components/types.ts';
-import { isQueryable, parseQuery } from '../components/state/query.ts';
-import { StateRequestError } from '../components/state/errors.ts';
-import { badRequest, malformed } from '../http/errors.ts';
 import { checkKey, keyPrefixFor } from './keys.ts';
-import { jsonBody, optionsOf, parseBulkGetBody, parseSaveBody, parseTransactionBody, queryMetadata, queryParam, type ItemRequest } from './requests.ts';
+import { optionsOf, parseBulkGetBody, parseSaveBody, parseTransactionBody, queryMetadata, queryParam, type ItemRequest } from './requests.ts';
 import { StateService, storeFailure, type StoreRef } from './service.ts';
 
 const HEADER_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
@@ -123,23 +120,8 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   });
 
   http.post<StoreParams>('/v1.0-alpha1/state/:storename/query', async (req, reply) => {
-    const ref = state.store(req.params.storename);
-    const store = ref.store;
-    if (!isQueryable(store)) throw badRequest('ERR_STATE_STORE_NOT_SUPPORTED', `state store "${ref.name}" does not support the query API`);
-    let query;
-    try {
-      query = parseQuery(jsonBody(req.body));
-    } catch (e) {
-      if (e instanceof StateRequestError) throw malformed(`query: ${e.message}`);
-      throw e;
-    }
-    let result;
-    try {
-      result = await store.query(query, ref.prefix);
-    } catch (e) {
-      throw storeFailure(e, 'ERR_STATE_QUERY', ref.name);
-    }
-    const items = result.results.map((r) => itemJson(r.key.slice(ref.prefix.length), { key: r.key, value: r.value, etag: r.etag }));
+    const result = await state.query(req.params.storename, req.body);
+    const items = result.results.map((r) => itemJson(r.key, { key: r.key, value: r.value, etag: r.etag }));
     reply.header('content-type', 'application/json');
     return reply.send(`{"results":[${items.join(',')}]${result.token ? `,"token":${JSON.stringify(result.token)}` : ''}}`);
   });

@@ -3,10 +3,12 @@
  * finds a store by name, prefixes keys, and turns store errors into API errors.
  */
 import { EtagInvalidError, EtagMismatchError, StateRequestError } from '../components/state/errors.ts';
+import { isQueryable, parseQuery, type QueryHit } from '../components/state/query.ts';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { StateStore } from '../components/types.ts';
 import { ApiError, badRequest, errorMessage, malformed } from '../http/errors.ts';
 import { keyPrefixFor } from './keys.ts';
+import { jsonBody } from './requests.ts';
 
 export interface StoreRef {
   name: string;
@@ -69,6 +71,30 @@ export class StateService {
       throw badRequest('ERR_STATE_STORE_NOT_SUPPORTED', `state store "${name}" does not support transactions`);
     }
     return ref as StoreRef & { store: Required<Pick<StateStore, 'transact'>> & StateStore };
+  }
+
+  /**
+   * The query API (alpha) for both surfaces: `body` is the query as JSON text, bytes or an
+   * already-parsed value. Result keys come back without the store's key prefix.
+   */
+  async query(name: string, body: unknown): Promise<{ results: QueryHit[]; token?: string }> {
+    const ref = this.store(name);
+    const store = ref.store;
+    if (!isQueryable(store)) throw badRequest('ERR_STATE_STORE_NOT_SUPPORTED', `state store "${ref.name}" does not support the query API`);
+    let query;
+    try {
+      query = parseQuery(jsonBody(body));
+    } catch (e) {
+      if (e instanceof StateRequestError) throw malformed(`query: ${e.message}`);
+      throw e;
+    }
+    let result;
+    try {
+      result = await store.query(query, ref.prefix);
+    } catch (e) {
+      throw storeFailure(e, 'ERR_STATE_QUERY', ref.name);
+    }
+    return { results: result.results.map((r) => ({ ...r, key: r.key.slice(ref.prefix.length) })), token: result.token };
   }
 }
 

@@ -3,12 +3,10 @@
  * the mapping of store errors (etag mismatch → 409 → ABORTED, invalid etag → 400 →
  * INVALID_ARGUMENT) are the state block's own (state/service.ts, keys.ts, requests.ts).
  */
-import { StateRequestError } from '../../components/state/errors.ts';
-import { isQueryable, parseQuery } from '../../components/state/query.ts';
 import type { StateDeleteRequest, StateItem, StateOptions, StateSetRequest, StateTransactionOperation } from '../../components/types.ts';
-import { ApiError, badRequest, malformed } from '../../http/errors.ts';
+import { ApiError, malformed } from '../../http/errors.ts';
 import { checkKey } from '../../state/keys.ts';
-import { checkTtl, jsonBody } from '../../state/requests.ts';
+import { checkTtl } from '../../state/requests.ts';
 import { storeFailure, type StateService, type StoreRef } from '../../state/service.ts';
 import { bytesOf, metadataOf } from './handler.ts';
 
@@ -246,24 +244,9 @@ export function stateMethods(state: StateService) {
 
     /** The HTTP API's query (alpha): same language, same checks, same store call. */
     async QueryStateAlpha1(req: QueryStateRequest): Promise<QueryStateResponse> {
-      const ref = state.store(req.store_name);
-      const store = ref.store;
-      if (!isQueryable(store)) throw badRequest('ERR_STATE_STORE_NOT_SUPPORTED', `state store "${ref.name}" does not support the query API`);
-      let query;
-      try {
-        query = parseQuery(jsonBody(req.query));
-      } catch (e) {
-        if (e instanceof StateRequestError) throw malformed(`query: ${e.message}`);
-        throw e;
-      }
-      let result;
-      try {
-        result = await store.query(query, ref.prefix);
-      } catch (e) {
-        throw storeFailure(e, 'ERR_STATE_QUERY', ref.name);
-      }
+      const result = await state.query(req.store_name, req.query);
       return {
-        results: result.results.map((r) => ({ key: r.key.slice(ref.prefix.length), data: bytesOf(r.value), etag: r.etag ?? '', error: '' })),
+        results: result.results.map((r) => ({ key: r.key, data: bytesOf(r.value), etag: r.etag ?? '', error: '' })),
         token: result.token ?? '',
         metadata: {},
       };
