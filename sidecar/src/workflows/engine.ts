@@ -27,7 +27,7 @@ import {
 } from './proto.ts';
 import { isTerminal, type InstanceRecord, type ParentRef } from './record.ts';
 import type { TimerRef, Timers } from './timers.ts';
-import type { OrchestratorRun, Workers } from './workers.ts';
+import type { ActivityTask, OrchestratorRun, Workers } from './workers.ts';
 
 export type WorkflowErrorCode = 'NOT_FOUND' | 'CONFLICT' | 'INVALID' | 'PRECONDITION';
 
@@ -71,7 +71,7 @@ export class Engine {
     this.timers = timers;
     this.log = log;
     this.me = table.replicaId;
-    workers.attach({ prepareRun: (id) => this.prepareRun(id) });
+    workers.attach({ prepareRun: (id) => this.prepareRun(id), activityWanted: (t) => this.activityWanted(t) });
     timers.onFire((t) => this.timerFired(t));
     // a shared store can change under us (another replica finishes an instance): waiters poll
     if (table.shared) {
@@ -332,6 +332,13 @@ export class Engine {
       run,
       request: { instanceId: id, executionId: { value: rec.executionId }, pastEvents: history as HistoryEvent[], newEvents: [started, ...rec.inbox] },
     };
+  }
+
+  /** An activity still waits for its result (unknown when the instance is not cached: send it). */
+  private activityWanted(t: ActivityTask): boolean {
+    const c = this.table.peek(t.instanceId);
+    if (!c?.loaded) return true;
+    return !!c.rec && c.rec.executionId === t.executionId && !!c.rec.acts[String(t.taskId)];
   }
 
   private applyRun(d: Draft, run: OrchestratorRun, res: OrchestratorResponse): void {

@@ -43,6 +43,8 @@ interface Inflight<T> {
 export interface WorkSource {
   /** Builds the next run of an instance, or undefined when it has nothing to run. */
   prepareRun(instanceId: string): Promise<{ request: OrchestratorRequest; run: OrchestratorRun } | undefined>;
+  /** false when a queued activity was answered meanwhile (e.g. by a worker from before a restart). */
+  activityWanted(t: ActivityTask): boolean;
 }
 
 export class Workers {
@@ -219,6 +221,7 @@ export class Workers {
             this.actQueue.splice(0, this.actHead);
             this.actHead = 0;
           }
+          if (this.source && !this.source.activityWanted(t)) continue;
           this.sendActivity(s, t);
           continue;
         }
