@@ -168,7 +168,7 @@ export class Engine {
   }
 
   /** Terminates the instance and (always) its running sub-orchestrations. */
-  async terminate(id: string, output: string | undefined, reason = 'terminated'): Promise<void> {
+  async terminate(id: string, output: string | undefined): Promise<void> {
     await this.table.mutate(id, (d) => {
       const rec = this.existing(d, id);
       if (isTerminal(rec.status)) return;
@@ -177,7 +177,7 @@ export class Engine {
       ]);
       const children = [...rec.children];
       d.effects.push(() => {
-        for (const child of children) this.terminate(child, undefined, `parent ${id} ${reason}`).catch(() => undefined);
+        for (const child of children) this.terminate(child, undefined).catch(() => undefined);
       });
     });
   }
@@ -386,6 +386,7 @@ export class Engine {
         d.effects.push(() => void this.raiseEvent(target, e.name, e.data?.value).catch((err) => this.log.warn({ err, target }, 'workflow event to another instance was not delivered')));
       } else if (a.terminateOrchestration) {
         const t = a.terminateOrchestration;
+        // the action's reason becomes the terminated instance's output, as a client terminate's output does
         d.effects.push(() => void this.terminate(t.instanceId, t.reason?.value).catch(() => undefined));
       } else if (a.completeOrchestration) {
         if (this.complete(d, a)) break;
@@ -638,7 +639,7 @@ export class Engine {
 
   private async terminateIfParentTerminated(id: string, parentId: string): Promise<void> {
     const parent = await this.table.read(parentId).catch(() => undefined);
-    if (parent?.status === 'TERMINATED') await this.terminate(id, undefined, `parent ${parentId} terminated`).catch(() => undefined);
+    if (parent?.status === 'TERMINATED') await this.terminate(id, undefined).catch(() => undefined);
   }
 
   private async ensureChild(childId: string, name: string, input: string | undefined, parent: ParentRef): Promise<void> {
