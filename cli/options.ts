@@ -27,6 +27,7 @@ export const SIDECAR_FLAGS = {
   namespace: { type: 'string' },
   'scheduler-host-address': { type: 'string' },
   'data-dir': { type: 'string' },
+  'components-sockets-folder': { type: 'string' },
   mode: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -50,6 +51,7 @@ export const SIDECAR_HELP = `sidecar options:
   --log-level LEVEL                 debug, info, warn, error (default info)
   --scheduler-host-address A[,B]    scheduler gRPC addresses
   --data-dir DIR                    embedded persistence folder (default ~/.rt/data)
+  --components-sockets-folder DIR   pluggable components' sockets (default /tmp/rt-components-sockets)
 environment: RT_API_TOKEN (API token), RT_APP_API_TOKEN, RT_COMPONENTS_SOCKETS_FOLDER`;
 
 export class UsageError extends Error {}
@@ -110,6 +112,7 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): { o
     namespace: str('namespace', 'NAMESPACE') ?? DEFAULT_OPTIONS.namespace,
     schedulerAddresses: scheduler ? scheduler.split(',').map((s) => s.trim()).filter(Boolean) : undefined,
     dataDir: str('data-dir', 'RT_DATA_DIR'),
+    componentsSocketsFolder: str('components-sockets-folder', 'RT_COMPONENTS_SOCKETS_FOLDER'),
     mode,
     apiToken: env.RT_API_TOKEN || env.DAPR_API_TOKEN || undefined,
     appApiToken: env.RT_APP_API_TOKEN || env.APP_API_TOKEN || undefined,

@@ -145,7 +145,12 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
 
     // 4. building blocks: routes, gRPC services, background work
     http.get('/v1.0/healthz', async (_req, reply) => reply.status(204).send());
-    http.get('/v1.0/healthz/outbound', async (_req, reply) => reply.status(204).send());
+    // outbound: the components the sidecar talks to answer their ping (pluggable ones, stores with a ping)
+    http.get('/v1.0/healthz/outbound', async (_req, reply) => {
+      const bad = await components.unhealthy();
+      if (bad.length === 0) return reply.status(204).send();
+      return reply.status(500).send({ errorCode: 'ERR_HEALTH_NOT_READY', message: `components not healthy: ${bad.map((b) => `${b.name} (${b.reason})`).join('; ')}`, details: bad });
+    });
     for (const block of buildingBlocks) await block(ctx);
 
     // 5. listen

@@ -69,13 +69,21 @@ describe('state API over the example pluggable component', () => {
 
   it('a component process that dies is reported unhealthy, and used again once restarted', async () => {
     const store = env.sidecar.ctx.components.stateStore('store') as PluggableStateStore;
+    const outbound = `${env.base}/v1.0/healthz/outbound`;
+    expect((await fetch(outbound)).status).toBe(204);
     env.example.proc.kill('SIGKILL');
     await waitFor(() => !store.isHealthy());
+    // the outbound health check names the component that does not answer
+    const sick = await fetch(outbound);
+    expect(sick.status).toBe(500);
+    expect(await sick.json()).toMatchObject({ errorCode: 'ERR_HEALTH_NOT_READY', details: [expect.objectContaining({ name: 'store' })] });
+    expect((await fetch(`${env.base}/v1.0/healthz`)).status).toBe(204);
     const down = await fetch(base, json([{ key: 'while-down', value: 1 }]));
     expect(down.status).toBe(500);
     expect(((await down.json()) as { message: string }).message).toContain('memstore.sock');
     env.example = await startExample(env.dirs.sockets, 'memstore');
     await waitFor(() => store.isHealthy(), 15_000);
+    expect((await fetch(outbound)).status).toBe(204);
     expect((await fetch(base, json([{ key: 'after', value: 'back' }]))).status).toBe(204);
     expect(await (await fetch(`${base}/after`)).json()).toBe('back');
   }, 30_000);

@@ -168,6 +168,32 @@ export class ComponentRegistry {
     }));
   }
 
+  /**
+   * Pings every component that can be pinged (within timeoutMs each, all at once) and returns
+   * the ones that failed, for /v1.0/healthz/outbound.
+   */
+  async unhealthy(timeoutMs = 2000): Promise<{ name: string; reason: string }[]> {
+    const checks = this.all()
+      .filter((c) => typeof c.instance.ping === 'function')
+      .map(async (c) => {
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          await Promise.race([
+            c.instance.ping!(),
+            new Promise<never>((_, reject) => {
+              timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+            }),
+          ]);
+          return undefined;
+        } catch (e) {
+          return { name: c.spec.name, reason: e instanceof Error ? e.message : String(e) };
+        } finally {
+          clearTimeout(timer);
+        }
+      });
+    return (await Promise.all(checks)).filter((x): x is { name: string; reason: string } => x !== undefined);
+  }
+
   async closeAll(): Promise<void> {
     const all = this.all();
     this.loaded.clear();
