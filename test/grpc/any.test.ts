@@ -44,3 +44,11 @@ describe('job data Any ↔ JSON', () => {
     expect(jsonToAny(JSON.stringify({ '@type': 'no-slash', value: 'AA==' }))?.['@type']).toBe('type.googleapis.com/google.protobuf.Value');
   });
 });
+
+describe('job data Any ↔ JSON, keys that are special in JavaScript', () => {
+  it('keeps "__proto__", "constructor" and "toString" keys as data', () => {
+    for (const stored of ['[{"__proto__":{}}]', '{"__proto__":{"a":1},"constructor":2,"toString":"x"}']) {
+      expect(anyToJson(overTheWire(stored))).toBe(stored);
+    }
+  });
+});

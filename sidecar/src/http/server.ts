@@ -50,7 +50,9 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
 
   app.setErrorHandler((err: FastifyError | ApiError | Error, req: FastifyRequest, reply: FastifyReply) => {
     const body = toErrorBody(err);
-    if (body.status >= 500) req.log.error({ err, url: req.url }, body.message);
+    // an ApiError is an answer we chose (e.g. the contract's 500 for a missing job): no stack trace
+    if (body.status >= 500 && !(err instanceof ApiError)) req.log.error({ err, url: req.url }, body.message);
+    else if (body.status >= 500) req.log.warn({ url: req.url, errorCode: body.errorCode }, body.message);
     else req.log.debug({ url: req.url, errorCode: body.errorCode }, body.message);
     reply.status(body.status).type('application/json').send({ errorCode: body.errorCode, message: body.message, details: body.details });
   });

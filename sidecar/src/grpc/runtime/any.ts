@@ -66,7 +66,8 @@ export function jsonToValue(j: unknown): ValueMsg {
   if (typeof j === 'boolean') return { boolValue: j };
   if (Array.isArray(j)) return { listValue: { values: j.map(jsonToValue) } };
   const fields: Record<string, ValueMsg> = {};
-  for (const [k, v] of Object.entries(j as Record<string, unknown>)) fields[k] = jsonToValue(v);
+  // defineProperty: a "__proto__" key is data here, and plain assignment would drop it
+  for (const [k, v] of Object.entries(j as Record<string, unknown>)) Object.defineProperty(fields, k, { value: jsonToValue(v), enumerable: true, writable: true, configurable: true });
   return { structValue: { fields } };
 }
 
