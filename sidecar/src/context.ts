@@ -2,6 +2,7 @@
  * Options of one sidecar and the context handed to every building block at start.
  * A building block is a folder with a `setup(ctx)` that adds routes, gRPC services and hooks.
  */
+import type { SecretsService } from './secrets/service.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { AppChannel } from './app/channel.ts';
@@ -73,6 +74,7 @@ export interface BlockServices {
   /** The scheduler client of the jobs block (absent: no scheduler configured). */
   jobs?: SchedulerClient;
   workflows?: Engine;
+  secrets?: SecretsService;
   /** Graceful stop of this sidecar, as its owner's close() does (the gRPC Shutdown call). */
   shutdown?: () => Promise<void>;
 }

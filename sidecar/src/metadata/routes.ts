@@ -2,6 +2,7 @@
 import type { SidecarContext } from '../context.ts';
 import { ApiError, malformed } from '../http/errors.ts';
 import { rawBodyRoutes } from '../http/server.ts';
+import { requestShutdown } from '../shutdown.ts';
 
 const ATTRIBUTE_NAME = /^[A-Za-z0-9._-]{1,256}$/;
 const MAX_VALUE_BYTES = 64 * 1024;
@@ -13,6 +14,12 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     } catch (e) {
       throw new ApiError(500, 'ERR_METADATA_GET', `metadata could not be returned: ${(e as Error).message}`);
     }
+  });
+
+  // the ecosystem's sidecar API: answer first, then stop gracefully
+  ctx.http.post('/v1.0/shutdown', async (_req, reply) => {
+    requestShutdown(ctx, 'HTTP API');
+    return reply.status(204).send();
   });
 
   await rawBodyRoutes(ctx.http, (scope) => {

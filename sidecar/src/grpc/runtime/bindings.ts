@@ -9,6 +9,7 @@
 import { Readable } from 'node:stream';
 import type { ComponentRegistry } from '../../components/registry.ts';
 import { ApiError, badRequest, errorMessage, malformed, notFound } from '../../http/errors.ts';
+import type { SecretsService } from '../../secrets/service.ts';
 import { bytesOf, metadataOf } from './handler.ts';
 
 /** Largest binding response we buffer into one gRPC message (the server's send limit). */
@@ -83,40 +84,16 @@ export interface GetSecretRequest {
   metadata: Record<string, string>;
 }
 
-export function secretMethods(components: ComponentRegistry) {
-  const storeOf = (name: string) => {
-    const store = name ? components.secretStore(name) : undefined;
-    if (!store) {
-      const loaded = components.namesOf('secretstores');
-      throw badRequest('ERR_SECRET_STORE_NOT_FOUND', `secret store "${name.slice(0, 80)}" is not found; loaded secret stores: ${loaded.join(', ') || 'none'}`);
-    }
-    return store;
-  };
-  const failed = (code: string, store: string, e: unknown) =>
-    e instanceof ApiError ? e : new ApiError(500, code, `failed getting secrets from store ${store}: ${errorMessage(e)}`);
-
+export function secretMethods(secrets: SecretsService) {
   return {
     async GetSecret(req: GetSecretRequest): Promise<{ data: Record<string, string> }> {
-      const store = storeOf(req.store_name);
-      if (!req.key) throw malformed('"key" is required: the name of the secret');
-      let secret: Record<string, string> | undefined;
-      try {
-        secret = await store.getSecret(req.key, metadataOf(req.metadata));
-      } catch (e) {
-        throw failed('ERR_SECRET_GET', req.store_name, e);
-      }
+      const secret = await secrets.get(req.store_name, req.key, metadataOf(req.metadata));
       if (!secret) throw notFound('ERR_SECRET_GET', `secret "${req.key.slice(0, 80)}" is not found in secret store ${req.store_name}`);
-      return { data: { ...secret } };
+      return { data: secret };
     },
 
     async GetBulkSecret(req: Omit<GetSecretRequest, 'key'>): Promise<{ data: Record<string, { secrets: Record<string, string> }> }> {
-      const store = storeOf(req.store_name);
-      let all: Record<string, Record<string, string>>;
-      try {
-        all = await store.bulkGetSecret(metadataOf(req.metadata));
-      } catch (e) {
-        throw failed('ERR_SECRET_GET', req.store_name, e);
-      }
+      const all = await secrets.bulk(req.store_name, metadataOf(req.metadata));
       const data: Record<string, { secrets: Record<string, string> }> = {};
       for (const [name, values] of Object.entries(all)) data[name] = { secrets: { ...values } };
       return { data };

@@ -6,6 +6,7 @@
 import type { SidecarContext } from '../../context.ts';
 import { ApiError, malformed } from '../../http/errors.ts';
 import type { MetadataResponse } from '../../metadata/service.ts';
+import { requestShutdown } from '../../shutdown.ts';
 
 /** The HTTP route's rules (metadata/routes.ts): a name that fits a URL path segment, values up to 64 KiB. */
 const ATTRIBUTE_NAME = /^[A-Za-z0-9._-]{1,256}$/;
@@ -59,7 +60,6 @@ export function toGetMetadataResponse(md: MetadataResponse, connectedWorkers: nu
 }
 
 export function metadataMethods(ctx: SidecarContext) {
-  let stopping: Promise<void> | undefined;
   return {
     async GetMetadata(): Promise<Record<string, unknown>> {
       let md: MetadataResponse;
@@ -88,14 +88,7 @@ export function metadataMethods(ctx: SidecarContext) {
      * (embedded, tests, `rt sidecar`) the sidecar's own graceful close runs.
      */
     async Shutdown(): Promise<Record<string, never>> {
-      if (!stopping) {
-        ctx.log.info('shutdown requested over the gRPC API');
-        stopping = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
-          if (ctx.options.extended.cliPID === String(process.pid)) process.kill(process.pid, 'SIGTERM');
-          else await ctx.services.shutdown?.();
-        });
-        stopping.catch((e) => ctx.log.warn({ err: e }, 'shutdown failed'));
-      }
+      requestShutdown(ctx, 'gRPC API');
       return {};
     },
   };

@@ -7,6 +7,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
+import { SecretsService } from '../../secrets/service.ts';
 import { bindingMethods, secretMethods } from './bindings.ts';
 import { tolerantDecode, unary, type Unary } from './handler.ts';
 import { jobMethods } from './jobs.ts';
@@ -22,7 +23,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   const methods: Record<string, Unary<never, unknown>> = {
     ...stateMethods(state),
     ...bindingMethods(ctx.components),
-    ...secretMethods(ctx.components),
+    ...secretMethods(ctx.services.secrets ?? new SecretsService(ctx.components)),
     ...metadataMethods(ctx),
     ...jobMethods(ctx),
     ...workflowMethods(ctx),
