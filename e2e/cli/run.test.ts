@@ -2,38 +2,12 @@
  * `rt run` end to end: the real CLI starts the sidecar and the example app (as `npm start`
  * does, on free ports), the app writes and reads state and metadata through its sidecar.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, waitForPort } from '../../test/services/net.ts';
-
-const root = resolve(import.meta.dirname, '../..');
-const rt = join(root, 'cli/rt.ts');
-
-interface Run {
-  proc: ChildProcess;
-  out: () => string;
-  exit: Promise<number | null>;
-}
-
-function runRt(args: string[], env: NodeJS.ProcessEnv = {}): Run {
-  const proc = spawn(process.execPath, [rt, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exit = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
-  return { proc, out: () => out, exit };
-}
-
-async function until(run: Run, check: () => boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end || run.proc.exitCode !== null) throw new Error(`condition not met; rt printed:\n${run.out()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+import { runRt, until } from '../rt-process.ts';
 
 describe('rt run (real CLI processes)', () => {
   let home: string;

@@ -3,34 +3,16 @@
  * sidecar only through the @dapr/dapr SDK over gRPC (with the API token), and Shutdown
  * stopping `rt run` (CLI signal path) and `rt sidecar` (graceful close) cleanly.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
 import { freePort, waitForPort } from '../../test/services/net.ts';
+import { runRt, type RtProcess } from '../rt-process.ts';
 
-const root = resolve(import.meta.dirname, '../..');
-const rt = join(root, 'cli/rt.ts');
-
-interface Run {
-  proc: ChildProcess;
-  out: () => string;
-  exit: Promise<number | null>;
-}
-
-function runRt(args: string[], env: NodeJS.ProcessEnv): Run {
-  const proc = spawn(process.execPath, [rt, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exit = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
-  return { proc, out: () => out, exit };
-}
-
-async function exitWithin(run: Run, ms: number): Promise<number | null> {
+async function exitWithin(run: RtProcess, ms: number): Promise<number | null> {
   const t = setTimeout(() => run.proc.kill('SIGKILL'), ms);
   const code = await run.exit;
   clearTimeout(t);

@@ -3,45 +3,12 @@
  * loopback), the sidecar and the example app; a job scheduled on the sidecar reaches the app
  * once, on time, with its data — and still does after `rt run` is restarted.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../test/services/net.ts';
-
-const root = resolve(import.meta.dirname, '../..');
-const rt = join(root, 'cli/rt.ts');
-
-interface Run {
-  proc: ChildProcess;
-  out: () => string;
-  stop(): Promise<void>;
-}
-
-function runRt(args: string[], env: NodeJS.ProcessEnv): Run {
-  const proc = spawn(process.execPath, [rt, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise((r) => proc.once('exit', r));
-  return {
-    proc,
-    out: () => out,
-    stop: async () => {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
-
-async function until(run: Run, check: () => boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end || run.proc.exitCode !== null) throw new Error(`condition not met; rt printed:\n${run.out()}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+import { runRt, until, type RtProcess } from '../rt-process.ts';
 
 const fired = (out: string, name: string) => out.split('\n').filter((l) => l.includes(`[app] job ${name} fired with data`));
 
@@ -96,7 +63,7 @@ describe('jobs through rt run (real CLI)', () => {
   it('rt run --scheduler-host-address uses a separate rt scheduler instead of its own', { timeout: 60_000 }, async () => {
     const [appPort, httpPort, grpcPort, schedPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
     const sched = runRt(['scheduler', '--port', String(schedPort), '--data-dir', join(home, 'sched')], { HOME: home });
-    let run: Run | undefined;
+    let run: RtProcess | undefined;
     try {
       await until(sched, () => sched.out().includes('rt scheduler ready'));
       run = runRt(
