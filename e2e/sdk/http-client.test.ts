@@ -45,7 +45,7 @@ describe('@dapr/dapr DaprClient over HTTP', () => {
     ]);
     expect(await client.state.get('statestore', 'a')).toEqual({ n: 1 });
     const bulk = await client.state.getBulk('statestore', ['a', 'b', 'missing']);
-    expect(bulk.find((i: { key: string }) => i.key === 'b')).toMatchObject({ data: 'text' });
+    expect((bulk as { key: string; data: unknown }[]).find((i) => i.key === 'b')).toMatchObject({ data: 'text' });
     await client.state.transaction('statestore', [
       { operation: 'upsert', request: { key: 'c', value: 3 } },
       { operation: 'delete', request: { key: 'a' } },
