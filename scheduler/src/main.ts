@@ -31,6 +31,9 @@ options:
   --replica-id ID           this replica's name (default host-pid-random)
   --token-file PATH         require this token from every caller (or env RT_SCHEDULER_TOKEN);
                             sidecars send it from their env RT_SCHEDULER_TOKEN
+  --tls-cert-file PATH      serve gRPC over TLS with this PEM certificate chain (env RT_SCHEDULER_TLS_CERT_FILE)
+  --tls-key-file PATH       and this PEM key (env RT_SCHEDULER_TLS_KEY_FILE); sidecars verify the
+                            certificate with the CA in their env RT_SCHEDULER_TLS_CA_FILE
   --log-level LEVEL         debug, info, warn, error (default info)
 environment: RT_SCHEDULER_PORT, RT_SCHEDULER_LISTEN_ADDRESS, RT_SCHEDULER_HEALTH_PORT, RT_SCHEDULER_ETCD_ENDPOINTS, RT_DATA_DIR, RT_LOG_LEVEL`;
 
@@ -48,6 +51,8 @@ export interface SchedulerProcessOptions {
   logLevel: string;
   /** Callers must send it (metadata rt-scheduler-token); undefined = no check (loopback). */
   token?: string;
+  /** PEM certificate chain and key: serve gRPC over TLS (sidecars verify it with RT_SCHEDULER_TLS_CA_FILE). */
+  tls?: { cert: Buffer; key: Buffer };
 }
 
 export class SchedulerUsageError extends Error {}
@@ -68,6 +73,8 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
         'lease-ttl': { type: 'string' },
         'replica-id': { type: 'string' },
         'token-file': { type: 'string' },
+        'tls-cert-file': { type: 'string' },
+        'tls-key-file': { type: 'string' },
         'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -97,7 +104,21 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
     replicaId: (v['replica-id'] as string | undefined) ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`,
     logLevel: (v['log-level'] as string | undefined) ?? env.RT_LOG_LEVEL ?? 'info',
     token: readToken(v['token-file'] as string | undefined) ?? (env.RT_SCHEDULER_TOKEN || undefined),
+    tls: readTls((v['tls-cert-file'] as string | undefined) ?? env.RT_SCHEDULER_TLS_CERT_FILE, (v['tls-key-file'] as string | undefined) ?? env.RT_SCHEDULER_TLS_KEY_FILE),
   };
+}
+
+function readTls(certFile: string | undefined, keyFile: string | undefined): SchedulerProcessOptions['tls'] {
+  if (!certFile && !keyFile) return undefined;
+  if (!certFile || !keyFile) throw new SchedulerUsageError('TLS needs both --tls-cert-file and --tls-key-file');
+  const read = (flag: string, file: string) => {
+    try {
+      return readFileSync(file);
+    } catch (e) {
+      throw new SchedulerUsageError(`--${flag} ${file}: ${(e as Error).message}`);
+    }
+  };
+  return { cert: read('tls-cert-file', certFile), key: read('tls-key-file', keyFile) };
 }
 
 function readToken(file: string | undefined): string | undefined {
@@ -129,13 +150,15 @@ export async function startScheduler(o: SchedulerProcessOptions, log = pino({ le
   await engine.start();
   let server: SchedulerServer;
   try {
-    server = await startSchedulerServer(engine, { host: o.listenAddress, port: o.port, log, token: o.token });
+    server = await startSchedulerServer(engine, { host: o.listenAddress, port: o.port, log, token: o.token, tls: o.tls });
   } catch (e) {
     await engine.close();
     throw e;
   }
   const health = o.healthPort ? await startHealth(engine, store, o.listenAddress, o.healthPort) : undefined;
-  if (!o.token && !/^(127\.|::1$|\[::1\]|localhost$)/.test(o.listenAddress)) log.warn('no scheduler token: any client that reaches this port can schedule and receive jobs of every app; set RT_SCHEDULER_TOKEN or --token-file');
+  const loopback = /^(127\.|::1$|\[::1\]|localhost$)/.test(o.listenAddress);
+  if (!o.tls && !loopback) log.warn('scheduler gRPC without TLS on a non-loopback address: triggers, job data and the token travel in clear; set --tls-cert-file and --tls-key-file');
+  if (!o.token && !loopback) log.warn('no scheduler token: any client that reaches this port can schedule and receive jobs of every app; set RT_SCHEDULER_TOKEN or --token-file');
   log.info({ address: server.address, store: store.describe(), healthPort: health?.port, token: o.token ? 'required' : 'none' }, `rt scheduler ready: gRPC on ${server.address}`);
   return {
     engine,

@@ -5,7 +5,7 @@
  * this process is made to trust.
  */
 import { randomUUID } from 'node:crypto';
-import { makeTestCa, type TestCa } from './azure/ca.ts';
+import { makeTestCa, type TestCa } from './ca.ts';
 import { startArmStandIn, type ArmStandIn } from './azure/arm.ts';
 import { startEntraStandIn, type EntraStandIn } from './azure/entra.ts';
 import { startTopicStandIn, type TopicStandIn } from './azure/topic.ts';

@@ -34,14 +34,18 @@ export class GrpcSchedulerClient implements SchedulerClient {
   private active = 0;
   private draining = false;
 
-  /** `token`: the scheduler's token (env RT_SCHEDULER_TOKEN), sent on every call. */
-  constructor(addresses: string[], opts: { log: Logger; token?: string }) {
+  /**
+   * `token`: the scheduler's token (env RT_SCHEDULER_TOKEN), sent on every call.
+   * `tlsCa`: PEM CA that signed the scheduler's certificate: connect over TLS and verify it.
+   */
+  constructor(addresses: string[], opts: { log: Logger; token?: string; tlsCa?: Buffer }) {
     this.log = opts.log;
     this.token = opts.token;
     const Ctor = schedulerService();
+    const credentials = opts.tlsCa ? grpc.credentials.createSsl(opts.tlsCa) : grpc.credentials.createInsecure();
     this.hosts = addresses.map((address) => ({
       address,
-      client: new Ctor(address, grpc.credentials.createInsecure(), {
+      client: new Ctor(address, credentials, {
         'grpc.keepalive_time_ms': 10_000,
         'grpc.keepalive_timeout_ms': 5_000,
         'grpc.keepalive_permit_without_calls': 1,

@@ -114,13 +114,14 @@ export function schedulerImplementation(engine: SchedulerEngine, log: Logger, ho
 
 /** Serves the engine on host:port (0 = a free port). */
 /** `token`: when set, every call must carry it (constant-time compare). */
-export async function startSchedulerServer(engine: SchedulerEngine, opts: { host: string; port: number; log: Logger; token?: string }): Promise<SchedulerServer> {
+export async function startSchedulerServer(engine: SchedulerEngine, opts: { host: string; port: number; log: Logger; token?: string; tls?: { cert: Buffer; key: Buffer } }): Promise<SchedulerServer> {
   const server = new grpc.Server({ 'grpc.keepalive_permit_without_calls': 1, 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   let address = '';
   server.addService(schedulerService().service, schedulerImplementation(engine, opts.log, () => address, opts.token));
   const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  const credentials = opts.tls ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: opts.tls.cert, private_key: opts.tls.key }], false) : grpc.ServerCredentials.createInsecure();
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${host}:${opts.port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    server.bindAsync(`${host}:${opts.port}`, credentials, (err, p) => (err ? reject(err) : resolve(p))),
   );
   address = `${host}:${port}`;
   return {

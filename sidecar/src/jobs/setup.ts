@@ -3,6 +3,7 @@
  * standalone mode, an in-process scheduler on a SQLite file under dataDir), serves the jobs
  * API, delivers triggers, and offers InternalJobs to the other blocks.
  */
+import { readFileSync } from 'node:fs';
 import type { SidecarContext } from '../context.ts';
 import type { SchedulerClient } from '../../../scheduler/src/client.ts';
 import { startInProcessScheduler } from '../../../scheduler/src/embedded.ts';
@@ -17,7 +18,10 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   let client: SchedulerClient | undefined;
   if (options.schedulerAddresses.length > 0) {
     // the scheduler's token comes from the environment only (never a flag: it would show in ps)
-    client = new GrpcSchedulerClient(options.schedulerAddresses, { log: ctx.log.child({ scope: 'rt.jobs' }), token: process.env.RT_SCHEDULER_TOKEN || undefined });
+    const caFile = process.env.RT_SCHEDULER_TLS_CA_FILE;
+    // read at start: a CA file that cannot be read stops the sidecar with the path in the message
+    const tlsCa = caFile ? readFileSync(caFile) : undefined;
+    client = new GrpcSchedulerClient(options.schedulerAddresses, { log: ctx.log.child({ scope: 'rt.jobs' }), token: process.env.RT_SCHEDULER_TOKEN || undefined, tlsCa });
   } else if (options.mode === 'standalone') {
     client = await startInProcessScheduler({ dataDir: options.dataDir, namespace: options.namespace, appId: options.appId, log: ctx.log });
   } else {

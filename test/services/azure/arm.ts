@@ -11,7 +11,7 @@
  * (OPTIONS) against the webhook before the operation succeeds.
  */
 import { randomUUID } from 'node:crypto';
-import type { TestCa } from './ca.ts';
+import type { TestCa } from '../ca.ts';
 import type { EntraStandIn } from './entra.ts';
 import { json, startHttps } from './https.ts';
 

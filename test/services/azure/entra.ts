@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
-import type { TestCa } from './ca.ts';
+import type { TestCa } from '../ca.ts';
 import { json, startHttps } from './https.ts';
 
 interface SigningKey {

@@ -1,7 +1,7 @@
 /** A loopback HTTPS server for the stand-ins, with small request/response helpers. */
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { TestCa } from './ca.ts';
+import type { TestCa } from '../ca.ts';
 
 export interface LoopbackHttps {
   /** https://127.0.0.1:<port> (no trailing slash). */

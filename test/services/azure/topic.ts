@@ -5,7 +5,7 @@
  * Errors are answered as the service does: {"error": {"code", "message"}}.
  */
 import { timingSafeEqual } from 'node:crypto';
-import type { TestCa } from './ca.ts';
+import type { TestCa } from '../ca.ts';
 import { json, startHttps } from './https.ts';
 
 export interface TopicStandIn {

@@ -1,5 +1,5 @@
 /**
- * A throwaway certificate authority for the loopback Azure stand-ins, made with the openssl
+ * A throwaway certificate authority for loopback TLS tests (Azure stand-ins, the scheduler), made with the openssl
  * CLI: a CA certificate and one server certificate for localhost / 127.0.0.1 / ::1.
  * `trust()` adds the CA to this process's default trust store (node:tls
  * setDefaultCACertificates), which fetch, undici and node:https all use; for a child process
