@@ -26,6 +26,9 @@ options:
   --data-dir DIR            SQLite store folder (default ~/.rt/scheduler)
   --etcd-endpoints A[,B]    use etcd instead of SQLite (HA: run several replicas)
   --etcd-prefix P           key prefix in etcd (default /rt/scheduler)
+  --etcd-ca-file PATH       TLS toward etcd: the CA of etcd's certificate (env RT_SCHEDULER_ETCD_CA_FILE)
+  --etcd-cert-file PATH     client certificate and key when etcd requires them
+  --etcd-key-file PATH      (env RT_SCHEDULER_ETCD_CERT_FILE, RT_SCHEDULER_ETCD_KEY_FILE)
   --partitions N            job partitions shared by the replicas (default 16; same on every replica)
   --lease-ttl SECONDS       how long a dead replica holds its jobs (default 5)
   --replica-id ID           this replica's name (default host-pid-random)
@@ -51,6 +54,8 @@ export interface SchedulerProcessOptions {
   logLevel: string;
   /** Callers must send it (metadata rt-scheduler-token); undefined = no check (loopback). */
   token?: string;
+  /** TLS toward etcd (--etcd-ca-file, and --etcd-cert-file/--etcd-key-file for client auth). */
+  etcdTls?: { ca: Buffer; cert?: Buffer; key?: Buffer };
   /** PEM certificate chain and key: serve gRPC over TLS (sidecars verify it with RT_SCHEDULER_TLS_CA_FILE). */
   tls?: { cert: Buffer; key: Buffer };
 }
@@ -74,6 +79,9 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
         'replica-id': { type: 'string' },
         'token-file': { type: 'string' },
         'tls-cert-file': { type: 'string' },
+        'etcd-ca-file': { type: 'string' },
+        'etcd-cert-file': { type: 'string' },
+        'etcd-key-file': { type: 'string' },
         'tls-key-file': { type: 'string' },
         'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -104,21 +112,38 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
     replicaId: (v['replica-id'] as string | undefined) ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`,
     logLevel: (v['log-level'] as string | undefined) ?? env.RT_LOG_LEVEL ?? 'info',
     token: readToken(v['token-file'] as string | undefined) ?? (env.RT_SCHEDULER_TOKEN || undefined),
+    etcdTls: readEtcdTls(
+      (v['etcd-ca-file'] as string | undefined) ?? env.RT_SCHEDULER_ETCD_CA_FILE,
+      (v['etcd-cert-file'] as string | undefined) ?? env.RT_SCHEDULER_ETCD_CERT_FILE,
+      (v['etcd-key-file'] as string | undefined) ?? env.RT_SCHEDULER_ETCD_KEY_FILE,
+    ),
     tls: readTls((v['tls-cert-file'] as string | undefined) ?? env.RT_SCHEDULER_TLS_CERT_FILE, (v['tls-key-file'] as string | undefined) ?? env.RT_SCHEDULER_TLS_KEY_FILE),
   };
+}
+
+function readFlagFile(flag: string, file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (e) {
+    throw new SchedulerUsageError(`--${flag} ${file}: ${(e as Error).message}`);
+  }
 }
 
 function readTls(certFile: string | undefined, keyFile: string | undefined): SchedulerProcessOptions['tls'] {
   if (!certFile && !keyFile) return undefined;
   if (!certFile || !keyFile) throw new SchedulerUsageError('TLS needs both --tls-cert-file and --tls-key-file');
-  const read = (flag: string, file: string) => {
-    try {
-      return readFileSync(file);
-    } catch (e) {
-      throw new SchedulerUsageError(`--${flag} ${file}: ${(e as Error).message}`);
-    }
+  return { cert: readFlagFile('tls-cert-file', certFile), key: readFlagFile('tls-key-file', keyFile) };
+}
+
+function readEtcdTls(caFile: string | undefined, certFile: string | undefined, keyFile: string | undefined): SchedulerProcessOptions['etcdTls'] {
+  if (!caFile && !certFile && !keyFile) return undefined;
+  if (!caFile) throw new SchedulerUsageError('--etcd-cert-file/--etcd-key-file need --etcd-ca-file (the CA of etcd\'s certificate)');
+  if (!certFile !== !keyFile) throw new SchedulerUsageError('an etcd client certificate needs both --etcd-cert-file and --etcd-key-file');
+  return {
+    ca: readFlagFile('etcd-ca-file', caFile),
+    cert: certFile ? readFlagFile('etcd-cert-file', certFile) : undefined,
+    key: keyFile ? readFlagFile('etcd-key-file', keyFile) : undefined,
   };
-  return { cert: read('tls-cert-file', certFile), key: read('tls-key-file', keyFile) };
 }
 
 function readToken(file: string | undefined): string | undefined {
@@ -144,7 +169,7 @@ export interface RunningScheduler {
 export async function startScheduler(o: SchedulerProcessOptions, log = pino({ level: o.logLevel, base: { scope: 'rt.scheduler' } })): Promise<RunningScheduler> {
   const store: JobStore =
     o.etcdEndpoints.length > 0
-      ? new EtcdJobStore({ endpoints: o.etcdEndpoints, prefix: o.etcdPrefix, partitions: o.partitions, leaseTtlSec: o.leaseTtlSec, replicaId: o.replicaId, log })
+      ? new EtcdJobStore({ endpoints: o.etcdEndpoints, prefix: o.etcdPrefix, partitions: o.partitions, leaseTtlSec: o.leaseTtlSec, replicaId: o.replicaId, log, tls: o.etcdTls })
       : new SqliteJobStore(join(o.dataDir, 'scheduler.sqlite'));
   const engine = new SchedulerEngine({ log, store });
   await engine.start();

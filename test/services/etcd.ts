@@ -19,21 +19,24 @@ export interface EtcdTarget {
 
 const ETCD_BIN = process.env.RT_TEST_ETCD_BIN || '/usr/bin/etcd';
 
-export async function startEtcd(): Promise<EtcdTarget> {
+/** `tls`: serve clients over https with this certificate and key (PEM files). */
+export async function startEtcd(opts: { tls?: { certFile: string; keyFile: string } } = {}): Promise<EtcdTarget> {
   const fromEnv = process.env.RT_TEST_ETCD_ENDPOINTS;
-  if (fromEnv) return { available: true, why: '', endpoints: fromEnv.split(',').map((s) => s.trim()), stop: async () => {} };
+  if (fromEnv && !opts.tls) return { available: true, why: '', endpoints: fromEnv.split(',').map((s) => s.trim()), stop: async () => {} };
   if (!existsSync(ETCD_BIN)) return { available: false, why: `${ETCD_BIN} not found (install etcd-server or set RT_TEST_ETCD_ENDPOINTS)`, endpoints: [], stop: async () => {} };
 
   const dir = mkdtempSync(join(tmpdir(), 'rt-etcd-'));
   const client = await freePort();
+  const scheme = opts.tls ? 'https' : 'http';
   const peer = await freePort();
   const proc: ChildProcess = spawn(
     ETCD_BIN,
     [
       '--name', 'rt-test',
       '--data-dir', dir,
-      '--listen-client-urls', `http://127.0.0.1:${client}`,
-      '--advertise-client-urls', `http://127.0.0.1:${client}`,
+      '--listen-client-urls', `${scheme}://127.0.0.1:${client}`,
+      '--advertise-client-urls', `${scheme}://127.0.0.1:${client}`,
+      ...(opts.tls ? ['--cert-file', opts.tls.certFile, '--key-file', opts.tls.keyFile] : []),
       '--listen-peer-urls', `http://127.0.0.1:${peer}`,
       '--initial-advertise-peer-urls', `http://127.0.0.1:${peer}`,
       '--initial-cluster', `rt-test=http://127.0.0.1:${peer}`,

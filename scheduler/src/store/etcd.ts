@@ -23,6 +23,12 @@ export interface EtcdStoreOptions {
   leaseTtlSec?: number;
   replicaId: string;
   log: Logger;
+  /**
+   * TLS toward etcd: the CA that signed etcd's certificate, and a client certificate and key
+   * when etcd requires them (--client-cert-auth). `https://` endpoints without it use the
+   * system's CAs.
+   */
+  tls?: { ca: Buffer; cert?: Buffer; key?: Buffer };
 }
 
 interface Stored {
@@ -43,7 +49,8 @@ interface Known {
 const PAGE = 500;
 
 export class EtcdJobStore implements JobStore {
-  private readonly opts: Required<Omit<EtcdStoreOptions, 'log'>>;
+  private readonly opts: Required<Omit<EtcdStoreOptions, 'log' | 'tls'>>;
+  private readonly tls?: EtcdStoreOptions['tls'];
   private readonly log: Logger;
   private client!: Etcd3;
   private lease?: Lease;
@@ -62,6 +69,7 @@ export class EtcdJobStore implements JobStore {
 
   constructor(opts: EtcdStoreOptions) {
     this.log = opts.log;
+    this.tls = opts.tls;
     this.opts = {
       endpoints: opts.endpoints,
       prefix: (opts.prefix ?? '/rt/scheduler').replace(/\/+$/, ''),
@@ -104,7 +112,8 @@ export class EtcdJobStore implements JobStore {
   async start(listener: StoreListener): Promise<void> {
     this.listener = listener;
     const { Etcd3 } = await import('etcd3');
-    this.client = new Etcd3({ hosts: this.opts.endpoints, dialTimeout: 3000 });
+    const credentials = this.tls ? { rootCertificate: this.tls.ca, certChain: this.tls.cert, privateKey: this.tls.key } : undefined;
+    this.client = new Etcd3({ hosts: this.opts.endpoints, dialTimeout: 3000, ...(credentials ? { credentials } : {}) });
     // fail fast (and let the process manager restart us) instead of waiting on a dead etcd
     let timer: NodeJS.Timeout | undefined;
     try {
