@@ -20,6 +20,7 @@ export const SIDECAR_FLAGS = {
   'http-port': { type: 'string' },
   'grpc-port': { type: 'string' },
   'metrics-port': { type: 'string' },
+  'disable-metrics': { type: 'boolean' },
   'listen-address': { type: 'string' },
   'resources-path': { type: 'string', multiple: true },
   config: { type: 'string' },
@@ -46,6 +47,8 @@ export const SIDECAR_HELP = `sidecar options:
   --http-port N                     HTTP API port (default 3500)
   --grpc-port N                     gRPC API port (default 50001)
   --listen-address ADDR             bind address (default 127.0.0.1)
+  --metrics-port N                  Prometheus metrics on GET /metrics (default 9090)
+  --disable-metrics                 no metrics port
   --resources-path DIR              resource YAML folder or file; repeatable
   --config FILE                     a Configuration resource
   --log-level LEVEL                 debug, info, warn, error (default info)
@@ -105,6 +108,7 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): { o
     httpPort: int('http-port', 'RT_HTTP_PORT', 0, 65535),
     grpcPort: int('grpc-port', 'RT_GRPC_PORT', 0, 65535),
     metricsPort: int('metrics-port', 'RT_METRICS_PORT', 0, 65535),
+    enableMetrics: v['disable-metrics'] === true || env.RT_ENABLE_METRICS === 'false' ? false : undefined,
     listenAddress: str('listen-address', 'RT_LISTEN_ADDRESS') ?? (mode === 'kubernetes' ? '0.0.0.0' : undefined),
     resourcesPaths: resources,
     configFile: str('config', 'RT_CONFIG'),

@@ -32,6 +32,8 @@ export interface SidecarOptions {
   httpPort: number;
   grpcPort: number;
   metricsPort: number;
+  /** Serve Prometheus metrics on metricsPort (default true). */
+  enableMetrics: boolean;
   resourcesPaths: string[];
   configFile?: string;
   /** API token: callers must send it in rt-api-token (or dapr-api-token). */
@@ -66,6 +68,8 @@ export interface SidecarContext {
   onAppReady(fn: () => Promise<void> | void): void;
   /** Services of the building blocks, for other API surfaces (the gRPC runtime API) to reuse. */
   services: BlockServices;
+  /** Set by the metrics block once it listens (absent: metrics off or port taken). */
+  metrics?: { port: number };
 }
 
 /** Each block fills its slot in its setup; a slot stays empty when its block is not running. */

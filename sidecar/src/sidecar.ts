@@ -33,6 +33,7 @@ export const DEFAULT_OPTIONS: Omit<SidecarOptions, 'appId'> = {
   httpPort: 3500,
   grpcPort: 50001,
   metricsPort: 9090,
+  enableMetrics: true,
   resourcesPaths: [],
   componentsSocketsFolder: process.env.RT_COMPONENTS_SOCKETS_FOLDER || '/tmp/rt-components-sockets',
   schedulerAddresses: [],
