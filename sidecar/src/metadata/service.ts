@@ -5,6 +5,7 @@
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { SidecarOptions } from '../context.ts';
 import type { FeatureFlag, HttpEndpointResource, SubscriptionInfo } from '../resources/types.ts';
+import { malformed } from '../http/errors.ts';
 import { formatDuration } from '../util/duration.ts';
 import { RUNTIME_VERSION } from '../version.ts';
 
@@ -40,6 +41,10 @@ export interface MetadataResponse {
 /** The key under `extended` that holds the runtime version; it cannot be overwritten. */
 export const RUNTIME_VERSION_KEY = 'runtimeVersion';
 
+/** Attribute names fit a URL path segment; values are kept in memory, so they are bounded. */
+const ATTRIBUTE_NAME = /^[A-Za-z0-9._-]{1,256}$/;
+const MAX_VALUE_BYTES = 64 * 1024;
+
 export class MetadataService {
   private readonly extended = new Map<string, string>();
   private readonly actorProviders: (() => ActorTypeCount[])[] = [];
@@ -64,6 +69,13 @@ export class MetadataService {
 
   isReservedKey(name: string): boolean {
     return name === RUNTIME_VERSION_KEY;
+  }
+
+  /** The rules of a custom attribute, for every API that sets one: 400 when broken. */
+  checkAttribute(name: string, valueBytes: number): void {
+    if (!ATTRIBUTE_NAME.test(name)) throw malformed(`attribute name "${name.slice(0, 80)}" is not valid: use 1-256 letters, digits, '.', '_' or '-'`);
+    if (this.isReservedKey(name)) throw malformed(`attribute "${name}" is set by the runtime and cannot be overwritten`);
+    if (valueBytes > MAX_VALUE_BYTES) throw malformed(`attribute value is ${valueBytes} bytes; the limit is ${MAX_VALUE_BYTES}`);
   }
 
   setFeatures(features: FeatureFlag[]): void {

@@ -114,7 +114,8 @@ function parseItem(v: unknown, where: string, withValue: boolean): ItemRequest {
   return item;
 }
 
-function checkKeyAt(key: unknown, where: string): string {
+/** A key checked by checkKey(), the failure naming where in the request it was. */
+export function checkKeyAt(key: unknown, where: string): string {
   try {
     return checkKey(key);
   } catch (e) {

@@ -8,7 +8,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
 import type { SchedulerClient } from '../../../../scheduler/src/client.ts';
-import { SchedulerError, type FailurePolicy, type JobKey, type JobRecord, type JobSpec } from '../../../../scheduler/src/types.ts';
+import { JOB_OPERATION_ERROR_CODES, SchedulerError, type FailurePolicy, type JobKey, type JobOperation, type JobRecord, type JobSpec } from '../../../../scheduler/src/types.ts';
 import { validateName } from '../../../../scheduler/src/validate.ts';
 import { anyToJson, jsonToAny, type AnyMsg } from './any.ts';
 import { GrpcError } from './errors.ts';
@@ -40,13 +40,8 @@ const CODES: Record<SchedulerError['kind'], grpc.status> = {
   internal: grpc.status.INTERNAL,
 };
 
-type Op = 'schedule' | 'get' | 'delete' | 'list';
-const OP_CODES: Record<Op, string> = {
-  schedule: 'RT_SCHEDULER_SCHEDULE_JOB',
-  get: 'RT_SCHEDULER_GET_JOB',
-  delete: 'RT_SCHEDULER_DELETE_JOB',
-  list: 'RT_SCHEDULER_LIST_JOBS',
-};
+type Op = JobOperation;
+const OP_CODES = JOB_OPERATION_ERROR_CODES;
 
 async function run<T>(op: Op, fn: () => Promise<T>): Promise<T> {
   try {

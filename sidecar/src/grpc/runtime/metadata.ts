@@ -4,13 +4,10 @@
  * rules of PUT /v1.0/metadata/<name>.
  */
 import type { SidecarContext } from '../../context.ts';
-import { ApiError, malformed } from '../../http/errors.ts';
+import { ApiError } from '../../http/errors.ts';
 import type { MetadataResponse } from '../../metadata/service.ts';
 import { requestShutdown } from '../../shutdown.ts';
 
-/** The HTTP route's rules (metadata/routes.ts): a name that fits a URL path segment, values up to 64 KiB. */
-const ATTRIBUTE_NAME = /^[A-Za-z0-9._-]{1,256}$/;
-const MAX_VALUE_BYTES = 64 * 1024;
 
 const SUBSCRIPTION_TYPE: Record<string, number> = { DECLARATIVE: 1, PROGRAMMATIC: 2, STREAMING: 3 };
 const ACTOR_RUNTIME = { DISABLED: 1, RUNNING: 2 };
@@ -73,11 +70,8 @@ export function metadataMethods(ctx: SidecarContext) {
 
     async SetMetadata(req: { key: string; value: string }): Promise<Record<string, never>> {
       const name = req.key ?? '';
-      if (!ATTRIBUTE_NAME.test(name)) throw malformed(`attribute name "${name.slice(0, 80)}" is not valid: use 1-256 letters, digits, '.', '_' or '-'`);
-      if (ctx.metadata.isReservedKey(name)) throw malformed(`attribute "${name}" is set by the runtime and cannot be overwritten`);
       const value = req.value ?? '';
-      const size = Buffer.byteLength(value);
-      if (size > MAX_VALUE_BYTES) throw malformed(`attribute value is ${size} bytes; the limit is ${MAX_VALUE_BYTES}`);
+      ctx.metadata.checkAttribute(name, Buffer.byteLength(value));
       ctx.metadata.setExtended(name, value);
       return {};
     },

@@ -5,8 +5,7 @@
  */
 import type { StateDeleteRequest, StateItem, StateOptions, StateSetRequest, StateTransactionOperation } from '../../components/types.ts';
 import { ApiError, malformed } from '../../http/errors.ts';
-import { checkKey } from '../../state/keys.ts';
-import { checkTtl } from '../../state/requests.ts';
+import { checkKeyAt, checkTtl } from '../../state/requests.ts';
 import { storeFailure, type StateService, type StoreRef } from '../../state/service.ts';
 import { bytesOf, metadataOf } from './handler.ts';
 
@@ -101,16 +100,6 @@ function optionsOf(o: StateOptionsMsg | null | undefined, where: string): StateO
   return out.concurrency || out.consistency ? out : undefined;
 }
 
-/** A key checked by the state block, the failure naming where it was. */
-function keyAt(key: string, where: string): string {
-  try {
-    return checkKey(key);
-  } catch (e) {
-    if (e instanceof ApiError) throw malformed(`${where}.key: ${e.message}`);
-    throw e;
-  }
-}
-
 function metadataAt(m: Record<string, string> | null | undefined, where: string): Record<string, string> | undefined {
   const md = metadataOf(m);
   checkTtl(md, where);
@@ -124,7 +113,7 @@ function etagOf(e: EtagMsg | null | undefined): string | undefined {
 
 function setRequest(ref: StoreRef, item: StateItemMsg | null | undefined, where: string): StateSetRequest {
   if (!item) throw malformed(`${where} is missing`);
-  const req: StateSetRequest = { key: ref.prefix + keyAt(item.key, where), value: bytesOf(item.value) };
+  const req: StateSetRequest = { key: ref.prefix + checkKeyAt(item.key, where), value: bytesOf(item.value) };
   const etag = etagOf(item.etag);
   if (etag !== undefined) req.etag = etag;
   const md = metadataAt(item.metadata, where);
@@ -149,7 +138,7 @@ export function stateMethods(state: StateService) {
   return {
     async GetState(req: GetStateRequest): Promise<GetStateResponse> {
       const ref = state.store(req.store_name);
-      const key = ref.prefix + keyAt(req.key, 'request');
+      const key = ref.prefix + checkKeyAt(req.key, 'request');
       consistencyOf(req.consistency, 'request');
       let item: StateItem | undefined;
       try {
@@ -163,7 +152,7 @@ export function stateMethods(state: StateService) {
 
     async GetBulkState(req: GetBulkStateRequest): Promise<{ items: BulkStateItem[] }> {
       const ref = state.store(req.store_name);
-      const keys = (req.keys ?? []).map((k, i) => keyAt(k, `keys[${i}]`));
+      const keys = (req.keys ?? []).map((k, i) => checkKeyAt(k, `keys[${i}]`));
       if (keys.length === 0) return { items: [] };
       let items: (StateItem | undefined)[];
       try {
@@ -197,7 +186,7 @@ export function stateMethods(state: StateService) {
 
     async DeleteState(req: DeleteStateRequest): Promise<Record<string, never>> {
       const ref = state.store(req.store_name);
-      const del: StateDeleteRequest = { key: ref.prefix + keyAt(req.key, 'request') };
+      const del: StateDeleteRequest = { key: ref.prefix + checkKeyAt(req.key, 'request') };
       const etag = etagOf(req.etag);
       if (etag !== undefined) del.etag = etag;
       const md = metadataAt(req.metadata, 'request');
