@@ -5,6 +5,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { RESOURCE_GROUPS, validateResource } from '../../../crds/validate.ts';
 import { parseDuration } from '../util/duration.ts';
 import {
   type ConfigurationResource,
@@ -15,7 +16,6 @@ import {
   type SubscriptionInfo,
 } from './types.ts';
 
-const GROUPS = ['rt.io', 'dapr.io'];
 const DEFAULT_INIT_TIMEOUT_MS = 5000;
 const NAME_RE = /^[a-zA-Z0-9]([a-zA-Z0-9._-]{0,251}[a-zA-Z0-9])?$/;
 
@@ -105,7 +105,7 @@ function parseOne(doc: Record<string, unknown>, file: string, index: number, opt
   const apiVersion = doc.apiVersion;
   if (typeof apiVersion !== 'string') fail('apiVersion', 'is required, e.g. rt.io/v1alpha1');
   const group = String(apiVersion).split('/')[0];
-  if (!GROUPS.includes(group)) return; // another API group's resource: not ours
+  if (!(RESOURCE_GROUPS as readonly string[]).includes(group)) return; // another API group's resource: not ours
   if (!isObject(meta)) fail('metadata', 'is required and must be a mapping');
   if (name === undefined) fail('metadata.name', 'is required');
   if (!NAME_RE.test(name!)) fail('metadata.name', `"${name}" is not a valid name (letters, digits, '.', '_', '-'; up to 253 characters)`);
@@ -115,11 +115,17 @@ function parseOne(doc: Record<string, unknown>, file: string, index: number, opt
   // a resource scoped to other apps is never loaded
   if (scopes.length > 0 && !scopes.includes(opts.appId)) return;
   const spec = doc.spec;
+  // the CRDs' rules (crds/*.yaml), after this parser's own checks so its messages come first
+  const crdRules = () => {
+    const [first] = validateResource(doc);
+    if (first) fail(first.field, first.message);
+  };
 
   switch (kind) {
     case 'Component': {
       if (!isObject(spec)) fail('spec', 'is required and must be a mapping');
       out.components.push(parseComponent(name!, namespace, scopes, doc, spec as Record<string, unknown>, file, fail, opts));
+      crdRules();
       return;
     }
     case 'Configuration': {
@@ -135,16 +141,19 @@ function parseOne(doc: Record<string, unknown>, file: string, index: number, opt
           return { name: ff.name as string, enabled: ff.enabled === true || ff.enabled === 'true' };
         }),
       };
+      crdRules();
       return;
     }
     case 'Subscription': {
       if (!isObject(spec)) fail('spec', 'is required and must be a mapping');
       out.subscriptions.push(parseSubscription(String(apiVersion), spec as Record<string, unknown>, fail));
+      crdRules();
       return;
     }
     case 'HTTPEndpoint': {
       if (!isObject(spec)) fail('spec', 'is required and must be a mapping');
       out.httpEndpoints.push(parseHttpEndpoint(name!, spec as Record<string, unknown>, fail));
+      crdRules();
       return;
     }
     default:
