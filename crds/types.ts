@@ -64,7 +64,7 @@ export interface ComponentObject extends RtObject<'Component', ComponentSpecFiel
   auth?: { secretStore?: string };
 }
 
-export interface ConfigurationObject extends RtObject<'Configuration', { features?: { name: string; enabled?: boolean }[]; [k: string]: unknown }> {}
+export type ConfigurationObject = RtObject<'Configuration', { features?: { name: string; enabled?: boolean }[]; [k: string]: unknown }>;
 
 export interface SubscriptionSpecFields {
   pubsubname: string;
@@ -78,9 +78,9 @@ export interface SubscriptionSpecFields {
   bulkSubscribe?: Record<string, unknown>;
 }
 
-export interface SubscriptionObject extends RtObject<'Subscription', SubscriptionSpecFields> {}
+export type SubscriptionObject = RtObject<'Subscription', SubscriptionSpecFields>;
 
-export interface HttpEndpointObject extends RtObject<'HTTPEndpoint', { baseUrl: string; headers?: { name: string; value?: string; secretKeyRef?: SecretKeyRef }[] }> {}
+export type HttpEndpointObject = RtObject<'HTTPEndpoint', { baseUrl: string; headers?: { name: string; value?: string; secretKeyRef?: SecretKeyRef }[] }>;
 
 export type RtResourceObject = ComponentObject | ConfigurationObject | SubscriptionObject | HttpEndpointObject;
 
