@@ -20,7 +20,8 @@ export function embeddedStorePath(dataDir: string, namespace: string, appId: str
 }
 
 export async function startEmbeddedEngine(file: string, log: Logger): Promise<SchedulerEngine> {
-  const engine = new SchedulerEngine({ log: log.child({ scope: 'rt.scheduler' }), store: new SqliteJobStore(file) });
+  const scoped = log.child({ scope: 'rt.scheduler' });
+  const engine = new SchedulerEngine({ log: scoped, store: new SqliteJobStore(file, scoped) });
   await engine.start();
   return engine;
 }

@@ -123,7 +123,16 @@ export class SchedulerEngine implements StoreListener {
   }
 
   async start(): Promise<void> {
-    await this.store.start(this);
+    try {
+      await this.store.start(this);
+    } catch (e) {
+      // jobs loaded before the failure armed the timer: a half-loaded engine must not run on
+      this.stopping = true;
+      if (this.timer) clearTimeout(this.timer);
+      await this.store.close().catch(() => undefined);
+      this.closed = true;
+      throw e;
+    }
     this.sweeper = setInterval(() => this.sweepAckTimeouts(), Math.min(5000, this.ackTimeoutMs));
     this.sweeper.unref();
     this.log.info({ store: this.store.describe(), jobs: this.jobs.size }, 'scheduler engine started');
@@ -131,13 +140,19 @@ export class SchedulerEngine implements StoreListener {
 
   // ---- API -------------------------------------------------------------------------------
 
-  async schedule(key: JobKey, spec: JobSpec, overwrite: boolean): Promise<void> {
+  /**
+   * `requestId`: the caller's id for this create, the same on its retries. A retry of a create
+   * that was stored but whose answer was lost (the scheduler died) finds its own job: success.
+   */
+  async schedule(key: JobKey, spec: JobSpec, overwrite: boolean, requestId?: string): Promise<void> {
     const rec = buildRecord(key, spec, this.now(), randomUUID());
+    if (requestId) rec.requestId = requestId;
     if (overwrite) {
       await this.store.put(rec);
       return;
     }
     if (!(await this.store.create(rec))) {
+      if (requestId && (await this.store.get(key))?.requestId === requestId) return;
       throw new SchedulerError('exists', 'RT_SCHEDULER_JOB_EXISTS', `job "${key.name}" already exists; send "overwrite": true to replace it`);
     }
   }

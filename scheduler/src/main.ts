@@ -170,8 +170,10 @@ export async function startScheduler(o: SchedulerProcessOptions, log = pino({ le
   const store: JobStore =
     o.etcdEndpoints.length > 0
       ? new EtcdJobStore({ endpoints: o.etcdEndpoints, prefix: o.etcdPrefix, partitions: o.partitions, leaseTtlSec: o.leaseTtlSec, replicaId: o.replicaId, log, tls: o.etcdTls })
-      : new SqliteJobStore(join(o.dataDir, 'scheduler.sqlite'));
+      : new SqliteJobStore(join(o.dataDir, 'scheduler.sqlite'), log);
   const engine = new SchedulerEngine({ log, store });
+  // a store that fails to load stops here (the engine has let go of everything it had
+  // started): the command exits non-zero instead of running without a gRPC or health port
   await engine.start();
   let server: SchedulerServer;
   try {
@@ -229,7 +231,13 @@ export async function schedulerCommand(argv: string[]): Promise<number> {
     console.log(SCHEDULER_HELP);
     return 0;
   }
-  const s = await startScheduler(o);
+  let s: RunningScheduler;
+  try {
+    s = await startScheduler(o);
+  } catch (e) {
+    console.error(`rt scheduler: could not start: ${(e as Error).message}`);
+    return 1;
+  }
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
     process.once('SIGINT', () => resolve());

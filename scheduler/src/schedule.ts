@@ -6,7 +6,7 @@
  */
 import { Cron } from 'croner';
 import { parseDuration } from '../../sidecar/src/util/duration.ts';
-import { clip } from './times.ts';
+import { LATEST_MS, TOO_FAR, clip } from './times.ts';
 
 export type Schedule = { kind: 'cron'; pattern: string } | { kind: 'every'; everyMs: number };
 
@@ -58,6 +58,8 @@ function parseUncached(text: string): ScheduleParse {
       const ms = parseDuration(rest);
       if (rest === '' || ms === undefined) return { ok: false, reason: `"${clip(s)}": @every needs a duration such as "@every 5s" or "@every 1h30m"` };
       if (ms < MIN_EVERY_MS) return { ok: false, reason: `"${clip(s)}": the @every interval must be at least 1ms` };
+      // the same bound as dueTime and ttl: the first fire must be a time a job can hold
+      if (Date.now() + ms > LATEST_MS) return { ok: false, reason: `"${clip(s)}": the @every interval is too long; ${TOO_FAR}` };
       return { ok: true, schedule: { kind: 'every', everyMs: ms } };
     }
     const pattern = SHORTCUTS[lower];

@@ -5,8 +5,15 @@
  */
 import { parseDuration } from '../../sidecar/src/util/duration.ts';
 
-/** Latest instant a JS Date can hold. */
-const MAX_MS = 8.64e15;
+/**
+ * The one bound every time value of a job is checked against (dueTime, ttl, each fire of a
+ * schedule): RFC 3339's last instant. It keeps every stored time a safe integer, which SQLite
+ * and etcd give back exactly (a later one once stopped the scheduler at load).
+ */
+export const LATEST_MS = Date.parse('9999-12-31T23:59:59.999Z');
+export const LATEST_TEXT = '9999-12-31T23:59:59Z';
+/** Year 0000, the earliest RFC 3339 time (a past dueTime fires at once). */
+const EARLIEST_MS = Date.parse('0000-01-01T00:00:00Z');
 
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?$/;
 const ISO_DURATION =
@@ -92,8 +99,16 @@ function parseRfc3339(m: RegExpExecArray, s: string): TimeParse {
 }
 
 function within(at: number, s: string): TimeParse {
-  if (!Number.isFinite(at) || Math.abs(at) > MAX_MS) return { ok: false, reason: `"${clip(s)}" is too far in the future` };
-  return { ok: true, at };
+  if (!Number.isFinite(at) || at > LATEST_MS) return { ok: false, reason: `"${clip(s)}" is too far in the future: ${TOO_FAR}` };
+  if (at < EARLIEST_MS) return { ok: false, reason: `"${clip(s)}" is before the year 0000` };
+  return { ok: true, at: Math.floor(at) };
+}
+
+export const TOO_FAR = `every time of a job (dueTime, ttl, each fire of its schedule) must fall before ${LATEST_TEXT}`;
+
+/** Whether an instant (ms since epoch) is one a job may hold: within the bound. */
+export function isStorableInstant(at: unknown): at is number {
+  return typeof at === 'number' && Number.isFinite(at) && at <= LATEST_MS && at >= EARLIEST_MS;
 }
 
 /** Error messages quote user input; keep them short. */

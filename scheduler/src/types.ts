@@ -50,6 +50,8 @@ export interface JobRecord {
   nextAt: number | null;
   /** ttl as ms since epoch. */
   expiresAt?: number;
+  /** The id of the create request that wrote it: a retry of that request finds its own job. */
+  requestId?: string;
 }
 
 /** One firing of a job, sent to one sidecar of the job's app. */

@@ -4,7 +4,7 @@
  * (it cannot trust every client).
  */
 import { parseSchedule, nextAfter, type Schedule } from './schedule.ts';
-import { clip, parseTimeValue } from './times.ts';
+import { TOO_FAR, clip, isStorableInstant, parseTimeValue } from './times.ts';
 import { invalid, MAX_DATA_BYTES, MAX_JOB_NAME, type FailurePolicy, type JobKey, type JobRecord, type JobSpec } from './types.ts';
 
 /** Characters a job name may not hold: path separators, URL delimiters, control characters. */
@@ -65,6 +65,7 @@ export function buildRecord(key: JobKey, spec: JobSpec, now: number, gen: string
   }
   if (spec.failurePolicy) validateFailurePolicy(spec.failurePolicy);
   const first = dueAt ?? nextAfter(schedule!, now);
+  if (first !== null && !isStorableInstant(first)) throw invalid('RT_SCHEDULER_SCHEDULE_INVALID', `schedule: "${clip(spec.schedule ?? '')}" first fires too late; ${TOO_FAR}`);
   return { key, spec, createdAt: now, gen, count: 0, nextAt: first, expiresAt };
 }
 
@@ -89,7 +90,42 @@ export function nextFire(rec: JobRecord, prevAt: number): number | null {
   const p = parseSchedule(spec.schedule);
   if (!p.ok) return null;
   const next = nextAfter(p.schedule, prevAt);
-  if (next === null) return null;
+  if (next === null || !isStorableInstant(next)) return null;
   if (rec.expiresAt !== undefined && next > rec.expiresAt) return null;
   return next;
+}
+
+/**
+ * Why a record read back from a store cannot be run (undefined: it can). Such a record is
+ * quarantined by the store and logged; it must never stop the other jobs from loading.
+ */
+export function unloadable(rec: JobRecord): string | undefined {
+  try {
+    return whyUnloadable(rec);
+  } catch (e) {
+    // a field of the wrong type (a hand-edited or corrupt store) throws on use
+    return (e as Error).message;
+  }
+}
+
+function whyUnloadable(rec: JobRecord): string | undefined {
+  validateKey(rec.key);
+  const { spec } = rec;
+  if (typeof spec !== 'object' || spec === null) return 'the stored spec is not an object';
+  if (!isStorableInstant(rec.createdAt)) return `createdAt ${String(rec.createdAt)} is not a time a job can hold`;
+  if (!Number.isSafeInteger(rec.count) || rec.count < 0) return `count ${String(rec.count)} is not a whole number`;
+  if (rec.nextAt !== null && !isStorableInstant(rec.nextAt)) return `the next fire ${String(rec.nextAt)} is out of bounds: ${TOO_FAR}`;
+  if (rec.expiresAt !== undefined && !isStorableInstant(rec.expiresAt)) return `the ttl ${String(rec.expiresAt)} is out of bounds: ${TOO_FAR}`;
+  if (spec.schedule !== undefined && spec.schedule.trim() !== '') {
+    const p = parseSchedule(spec.schedule);
+    if (!p.ok) return `schedule: ${p.reason}`;
+  }
+  if (spec.dataJson !== undefined) {
+    try {
+      JSON.parse(spec.dataJson);
+    } catch {
+      return 'the stored data is not JSON';
+    }
+  }
+  return undefined;
 }

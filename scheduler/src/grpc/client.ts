@@ -3,6 +3,7 @@
  * one when it is unavailable); a WatchJobs stream is kept open to every host, since each
  * host delivers the triggers of the jobs it owns. Streams reconnect with backoff.
  */
+import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { CLOSE_DRAIN_MS, settle, type SchedulerClient, type TriggerHandler } from '../client.ts';
@@ -21,6 +22,11 @@ interface Host {
 }
 
 const CALL_TIMEOUT_MS = 10_000;
+/**
+ * Longest wait between attempts to reopen a lost stream (and the channel's reconnects): a
+ * scheduler that comes back gets its sidecars back within about a second.
+ */
+const STREAM_MAX_BACKOFF_MS = 500;
 /** How long calls keep trying when no scheduler host is reachable. */
 const UNAVAILABLE_RETRY_MS = 3_000;
 
@@ -51,8 +57,9 @@ export class GrpcSchedulerClient implements SchedulerClient {
         'grpc.keepalive_permit_without_calls': 1,
         'grpc.max_receive_message_length': 64 * 1024 * 1024,
         // fail fast to the next host instead of waiting out a dead one's reconnect
+        // and find a scheduler that came back within a second
         'grpc.initial_reconnect_backoff_ms': 200,
-        'grpc.max_reconnect_backoff_ms': 2000,
+        'grpc.max_reconnect_backoff_ms': STREAM_MAX_BACKOFF_MS,
       }) as unknown as Host['client'],
       connected: false,
       backoffMs: 100,
@@ -64,7 +71,8 @@ export class GrpcSchedulerClient implements SchedulerClient {
   }
 
   async schedule(key: JobKey, spec: JobSpec, overwrite: boolean): Promise<void> {
-    await this.call('ScheduleJob', { key, job: toPbJob(spec), overwrite }, 'RT_SCHEDULER_SCHEDULE_JOB');
+    // one id for the call and all its retries (see ScheduleJobRequest.request_id)
+    await this.call('ScheduleJob', { key, job: toPbJob(spec), overwrite, requestId: randomUUID() }, 'RT_SCHEDULER_SCHEDULE_JOB');
   }
 
   async get(key: JobKey): Promise<JobRecord> {
@@ -166,7 +174,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
       h.stream = undefined;
       if (this.closed) return;
       h.retry = setTimeout(() => this.openStream(h, target, handler, appJobs), h.backoffMs);
-      h.backoffMs = Math.min(h.backoffMs * 2, 3000);
+      h.backoffMs = Math.min(h.backoffMs * 2, STREAM_MAX_BACKOFF_MS);
     };
     stream.on('error', (e: Error) => down(e.message));
     stream.on('end', () => down('stream ended'));

@@ -45,8 +45,8 @@ export function schedulerImplementation(engine: SchedulerEngine, log: Logger, ho
     };
   let streams = 0;
   return {
-    ScheduleJob: unary(async (req: { key?: PbKey; job?: PbJob; overwrite?: boolean }) => {
-      await engine.schedule(toKey(req.key), fromPbJob(req.job), req.overwrite === true);
+    ScheduleJob: unary(async (req: { key?: PbKey; job?: PbJob; overwrite?: boolean; requestId?: string }) => {
+      await engine.schedule(toKey(req.key), fromPbJob(req.job), req.overwrite === true, req.requestId || undefined);
       return {};
     }),
     GetJob: unary(async (req: { key?: PbKey }) => ({ job: toPbRecord(await engine.get(toKey(req.key))) })),

@@ -12,6 +12,7 @@
 import type { Etcd3, Lease, Watcher } from 'etcd3';
 import type { Logger } from 'pino';
 import { keyString, type JobKey, type JobOwnerRef, type JobRecord, type JobSpec } from '../types.ts';
+import { unloadable } from '../validate.ts';
 import type { JobStore, ProgressUpdate, StoreListener } from './types.ts';
 
 export interface EtcdStoreOptions {
@@ -38,6 +39,7 @@ interface Stored {
   count: number;
   nextAt: number | null;
   expiresAt?: number;
+  requestId?: string;
 }
 
 interface Known {
@@ -274,8 +276,15 @@ export class EtcdJobStore implements JobStore {
       this.listener.remove(key);
       return false;
     }
-    const s = JSON.parse(value) as Stored;
-    this.bodies.set(ks, { spec: s.spec, createdAt: s.createdAt, gen: s.gen, expiresAt: s.expiresAt });
+    const rec = this.readable(key, value);
+    if (!rec) {
+      this.known.delete(ks);
+      this.bodies.delete(ks);
+      this.listener.remove(key);
+      return false;
+    }
+    const s: Stored = rec;
+    this.bodies.set(ks, { spec: s.spec, createdAt: s.createdAt, gen: s.gen, expiresAt: s.expiresAt, requestId: s.requestId });
     const k = this.known.get(ks);
     if (k && k.gen === s.gen) {
       // our own progress write coming back: only the revision moves
@@ -283,8 +292,27 @@ export class EtcdJobStore implements JobStore {
       return true;
     }
     this.known.set(ks, { gen: s.gen, modRev });
-    this.listener.upsert({ key, spec: s.spec, createdAt: s.createdAt, gen: s.gen, count: s.count, nextAt: s.nextAt, expiresAt: s.expiresAt });
+    this.listener.upsert(rec);
     return true;
+  }
+
+  /**
+   * A stored value as a record, or undefined for one that cannot run (corrupt, or out of
+   * bounds): that job is logged and skipped, never fatal to the others. It stays in etcd
+   * for a human to look at; a new write of the same name replaces it.
+   */
+  private readable(key: JobKey, value: string): JobRecord | undefined {
+    let rec: JobRecord | undefined;
+    let reason: string | undefined;
+    try {
+      rec = decode(key, value);
+      reason = unloadable(rec);
+    } catch (e) {
+      reason = (e as Error).message;
+    }
+    if (reason === undefined) return rec;
+    this.log.error({ job: key, reason }, `stored job "${key.name}" cannot be loaded; it is skipped (quarantined), the other jobs run`);
+    return undefined;
   }
 
   private forgetPartition(p: number): void {
@@ -310,7 +338,7 @@ export class EtcdJobStore implements JobStore {
 
   async get(key: JobKey): Promise<JobRecord | undefined> {
     const v = await this.client.get(this.jobKey(key)).string();
-    return v === null ? undefined : decode(key, v);
+    return v === null ? undefined : this.readable(key, v);
   }
 
   async delete(key: JobKey): Promise<void> {
@@ -319,7 +347,10 @@ export class EtcdJobStore implements JobStore {
 
   async list(ref: JobOwnerRef): Promise<JobRecord[]> {
     const out: JobRecord[] = [];
-    await this.scan(`${this.p}/jobs/${[ref.namespace, ref.appId, ref.owner].map(encodeURIComponent).join('/')}/`, (key, kv) => out.push(decode(key, kv.value.toString())));
+    await this.scan(`${this.p}/jobs/${[ref.namespace, ref.appId, ref.owner].map(encodeURIComponent).join('/')}/`, (key, kv) => {
+      const rec = this.readable(key, kv.value.toString());
+      if (rec) out.push(rec);
+    });
     return out.sort((a, b) => (a.key.name < b.key.name ? -1 : a.key.name > b.key.name ? 1 : 0));
   }
 
@@ -358,7 +389,7 @@ export class EtcdJobStore implements JobStore {
     if (hit && hit.gen === k.gen) return hit;
     const v = await this.client.get(this.jobKey(u.key)).string();
     const s = v ? (JSON.parse(v) as Stored) : undefined;
-    const body = { spec: s?.spec ?? {}, createdAt: s?.createdAt ?? 0, gen: k.gen, expiresAt: s?.expiresAt };
+    const body = { spec: s?.spec ?? {}, createdAt: s?.createdAt ?? 0, gen: k.gen, expiresAt: s?.expiresAt, requestId: s?.requestId };
     this.bodies.set(ks, body);
     return body;
   }
@@ -385,11 +416,13 @@ export class EtcdJobStore implements JobStore {
 }
 
 function encode(r: JobRecord): string {
-  const s: Stored = { spec: r.spec, createdAt: r.createdAt, gen: r.gen, count: r.count, nextAt: r.nextAt, expiresAt: r.expiresAt };
+  const s: Stored = { spec: r.spec, createdAt: r.createdAt, gen: r.gen, count: r.count, nextAt: r.nextAt, expiresAt: r.expiresAt, requestId: r.requestId };
   return JSON.stringify(s);
 }
 
 function decode(key: JobKey, v: string): JobRecord {
   const s = JSON.parse(v) as Stored;
-  return { key, spec: s.spec, createdAt: s.createdAt, gen: s.gen, count: s.count, nextAt: s.nextAt, expiresAt: s.expiresAt };
+  const rec: JobRecord = { key, spec: s.spec, createdAt: s.createdAt, gen: s.gen, count: s.count, nextAt: s.nextAt, expiresAt: s.expiresAt };
+  if (s.requestId) rec.requestId = s.requestId;
+  return rec;
 }
