@@ -50,6 +50,7 @@ describe('sidecar killed with -9 mid-workflow', () => {
     const address = `127.0.0.1:${grpcPort}`;
     let sidecar = startSidecarProcess(httpPort, grpcPort);
     await waitForPort('127.0.0.1', httpPort, 30_000);
+    await waitForPort('127.0.0.1', grpcPort, 10_000); // HTTP may open before gRPC
     // slow enough that the kill lands while they run, even on a loaded machine
     const worker = startWorker(address, markers, { SLOW_MS: '3000', TIMER_S: '3' });
     procs.push(worker);
@@ -63,6 +64,7 @@ describe('sidecar killed with -9 mid-workflow', () => {
 
       sidecar = startSidecarProcess(httpPort, grpcPort);
       await waitForPort('127.0.0.1', httpPort, 30_000);
+      await waitForPort('127.0.0.1', grpcPort, 10_000);
       // the same worker process reconnects by itself: durabletask-js 1.0.0 retries its stream
       // once, 5 s after it ended. Only if the new sidecar was not up by then (a very loaded
       // machine) is the worker restarted, as its app would have to be.

@@ -4,11 +4,12 @@
  * engine to the scheduler's internal jobs, and serves the gRPC and HTTP APIs.
  */
 import { randomUUID } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SidecarContext } from '../context.ts';
 import type { StateStore } from '../components/types.ts';
 import { getInternalJobs } from '../jobs/internal.ts';
+import { tryLockFile } from './data-dir-lock.ts';
 import { Engine } from './engine.ts';
 import { taskHubImplementation } from './grpc.ts';
 import { InstanceTable } from './instances.ts';
@@ -57,8 +58,9 @@ export async function setup(ctx: SidecarContext): Promise<void> {
       { appId, namespace, log },
     );
     closeStore = () => store.close();
-    // the embedded file is ours alone unless another live sidecar of this app uses the same data dir
-    const lock = tryLock(join(dataDir, `${fileBase}.lock`));
+    // the embedded file is ours alone unless another live sidecar of this app uses the same data
+    // dir (`.owner`, not the `.lock` pid file of older versions, which is no SQLite file)
+    const lock = await tryLockFile(join(dataDir, `${fileBase}.owner`));
     unlock = lock ?? undefined;
     shared = lock === undefined;
     replicaId = shared ? randomUUID() : 'local';
@@ -110,45 +112,4 @@ function stableReplicaId(dataDir: string, fileBase: string): string {
   mkdirSync(dataDir, { recursive: true });
   writeFileSync(path, id);
   return id;
-}
-
-/** A pid lock file; undefined when a live process holds it. Returns the release function. */
-function tryLock(path: string): (() => void) | undefined {
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      const fd = openSync(path, 'wx');
-      writeFileSync(fd, String(process.pid));
-      closeSync(fd);
-      return () => {
-        try {
-          unlinkSync(path);
-        } catch {
-          // already gone
-        }
-      };
-    } catch {
-      let pid = 0;
-      try {
-        pid = Number(readFileSync(path, 'utf8').trim());
-      } catch {
-        // vanished between the two calls
-      }
-      if (pid > 0 && (pid === process.pid || alive(pid))) return undefined;
-      try {
-        unlinkSync(path); // stale: its process is gone (e.g. killed with -9)
-      } catch {
-        // someone else removed it
-      }
-    }
-  }
-  return undefined;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
