@@ -4,10 +4,10 @@
  * talks to it exactly as it would to `rt scheduler` (and metadata reports its address).
  * Skipped when --scheduler-host-address is given.
  */
-import pino from 'pino';
 import { embeddedStorePath, startEmbeddedEngine } from '../scheduler/src/embedded.ts';
 import { startSchedulerServer } from '../scheduler/src/grpc/server.ts';
 import { DEFAULT_OPTIONS, type StartOptions } from '../sidecar/src/sidecar.ts';
+import { createLogger } from '../sidecar/src/util/logger.ts';
 
 export interface EmbeddedServices {
   close(): Promise<void>;
@@ -15,7 +15,7 @@ export interface EmbeddedServices {
 
 export async function startEmbeddedServices(options: StartOptions): Promise<EmbeddedServices> {
   if ((options.schedulerAddresses?.length ?? 0) > 0 || (options.mode ?? 'standalone') !== 'standalone') return { close: async () => {} };
-  const log = pino({ level: options.logLevel ?? DEFAULT_OPTIONS.logLevel, base: { app_id: options.appId, scope: 'rt.scheduler' } });
+  const log = createLogger({ level: options.logLevel ?? DEFAULT_OPTIONS.logLevel, json: options.logAsJson, base: { app_id: options.appId, scope: 'rt.scheduler' } });
   const file = embeddedStorePath(options.dataDir ?? DEFAULT_OPTIONS.dataDir, options.namespace ?? DEFAULT_OPTIONS.namespace, options.appId);
   const engine = await startEmbeddedEngine(file, log);
   const server = await startSchedulerServer(engine, { host: '127.0.0.1', port: 0, log }).catch(async (e) => {

@@ -5,6 +5,8 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_OPTIONS, type StartOptions } from '../sidecar/src/sidecar.ts';
 import { parseDuration } from '../sidecar/src/util/duration.ts';
+import { isLogLevel, logAsJsonFromEnv } from '../sidecar/src/util/logger.ts';
+import { REFERENCE_FLAGS, REFERENCE_FLAG_SPECS, REFERENCE_HELP, normaliseReferenceArgs, parseByteSize } from './reference-flags.ts';
 
 export const SIDECAR_FLAGS = {
   'app-id': { type: 'string' },
@@ -25,6 +27,8 @@ export const SIDECAR_FLAGS = {
   'resources-path': { type: 'string', multiple: true },
   config: { type: 'string' },
   'log-level': { type: 'string' },
+  'log-as-json': { type: 'boolean' },
+  'max-body-size': { type: 'string' },
   namespace: { type: 'string' },
   'scheduler-host-address': { type: 'string' },
   'data-dir': { type: 'string' },
@@ -32,6 +36,9 @@ export const SIDECAR_FLAGS = {
   mode: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
+
+/** Our flags and the reference sidecar's, which parseArgs must all know. */
+const ALL_FLAGS = { ...SIDECAR_FLAGS, ...REFERENCE_FLAGS };
 
 export const SIDECAR_HELP = `sidecar options:
   --app-id ID                       application id (required)
@@ -52,24 +59,38 @@ export const SIDECAR_HELP = `sidecar options:
   --resources-path DIR              resource YAML folder or file; repeatable
   --config FILE                     a Configuration resource
   --log-level LEVEL                 debug, info, warn, error (default info)
+  --log-as-json                     JSON log lines (default in --mode kubernetes; env RT_LOG_AS_JSON)
+  --max-body-size SIZE              largest HTTP request body, e.g. 16Mi, 4MB or bytes (default 16Mi)
+  --mode MODE                       standalone (default) or kubernetes
   --scheduler-host-address A[,B]    scheduler gRPC addresses
   --data-dir DIR                    embedded persistence folder (default ~/.rt/data)
   --components-sockets-folder DIR   pluggable components' sockets (default /tmp/rt-components-sockets)
-environment: RT_API_TOKEN (API token), RT_APP_API_TOKEN, RT_COMPONENTS_SOCKETS_FOLDER`;
+environment: RT_<FLAG> for each flag (RT_APP_ID, RT_HTTP_PORT, …), RT_API_TOKEN (API token), RT_APP_API_TOKEN
+
+${REFERENCE_HELP}`;
 
 export class UsageError extends Error {}
 
 type Values = Record<string, string | boolean | string[] | undefined>;
 
-export function parseSidecarArgs(argv: string[], allowPositionals: boolean): { options: StartOptions; positionals: string[]; help: boolean } {
+export interface ParsedSidecarArgs {
+  options: StartOptions;
+  positionals: string[];
+  help: boolean;
+  /** Reference-sidecar flags accepted without effect, each with why (the CLI prints them). */
+  warnings: string[];
+}
+
+export function parseSidecarArgs(argv: string[], allowPositionals: boolean): ParsedSidecarArgs {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: SIDECAR_FLAGS, allowPositionals, strict: true });
+    parsed = parseArgs({ args: normaliseReferenceArgs(argv, ALL_FLAGS), options: ALL_FLAGS, allowPositionals, strict: true });
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
   const v = parsed.values as Values;
-  if (v.help) return { options: { appId: '' }, positionals: [], help: true };
+  if (v.help) return { options: { appId: '' }, positionals: [], help: true, warnings: [] };
+  const warnings = applyReferenceFlags(v);
   const env = process.env;
   const str = (flag: string, envName: string): string | undefined => (v[flag] as string | undefined) ?? env[envName];
   const int = (flag: string, envName: string, min: number, max: number): number | undefined => {
@@ -79,10 +100,11 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): { o
     if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${flag} must be a whole number from ${min} to ${max}, got "${s}"`);
     return n;
   };
-  const dur = (flag: string, envName: string): number | undefined => {
+  // a bare number is the reference sidecar's unit for that flag (seconds or milliseconds)
+  const dur = (flag: string, envName: string, bareUnitMs = 1): number | undefined => {
     const s = str(flag, envName);
     if (s === undefined) return undefined;
-    const d = parseDuration(s);
+    const d = /^\d+$/.test(s.trim()) ? Number(s) * bareUnitMs : parseDuration(s);
     if (d === undefined || d <= 0) throw new UsageError(`--${flag} must be a duration such as 5s or 500ms, got "${s}"`);
     return d;
   };
@@ -102,7 +124,7 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): { o
     appMaxConcurrency: int('app-max-concurrency', 'RT_APP_MAX_CONCURRENCY', -1, 1_000_000),
     appHealthCheck: (v['enable-app-health-check'] as boolean | undefined) ?? (env.RT_ENABLE_APP_HEALTH_CHECK === 'true' ? true : undefined),
     appHealthCheckPath: str('app-health-check-path', 'RT_APP_HEALTH_CHECK_PATH'),
-    appHealthProbeIntervalMs: dur('app-health-probe-interval', 'RT_APP_HEALTH_PROBE_INTERVAL'),
+    appHealthProbeIntervalMs: dur('app-health-probe-interval', 'RT_APP_HEALTH_PROBE_INTERVAL', 1000),
     appHealthProbeTimeoutMs: dur('app-health-probe-timeout', 'RT_APP_HEALTH_PROBE_TIMEOUT'),
     appHealthThreshold: int('app-health-threshold', 'RT_APP_HEALTH_THRESHOLD', 1, 1000),
     httpPort: int('http-port', 'RT_HTTP_PORT', 0, 65535),
@@ -112,7 +134,9 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): { o
     listenAddress: str('listen-address', 'RT_LISTEN_ADDRESS') ?? (mode === 'kubernetes' ? '0.0.0.0' : undefined),
     resourcesPaths: resources,
     configFile: str('config', 'RT_CONFIG'),
-    logLevel: str('log-level', 'RT_LOG_LEVEL'),
+    logLevel: logLevel(str('log-level', 'RT_LOG_LEVEL')),
+    logAsJson: (v['log-as-json'] as boolean | undefined) ?? logAsJsonFromEnv(env),
+    maxRequestBodyBytes: bodySize(str('max-body-size', 'RT_MAX_BODY_SIZE')),
     namespace: str('namespace', 'NAMESPACE') ?? DEFAULT_OPTIONS.namespace,
     schedulerAddresses: scheduler ? scheduler.split(',').map((s) => s.trim()).filter(Boolean) : undefined,
     dataDir: str('data-dir', 'RT_DATA_DIR'),
@@ -121,5 +145,39 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): { o
     apiToken: env.RT_API_TOKEN || env.DAPR_API_TOKEN || undefined,
     appApiToken: env.RT_APP_API_TOKEN || env.APP_API_TOKEN || undefined,
   };
-  return { options, positionals: parsed.positionals, help: false };
+  return { options, positionals: parsed.positionals, help: false, warnings };
+}
+
+function logLevel(level: string | undefined): string | undefined {
+  if (level !== undefined && !isLogLevel(level)) throw new UsageError(`--log-level must be one of debug, info, warn, error, got "${level}"`);
+  return level;
+}
+
+function bodySize(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const n = parseByteSize(text);
+  if (n === undefined || n < 1) throw new UsageError(`--max-body-size must be a size such as 16Mi, 4MB or a number of bytes, got "${text}"`);
+  return n;
+}
+
+/** Moves the reference sidecar's flags onto ours; the ones rt has no use for become warnings. */
+function applyReferenceFlags(v: Values): string[] {
+  const warnings: string[] = [];
+  for (const [flag, spec] of Object.entries(REFERENCE_FLAG_SPECS)) {
+    const value = v[flag];
+    if (value === undefined) continue;
+    delete v[flag];
+    if ('ignored' in spec) {
+      warnings.push(`--${flag} is accepted for the reference sidecar's command line, but has no effect: ${spec.ignored}`);
+      continue;
+    }
+    const converted = spec.convert ? spec.convert(value as string, warnings) : value;
+    if (converted === undefined) throw new UsageError(`--${flag} must be ${spec.expect ?? 'a value'}, got "${String(value)}"`);
+    if (spec.target === 'resources-path') {
+      v[spec.target] = [...((v[spec.target] as string[] | undefined) ?? []), ...(converted as string[])];
+    } else if (v[spec.target] === undefined) {
+      v[spec.target] = converted;
+    }
+  }
+  return warnings;
 }

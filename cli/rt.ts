@@ -4,6 +4,7 @@
  *   rt run --app-id ID [options] -- <app command...>   sidecar + app on a laptop
  *   rt sidecar --app-id ID [options]                   the sidecar alone (container entrypoint)
  */
+import { RUNTIME_VERSION } from '../sidecar/src/version.ts';
 import { runCommand } from './run.ts';
 import { sidecarCommand } from './sidecar.ts';
 import { extraCommands } from './commands.ts';
@@ -16,8 +17,10 @@ commands:
 ${Object.entries(extraCommands)
   .map(([n, c]) => `  ${n.padEnd(10)}${c.summary}`)
   .join('\n')}
+  help      the options of a command:    rt help run
+  version   print rt's version           (also rt --version)
 
-run "rt <command> --help" for the options of a command.`;
+run "rt help <command>" or "rt <command> --help" for the options of a command.`;
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
@@ -26,10 +29,19 @@ async function main(argv: string[]): Promise<number> {
       return runCommand(rest);
     case 'sidecar':
       return sidecarCommand(rest);
+    case '-v':
+    case '--version':
+    case 'version':
+      console.log(`rt ${RUNTIME_VERSION} (node ${process.version})`);
+      return 0;
+    case 'help':
+      // rt help <command> = rt <command> --help
+      if (rest.length > 0 && rest[0] !== 'help') return main([rest[0], '--help']);
+      console.log(USAGE);
+      return 0;
     case undefined:
     case '-h':
     case '--help':
-    case 'help':
       console.log(USAGE);
       return 0;
     default: {

@@ -34,6 +34,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     console.log(RUN_HELP);
     return 0;
   }
+  for (const w of parsed.warnings) console.error(`rt run: warning: ${w}`);
   const options = parsed.options;
   options.extended = {
     ...options.extended,

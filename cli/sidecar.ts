@@ -17,6 +17,7 @@ export async function sidecarCommand(argv: string[]): Promise<number> {
     console.log(`usage: rt sidecar --app-id ID [options]\n\n${SIDECAR_HELP}`);
     return 0;
   }
+  for (const w of parsed.warnings) console.error(`rt sidecar: warning: ${w}`);
   const sidecar = await startSidecar(parsed.options);
   await new Promise<void>((resolve) => {
     const stop = () => resolve();

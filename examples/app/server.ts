@@ -1,9 +1,10 @@
 /**
  * The example app `npm start` runs next to its sidecar. It shows the sidecar's APIs from the
  * app's side: it writes and reads state, sets a metadata attribute, and receives job triggers
- * (POST /job/<name>) and input-binding events.
+ * (POST /job/<name>) and input-binding events, and runs a workflow worker (workflows.ts).
  */
 import { createServer } from 'node:http';
+import { startWorkflowWorker } from './workflows.ts';
 
 const port = Number(process.env.APP_PORT ?? 3000);
 const sidecar = `http://127.0.0.1:${process.env.RT_HTTP_PORT ?? 3500}`;
@@ -46,7 +47,20 @@ server.listen(port, '127.0.0.1', async () => {
   } catch (e) {
     console.error(`[app] could not reach the sidecar: ${(e as Error).message}`);
   }
+  try {
+    const worker = await startWorkflowWorker();
+    console.log('[app] workflow worker ready (workflow "greet")');
+    stopWorker = () => worker.stop();
+  } catch (e) {
+    console.error(`[app] workflow worker not started: ${(e as Error).message}`);
+  }
   console.log(`[app] try: curl ${sidecar}/v1.0/metadata`);
 });
 
-for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => server.close(() => process.exit(0)));
+let stopWorker: () => Promise<void> = async () => {};
+for (const sig of ['SIGINT', 'SIGTERM'] as const)
+  process.on(sig, () => {
+    void stopWorker()
+      .catch(() => undefined)
+      .finally(() => server.close(() => process.exit(0)));
+  });

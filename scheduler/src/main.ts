@@ -8,7 +8,7 @@ import { hostname, homedir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import pino from 'pino';
+import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
 import { SchedulerEngine } from './engine.ts';
 import { startSchedulerServer, type SchedulerServer } from './grpc/server.ts';
 import { EtcdJobStore } from './store/etcd.ts';
@@ -38,6 +38,7 @@ options:
   --tls-key-file PATH       and this PEM key (env RT_SCHEDULER_TLS_KEY_FILE); sidecars verify the
                             certificate with the CA in their env RT_SCHEDULER_TLS_CA_FILE
   --log-level LEVEL         debug, info, warn, error (default info)
+  --log-as-json             JSON log lines (default in a pod; env RT_LOG_AS_JSON)
 environment: RT_SCHEDULER_PORT, RT_SCHEDULER_LISTEN_ADDRESS, RT_SCHEDULER_HEALTH_PORT, RT_SCHEDULER_ETCD_ENDPOINTS, RT_DATA_DIR, RT_LOG_LEVEL`;
 
 export interface SchedulerProcessOptions {
@@ -52,6 +53,8 @@ export interface SchedulerProcessOptions {
   leaseTtlSec: number;
   replicaId: string;
   logLevel: string;
+  /** JSON log lines instead of readable ones. */
+  logAsJson?: boolean;
   /** Callers must send it (metadata rt-scheduler-token); undefined = no check (loopback). */
   token?: string;
   /** TLS toward etcd (--etcd-ca-file, and --etcd-cert-file/--etcd-key-file for client auth). */
@@ -84,6 +87,7 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
         'etcd-key-file': { type: 'string' },
         'tls-key-file': { type: 'string' },
         'log-level': { type: 'string' },
+        'log-as-json': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -110,7 +114,8 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
     partitions: int('partitions', v.partitions as string | undefined, 16, 1, 4096),
     leaseTtlSec: int('lease-ttl', v['lease-ttl'] as string | undefined, 5, 2, 3600),
     replicaId: (v['replica-id'] as string | undefined) ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`,
-    logLevel: (v['log-level'] as string | undefined) ?? env.RT_LOG_LEVEL ?? 'info',
+    logLevel: logLevelArg((v['log-level'] as string | undefined) ?? env.RT_LOG_LEVEL ?? 'info'),
+    logAsJson: (v['log-as-json'] as boolean | undefined) ?? logAsJsonFromEnv(env) ?? Boolean(env.KUBERNETES_SERVICE_HOST),
     token: readToken(v['token-file'] as string | undefined) ?? (env.RT_SCHEDULER_TOKEN || undefined),
     etcdTls: readEtcdTls(
       (v['etcd-ca-file'] as string | undefined) ?? env.RT_SCHEDULER_ETCD_CA_FILE,
@@ -119,6 +124,11 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
     ),
     tls: readTls((v['tls-cert-file'] as string | undefined) ?? env.RT_SCHEDULER_TLS_CERT_FILE, (v['tls-key-file'] as string | undefined) ?? env.RT_SCHEDULER_TLS_KEY_FILE),
   };
+}
+
+function logLevelArg(level: string): string {
+  if (!isLogLevel(level)) throw new SchedulerUsageError(`--log-level must be one of debug, info, warn, error, got "${level}"`);
+  return level;
 }
 
 function readFlagFile(flag: string, file: string): Buffer {
@@ -166,7 +176,7 @@ export interface RunningScheduler {
 }
 
 /** Starts engine + store + gRPC server; used by `rt scheduler`, `rt run` and tests. */
-export async function startScheduler(o: SchedulerProcessOptions, log = pino({ level: o.logLevel, base: { scope: 'rt.scheduler' } })): Promise<RunningScheduler> {
+export async function startScheduler(o: SchedulerProcessOptions, log = createLogger({ level: o.logLevel, json: o.logAsJson, base: { scope: 'rt.scheduler' } })): Promise<RunningScheduler> {
   const store: JobStore =
     o.etcdEndpoints.length > 0
       ? new EtcdJobStore({ endpoints: o.etcdEndpoints, prefix: o.etcdPrefix, partitions: o.partitions, leaseTtlSec: o.leaseTtlSec, replicaId: o.replicaId, log, tls: o.etcdTls })

@@ -46,6 +46,8 @@ export interface SidecarOptions {
   /** Folder for embedded persistence (SQLite files); default ~/.rt/data. */
   dataDir: string;
   logLevel: string;
+  /** JSON log lines (--log-as-json; default in kubernetes mode) instead of readable ones. */
+  logAsJson?: boolean;
   /** Set by `rt run`: CLI pid, app command … (go to metadata `extended`). */
   extended: Record<string, string>;
   mode: 'standalone' | 'kubernetes';

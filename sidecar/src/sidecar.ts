@@ -4,7 +4,7 @@
  */
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { AppChannel } from './app/channel.ts';
 import { discoverConfig, discoverSubscriptions } from './app/discovery.ts';
 import { builtinCatalog, type ComponentCatalog } from './components/catalog.ts';
@@ -17,6 +17,7 @@ import { loadConfigurationFile, loadResources } from './resources/loader.ts';
 import { resolveSecrets } from './resources/secrets.ts';
 import type { Resources } from './resources/types.ts';
 import { buildingBlocks, preComponentHooks } from './blocks.ts';
+import { createLogger } from './util/logger.ts';
 
 export const DEFAULT_OPTIONS: Omit<SidecarOptions, 'appId'> = {
   namespace: 'default',
@@ -63,7 +64,7 @@ export interface StartOptions extends Partial<SidecarOptions> {
 
 export async function startSidecar(input: StartOptions): Promise<Sidecar> {
   const options: SidecarOptions = { ...DEFAULT_OPTIONS, ...stripUndefined(input) } as SidecarOptions;
-  const log = input.logger ?? pino({ level: options.logLevel, base: { app_id: options.appId, scope: 'rt' } });
+  const log = input.logger ?? createLogger({ level: options.logLevel, json: options.logAsJson ?? (options.mode === 'kubernetes' ? true : undefined), base: { app_id: options.appId, scope: 'rt' } });
   const closers: (() => Promise<void> | void)[] = [];
   const appReady: (() => Promise<void> | void)[] = [];
 
