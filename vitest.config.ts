@@ -5,6 +5,7 @@ export default defineConfig({
     include: ['**/*.test.ts'],
     exclude: ['node_modules/**', 'bench/**'],
     setupFiles: ['test/setup.ts'],
+    globalSetup: ['test/services/global-setup.ts'],
     reporters: ['default', './test/summary-reporter.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,

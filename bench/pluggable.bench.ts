@@ -2,7 +2,7 @@
  * State GET/SET through a pluggable state store (examples/pluggable-state, its own process on a
  * Unix socket) against the same kind of store built in (state.in-memory), all behind one
  * `rt sidecar` child process, driven over its HTTP API. Target: pluggable ≥ 50% of built-in.
- * When Redis answers on 127.0.0.1:6379, built-in state.redis is measured too: a built-in store
+ * When Redis answers (RT_TEST_REDIS_URL; `npm run bench` starts one), built-in state.redis is measured too: a built-in store
  * that also pays a round trip to another process per call.
  */
 import { randomBytes } from 'node:crypto';
@@ -10,13 +10,15 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { load, machineLine, printTable, ratio, startChild, type LoadResult, type Row } from './lib.ts';
-import { canConnect, freePort } from '../test/services/net.ts';
+import { freePort } from '../test/services/net.ts';
+import { redisTarget } from '../test/services/redis.ts';
 
 const root = join(import.meta.dirname, '..');
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 3000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONCURRENCY = 32;
-const withRedis = await canConnect('127.0.0.1', 6379);
+const redis = await redisTarget();
+const withRedis = redis.available;
 const redisPrefix = `rtbench-${randomBytes(4).toString('hex')}`;
 
 const dir = mkdtempSync(join(tmpdir(), 'rtbench-pl-'));
@@ -34,7 +36,7 @@ writeFileSync(
   [
     component('builtin', 'state.in-memory'),
     component('pluggable', 'state.memstore'),
-    ...(withRedis ? [component('redis', 'state.redis', { redisHost: '127.0.0.1:6379', keyPrefix: redisPrefix })] : []),
+    ...(withRedis ? [component('redis', 'state.redis', { redisHost: redis.redisHost, keyPrefix: redisPrefix })] : []),
   ].join('---\n'),
 );
 

@@ -7,6 +7,7 @@ import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { machineLine } from './lib.ts';
+import { startSharedServices } from '../test/services/shared-services.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const all = readdirSync(here).filter((f) => f.endsWith('.bench.ts')).sort();
@@ -17,10 +18,16 @@ if (chosen.length === 0) {
   process.exit(2);
 }
 console.log(machineLine());
+// the same private Redis/PostgreSQL as the tests (unless RT_TEST_*_URL names them); children inherit the URLs
+const services = await startSharedServices();
 let failed = 0;
-for (const f of chosen) {
-  console.log(`\n## ${f.replace('.bench.ts', '')}`);
-  const r = spawnSync(process.execPath, [join(here, f)], { stdio: 'inherit' });
-  if (r.status !== 0) failed++;
+try {
+  for (const f of chosen) {
+    console.log(`\n## ${f.replace('.bench.ts', '')}`);
+    const r = spawnSync(process.execPath, [join(here, f)], { stdio: 'inherit' });
+    if (r.status !== 0) failed++;
+  }
+} finally {
+  await services.stop();
 }
 process.exit(failed ? 1 : 0);

@@ -14,6 +14,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { load, machineLine, percentile, printTable, ratio, rssMb, startChild, type LoadResult, type Row } from './lib.ts';
+import { redisTarget } from '../test/services/redis.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -48,15 +49,6 @@ async function freePort(): Promise<number> {
       const p = (s.address() as { port: number }).port;
       s.close(() => resolve(p));
     });
-  });
-}
-
-async function redisReachable(): Promise<boolean> {
-  const { connect } = await import('node:net');
-  return new Promise((resolve) => {
-    const s = connect({ host: '127.0.0.1', port: 6379 });
-    s.once('connect', () => (s.end(), resolve(true)));
-    s.once('error', () => resolve(false));
   });
 }
 
@@ -131,7 +123,8 @@ async function main(): Promise<void> {
   const durationMs = seconds * 1000;
   const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
   console.log(`load average before the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')} (other work on this machine skews the figures)`);
-  const withRedis = await redisReachable();
+  const target = await redisTarget();
+  const withRedis = target.available;
 
   const dir = mkdtempSync(join(tmpdir(), 'rt-bench-state-'));
   const component = (name: string, type: string, md: Record<string, string> = {}) =>
@@ -139,7 +132,7 @@ async function main(): Promise<void> {
       Object.entries(md).map(([k, v]) => `    - name: ${k}\n      value: "${v}"\n`).join('') || '    []\n'
     }`;
   const docs = [component('mem', 'state.in-memory')];
-  if (withRedis) docs.push(component('redis', 'state.redis', { redisHost: '127.0.0.1:6379', keyPrefix: 'rt-bench' }));
+  if (withRedis) docs.push(component('redis', 'state.redis', { redisHost: target.redisHost, keyPrefix: 'rt-bench' }));
   writeFileSync(join(dir, 'state.yaml'), docs.join('---\n'));
 
   const [sp, sg, bp] = [await freePort(), await freePort(), await freePort()];
@@ -148,7 +141,7 @@ async function main(): Promise<void> {
   });
   const bare = await startChild(process.execPath, [fileURLToPath(import.meta.url), '--serve-bare', String(bp)], { readyUrl: `http://127.0.0.1:${bp}/v1.0/healthz` });
   const { Redis } = await import('ioredis');
-  const redis = withRedis ? new Redis({ host: '127.0.0.1', port: 6379 }) : undefined;
+  const redis = withRedis ? new Redis({ host: target.host, port: target.port }) : undefined;
 
   try {
     await new Promise((r) => setTimeout(r, 1000));
@@ -200,7 +193,7 @@ async function main(): Promise<void> {
       { target: 'idle sidecar RSS ≤ 70 MB', measured: `${idleRss.toFixed(1)} MB`, met: idleRss <= 70 ? 'yes' : 'no' },
     ]);
     if (withRedis && redis) await redis.del('rt-bench-direct', 'rt-bench||k');
-    else console.log('\n(Redis not reachable at 127.0.0.1:6379: Redis rows left out)');
+    else console.log('\n(Redis not reachable (RT_TEST_REDIS_URL): Redis rows left out)');
   } finally {
     redis?.disconnect();
     await sidecar.stop();

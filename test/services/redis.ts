@@ -1,8 +1,14 @@
 /**
- * Where the tests find Redis: RT_TEST_REDIS_URL (redis://[user:pass@]host:port[/db]) or the
- * machine's 127.0.0.1:6379. `redisTarget()` says whether it answers.
+ * Where the tests find Redis: RT_TEST_REDIS_URL (redis://[user:pass@]host:port[/db]). When it is
+ * not set, the vitest global setup (test/services/global-setup.ts) starts a private
+ * `redis-server` from Debian's package on a free loopback port and sets it; `redisTarget()`
+ * says whether it answers.
  */
-import { canConnect } from './net.ts';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { canConnect, freePort } from './net.ts';
+import { startServerProcess, type StartedServer } from './server-process.ts';
 
 export interface RedisTarget {
   host: string;
@@ -15,6 +21,8 @@ export interface RedisTarget {
   available: boolean;
   url: string;
 }
+
+export const REDIS_BIN = process.env.RT_TEST_REDIS_BIN || '/usr/bin/redis-server';
 
 export async function redisTarget(): Promise<RedisTarget> {
   const url = process.env.RT_TEST_REDIS_URL || 'redis://127.0.0.1:6379';
@@ -40,4 +48,23 @@ export function redisMetadata(t: RedisTarget): Record<string, string> {
   if (t.username) md.redisUsername = t.username;
   if (t.password) md.redisPassword = t.password;
   return md;
+}
+
+/**
+ * Starts a private, non-persistent redis-server on a free loopback port. Throws with the
+ * server's own words when it cannot start; the caller decides whether that fails the run.
+ */
+export async function startRedis(): Promise<StartedServer> {
+  if (!existsSync(REDIS_BIN)) throw new Error(`${REDIS_BIN} not found (Debian package redis-server)`);
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'rt-redis-'));
+  return startServerProcess({
+    name: 'redis-server',
+    command: REDIS_BIN,
+    // no RDB/AOF: a test server keeps nothing across runs
+    args: ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--daemonize', 'no', '--loglevel', 'warning'],
+    port,
+    dirs: [dir],
+    url: `redis://127.0.0.1:${port}`,
+  });
 }
