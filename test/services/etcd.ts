@@ -20,12 +20,13 @@ export interface EtcdTarget {
 const ETCD_BIN = process.env.RT_TEST_ETCD_BIN || '/usr/bin/etcd';
 
 /** `tls`: serve clients over https with this certificate and key (PEM files). */
-export async function startEtcd(opts: { tls?: { certFile: string; keyFile: string } } = {}): Promise<EtcdTarget> {
+/** `dataDir`: use this (empty) folder for its data instead of a new temp folder. */
+export async function startEtcd(opts: { tls?: { certFile: string; keyFile: string }; dataDir?: string } = {}): Promise<EtcdTarget> {
   const fromEnv = process.env.RT_TEST_ETCD_ENDPOINTS;
-  if (fromEnv && !opts.tls) return { available: true, why: '', endpoints: fromEnv.split(',').map((s) => s.trim()), stop: async () => {} };
+  if (fromEnv && !opts.tls && !opts.dataDir) return { available: true, why: '', endpoints: fromEnv.split(',').map((s) => s.trim()), stop: async () => {} };
   if (!existsSync(ETCD_BIN)) return { available: false, why: `${ETCD_BIN} not found (install etcd-server or set RT_TEST_ETCD_ENDPOINTS)`, endpoints: [], stop: async () => {} };
 
-  const dir = mkdtempSync(join(tmpdir(), 'rt-etcd-'));
+  const dir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'rt-etcd-'));
   const client = await freePort();
   const scheme = opts.tls ? 'https' : 'http';
   const peer = await freePort();

