@@ -33,6 +33,7 @@ export const SIDECAR_FLAGS = {
   'scheduler-host-address': { type: 'string' },
   'data-dir': { type: 'string' },
   'components-sockets-folder': { type: 'string' },
+  'wait-for-sockets': { type: 'string' },
   mode: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -65,6 +66,7 @@ export const SIDECAR_HELP = `sidecar options:
   --scheduler-host-address A[,B]    scheduler gRPC addresses
   --data-dir DIR                    embedded persistence folder (default ~/.rt/data)
   --components-sockets-folder DIR   pluggable components' sockets (default /tmp/rt-components-sockets)
+  --wait-for-sockets A[,B]          wait (up to 60 s) for these sockets before discovering components
 environment: RT_<FLAG> for each flag (RT_APP_ID, RT_HTTP_PORT, …), RT_API_TOKEN (API token), RT_APP_API_TOKEN
 
 ${REFERENCE_HELP}`;
@@ -141,6 +143,7 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): Par
     schedulerAddresses: scheduler ? scheduler.split(',').map((s) => s.trim()).filter(Boolean) : undefined,
     dataDir: str('data-dir', 'RT_DATA_DIR'),
     componentsSocketsFolder: str('components-sockets-folder', 'RT_COMPONENTS_SOCKETS_FOLDER'),
+    waitForSockets: str('wait-for-sockets', 'RT_WAIT_FOR_SOCKETS')?.split(',').map((x) => x.trim()).filter(Boolean),
     mode,
     apiToken: env.RT_API_TOKEN || env.DAPR_API_TOKEN || undefined,
     appApiToken: env.RT_APP_API_TOKEN || env.APP_API_TOKEN || undefined,

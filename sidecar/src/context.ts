@@ -41,6 +41,8 @@ export interface SidecarOptions {
   /** Token the sidecar sends to the app (header rt-api-token / dapr-api-token). */
   appApiToken?: string;
   componentsSocketsFolder: string;
+  /** Socket names (without extension) to wait for before discovery (--wait-for-sockets). */
+  waitForSockets?: string[];
   /** Scheduler gRPC addresses (host:port); empty = no scheduler. */
   schedulerAddresses: string[];
   /** Folder for embedded persistence (SQLite files); default ~/.rt/data. */

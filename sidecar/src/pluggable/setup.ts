@@ -14,6 +14,7 @@ import { PluggableBinding } from './bindings.ts';
 import { PluggablePubSub } from './pubsub.ts';
 import { PluggableSecretStore } from './secretstore.ts';
 import { PluggableStateStore } from './state.ts';
+import { waitForSockets } from './wait.ts';
 
 const ADAPTERS: Record<PluggableApi, (host: PluggableHost, socketName: string) => Component> = {
   state: (host, name) => new PluggableStateStore(host, name),
@@ -35,6 +36,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     return type;
   };
 
+  await waitForSockets(host.sockets.folder, ctx.options.waitForSockets ?? [], ctx.log);
   for (const socket of await host.sockets.discoverAll()) {
     const apis = apisServed(socket.services);
     if (apis.length === 0) {

@@ -1,0 +1,119 @@
+/**
+ * Where the injector finds Components: an informer cache of `components.rt.io` in every
+ * namespace, so the admission path never calls the API server (the answer must come well inside
+ * the webhook timeout, and a LIST per pod does not scale).
+ */
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+
+export interface ComponentObject extends KubernetesObject {
+  metadata?: { name?: string; namespace?: string; annotations?: Record<string, string>; resourceVersion?: string };
+  spec?: { type?: string };
+  scopes?: string[];
+}
+
+export interface ComponentLister {
+  /** The Components of one namespace, as last seen. */
+  list(namespace: string): ComponentObject[];
+  /** False until the first full list arrived (then the answers are complete). */
+  readonly synced: boolean;
+}
+
+/** A fixed set of Components: for a webhook without cluster access, and for the tests' fixtures. */
+export class StaticComponents implements ComponentLister {
+  readonly synced = true;
+  private readonly objects: ComponentObject[];
+  constructor(objects: ComponentObject[] = []) {
+    this.objects = objects;
+  }
+  list(namespace: string): ComponentObject[] {
+    return this.objects.filter((o) => o.metadata?.namespace === namespace);
+  }
+}
+
+const GROUP = 'rt.io';
+const VERSION = 'v1alpha1';
+const PLURAL = 'components';
+const MAX_BACKOFF_MS = 30_000;
+
+/**
+ * client-node's informer lists, then watches; on an error other than 410 it stops, so it is
+ * restarted here with capped backoff. Its cache is the answer to list().
+ */
+export class ComponentInformer implements ComponentLister {
+  private informer?: Awaited<ReturnType<typeof makeComponentInformer>>;
+  private synced_ = false;
+  private stopped = false;
+  private backoffMs = 500;
+  private timer?: NodeJS.Timeout;
+  private errors = 0;
+  private readonly kc: KubeConfig;
+  private readonly log: Logger;
+
+  constructor(kc: KubeConfig, log: Logger) {
+    this.kc = kc;
+    this.log = log;
+  }
+
+  get synced(): boolean {
+    return this.synced_;
+  }
+
+  /** Resolves after the first list (the cache is then complete); keeps retrying in the background. */
+  async start(): Promise<void> {
+    this.informer = await makeComponentInformer(this.kc);
+    this.informer.on('error', (err: unknown) => this.retryLater(err));
+    await this.restart();
+  }
+
+  private retryLater(err: unknown): void {
+    this.errors++;
+    if (this.stopped || this.timer) return;
+    const wait = this.backoffMs;
+    this.backoffMs = Math.min(MAX_BACKOFF_MS, this.backoffMs * 2);
+    this.log.warn({ err: describe(err) }, `list/watch of components.${GROUP} failed; retrying in ${wait} ms`);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.restart();
+    }, wait);
+  }
+
+  private async restart(): Promise<void> {
+    if (this.stopped || !this.informer) return;
+    const before = this.errors;
+    try {
+      // start() reports a failed list through 'error' and resolves anyway
+      await this.informer.start();
+      if (this.errors === before) {
+        this.synced_ = true;
+        this.backoffMs = 500;
+      }
+    } catch (e) {
+      this.retryLater(e);
+    }
+  }
+
+  list(namespace: string): ComponentObject[] {
+    return [...(this.informer?.list(namespace) ?? [])];
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.informer?.stop().catch(() => undefined);
+  }
+}
+
+async function makeComponentInformer(kc: KubeConfig) {
+  const k8s = await import('@kubernetes/client-node');
+  const api = kc.makeApiClient(k8s.CustomObjectsApi);
+  const listFn = () =>
+    api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }) as Promise<{ items: ComponentObject[]; metadata?: { resourceVersion?: string } }> as never;
+  return k8s.makeInformer<ComponentObject>(kc, `/apis/${GROUP}/${VERSION}/${PLURAL}`, listFn);
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  if (err && typeof err === 'object' && 'message' in err) return String((err as { message: unknown }).message);
+  return String(err);
+}

@@ -1,0 +1,169 @@
+/**
+ * `rt injector`: the mutating admission webhook that adds the sidecar to pods annotated
+ * `rt.io/enabled: "true"`. Components come from an informer cache (kubeconfig or in-cluster).
+ */
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import type { Logger } from 'pino';
+import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
+import { ComponentInformer, StaticComponents, type ComponentLister } from './components.ts';
+import type { InjectorSettings } from './mutate.ts';
+import { startInjectorServer, type InjectorServer } from './server.ts';
+
+export const INJECTOR_HELP = `usage: rt injector --tls-cert-file F --tls-key-file F [options]
+
+Serves POST /mutate (AdmissionReview v1 for Pod CREATE) and GET /healthz over HTTPS.
+
+options:
+  --port N                      HTTPS port (default 4443; 0 = any free port)
+  --listen-address ADDR         bind address (default 0.0.0.0)
+  --tls-cert-file F             serving certificate chain (PEM); reloaded when the file changes
+  --tls-key-file F              its key (PEM)
+  --kubeconfig F                cluster access for the Components cache (default: in-cluster,
+                                or none outside a cluster: then no Component containers are found)
+  --sidecar-image IMG           image of the injected rt-sidecar (default rt:latest)
+  --control-plane-address A     the operator's address given to sidecars
+                                (default rt-operator.rt-system.svc.cluster.local:6500)
+  --operator-ca-file F          the operator's CA (PEM), given to sidecars as RT_OPERATOR_CA
+  --native-sidecar true|false   default of rt.io/native-sidecar (default true: Kubernetes 1.29+)
+  --log-level LEVEL             debug, info, warn, error (default info)
+environment: RT_INJECTOR_PORT, RT_INJECTOR_TLS_CERT_FILE, RT_INJECTOR_TLS_KEY_FILE, RT_SIDECAR_IMAGE,
+  RT_CONTROL_PLANE_ADDRESS, RT_OPERATOR_CA_FILE, RT_NATIVE_SIDECAR, KUBECONFIG, RT_LOG_LEVEL`;
+
+export class InjectorUsageError extends Error {}
+
+export interface InjectorProcessOptions {
+  port: number;
+  listenAddress: string;
+  certFile: string;
+  keyFile: string;
+  kubeconfig?: string;
+  settings: InjectorSettings;
+  logLevel: string;
+}
+
+export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): InjectorProcessOptions | 'help' {
+  let v: Record<string, string | boolean | undefined>;
+  try {
+    v = parseArgs({
+      args: argv,
+      options: {
+        port: { type: 'string' },
+        'listen-address': { type: 'string' },
+        'tls-cert-file': { type: 'string' },
+        'tls-key-file': { type: 'string' },
+        kubeconfig: { type: 'string' },
+        'sidecar-image': { type: 'string' },
+        'control-plane-address': { type: 'string' },
+        'operator-ca-file': { type: 'string' },
+        'native-sidecar': { type: 'string' },
+        'log-level': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }).values;
+  } catch (e) {
+    throw new InjectorUsageError((e as Error).message);
+  }
+  if (v.help) return 'help';
+  const s = (flag: string, envName: string) => (v[flag] as string | undefined) ?? (env[envName] || undefined);
+  const portText = s('port', 'RT_INJECTOR_PORT') ?? '4443';
+  const port = Number(portText);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InjectorUsageError(`--port must be a whole number from 0 to 65535, got "${portText}"`);
+  const certFile = s('tls-cert-file', 'RT_INJECTOR_TLS_CERT_FILE');
+  const keyFile = s('tls-key-file', 'RT_INJECTOR_TLS_KEY_FILE');
+  if (!certFile || !keyFile) throw new InjectorUsageError('--tls-cert-file and --tls-key-file are required: the API server calls webhooks over HTTPS only');
+  const native = s('native-sidecar', 'RT_NATIVE_SIDECAR') ?? 'true';
+  if (native !== 'true' && native !== 'false') throw new InjectorUsageError(`--native-sidecar must be true or false, got "${native}"`);
+  const logLevel = s('log-level', 'RT_LOG_LEVEL') ?? 'info';
+  if (!isLogLevel(logLevel)) throw new InjectorUsageError(`--log-level must be one of debug, info, warn, error, got "${logLevel}"`);
+  const caFile = s('operator-ca-file', 'RT_OPERATOR_CA_FILE');
+  let operatorCaPem: string | undefined;
+  if (caFile) {
+    try {
+      operatorCaPem = readFileSync(caFile, 'utf8');
+    } catch (e) {
+      throw new InjectorUsageError(`--operator-ca-file ${caFile}: ${(e as Error).message}`);
+    }
+  }
+  return {
+    port,
+    listenAddress: s('listen-address', 'RT_INJECTOR_LISTEN_ADDRESS') ?? '0.0.0.0',
+    certFile,
+    keyFile,
+    kubeconfig: s('kubeconfig', 'KUBECONFIG'),
+    logLevel,
+    settings: {
+      sidecarImage: s('sidecar-image', 'RT_SIDECAR_IMAGE') ?? 'rt:latest',
+      controlPlaneAddress: s('control-plane-address', 'RT_CONTROL_PLANE_ADDRESS') ?? 'rt-operator.rt-system.svc.cluster.local:6500',
+      nativeSidecar: native === 'true',
+      operatorCaPem,
+    },
+  };
+}
+
+export interface RunningInjector {
+  server: InjectorServer;
+  components: ComponentLister;
+  close(): Promise<void>;
+}
+
+/** Starts the Components cache (when there is cluster access) and the HTTPS server. */
+export async function startInjector(o: InjectorProcessOptions, log: Logger = createLogger({ level: o.logLevel, json: logAsJsonFromEnv() ?? Boolean(process.env.KUBERNETES_SERVICE_HOST), base: { scope: 'rt.injector' } })): Promise<RunningInjector> {
+  let informer: ComponentInformer | undefined;
+  let components: ComponentLister;
+  if (o.kubeconfig || process.env.KUBERNETES_SERVICE_HOST) {
+    const { KubeConfig } = await import('@kubernetes/client-node');
+    const kc = new KubeConfig();
+    if (o.kubeconfig) kc.loadFromFile(o.kubeconfig);
+    else kc.loadFromCluster();
+    informer = new ComponentInformer(kc, log);
+    components = informer;
+    // not awaited: /healthz answers 503 until the first list arrived, and pods asking for
+    // component containers are denied until then (never silently injected without them)
+    void informer.start();
+  } else {
+    log.warn('no --kubeconfig and not in a cluster: Components are not listed, so rt.io/inject-pluggable-components finds none');
+    components = new StaticComponents();
+  }
+  let server: InjectorServer;
+  try {
+    server = await startInjectorServer({ port: o.port, listenAddress: o.listenAddress, certFile: o.certFile, keyFile: o.keyFile, settings: o.settings, components, log });
+  } catch (e) {
+    await informer?.stop();
+    throw e;
+  }
+  log.info({ port: server.port, sidecarImage: o.settings.sidecarImage, nativeSidecar: o.settings.nativeSidecar }, `rt injector ready: HTTPS on ${o.listenAddress}:${server.port}`);
+  return {
+    server,
+    components,
+    close: async () => {
+      await server.close();
+      await informer?.stop();
+    },
+  };
+}
+
+export async function injectorCommand(argv: string[]): Promise<number> {
+  let o;
+  try {
+    o = parseInjectorArgs(argv);
+  } catch (e) {
+    if (e instanceof InjectorUsageError) {
+      console.error(`rt injector: ${e.message}\n\n${INJECTOR_HELP}`);
+      return 2;
+    }
+    throw e;
+  }
+  if (o === 'help') {
+    console.log(INJECTOR_HELP);
+    return 0;
+  }
+  const running = await startInjector(o);
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+  await running.close();
+  return 0;
+}

@@ -1,0 +1,114 @@
+/**
+ * The injection: read the annotations once, edit a deep copy of the pod once, and compute the
+ * JSONPatch once by comparing the two (so no two patch pieces can overwrite each other).
+ */
+import fastJsonPatch, { type Operation } from 'fast-json-patch';
+import { injectionRequested, parseAnnotations, PREFIX } from './annotations.ts';
+import type { ComponentLister } from './components.ts';
+import { injectedComponents, prepareComponentContainer, type ComponentContainer } from './pluggable.ts';
+import { addEnv, alreadyInjected, defaultAppId, podShapeError, type Container, type Pod } from './pod.ts';
+import { appEnv, sidecarContainer, SOCKETS_VOLUME, TOKEN_AUDIENCE, TOKEN_VOLUME } from './sidecar-container.ts';
+
+export interface InjectorSettings {
+  sidecarImage: string;
+  controlPlaneAddress: string;
+  /** Default of `rt.io/native-sidecar` (clusters 1.29+). */
+  nativeSidecar: boolean;
+  /** The operator's CA (PEM) for the sidecar, when the control plane uses its own CA. */
+  operatorCaPem?: string;
+}
+
+export type MutateResult =
+  | { allowed: true; patch: Operation[]; warnings: string[] }
+  | { allowed: false; message: string; warnings: string[] };
+
+const TOKEN_SECONDS = 3600;
+
+export function mutatePod(value: unknown, namespace: string, settings: InjectorSettings, components: ComponentLister): MutateResult {
+  const shape = podShapeError(value);
+  if (shape) return deny(`malformed pod: ${shape}`);
+  const pod = value as Pod;
+  const annotations = pod.metadata?.annotations ?? {};
+  if (!injectionRequested(annotations) || alreadyInjected(pod)) return { allowed: true, patch: [], warnings: [] };
+
+  const { config, errors, warnings } = parseAnnotations(annotations);
+  if (errors.length) return deny(`rt injector: ${errors.join('; ')}`, warnings);
+  const appId = config.appId ?? defaultAppId(pod);
+  if (!appId) return deny(`rt injector: the pod has no name or generateName; set ${PREFIX}app-id`, warnings);
+  const native = config.nativeSidecar ?? settings.nativeSidecar;
+
+  const out = structuredClone(pod);
+  const spec = out.spec;
+
+  // pluggable component containers: injected from Components, and named existing ones
+  const components_: ComponentContainer[] = [];
+  if (config.injectPluggableComponents) {
+    if (!components.synced) return deny('rt injector: the Components are not listed yet (the injector just started); retry', warnings);
+    const found = injectedComponents(components.list(namespace), appId);
+    warnings.push(...found.warnings);
+    if (found.errors.length) return deny(`rt injector: ${found.errors.join('; ')}`, warnings);
+    for (const cc of found.containers) {
+      if ([...spec.containers, ...(spec.initContainers ?? [])].some((c) => c.name === cc.container.name)) {
+        warnings.push(`container "${cc.container.name}" of a Component is already in the pod; kept as it is`);
+        continue;
+      }
+      components_.push(cc);
+    }
+  }
+  const manual: ComponentContainer[] = [];
+  for (const name of config.pluggableComponents) {
+    const container = spec.containers.find((c) => c.name === name) ?? spec.initContainers?.find((c) => c.name === name);
+    if (!container) return deny(`rt injector: ${PREFIX}pluggable-components names container "${name}", which the pod does not have`, warnings);
+    // its socket is expected under the container's name
+    manual.push({ container, sockets: [name] });
+  }
+  const pluggable = [...manual, ...components_];
+  const folder = config.socketsFolder;
+
+  for (const v of [TOKEN_VOLUME, ...(pluggable.length ? [SOCKETS_VOLUME] : [])]) {
+    if (spec.volumes?.some((x) => x.name === v)) return deny(`rt injector: the pod already has a volume named "${v}", which the injector adds`, warnings);
+  }
+
+  const sidecar = sidecarContainer({
+    config,
+    appId,
+    image: config.sidecarImage ?? settings.sidecarImage,
+    controlPlaneAddress: settings.controlPlaneAddress,
+    operatorCaPem: settings.operatorCaPem,
+    native,
+    sockets: pluggable.length ? { folder, names: [...new Set(pluggable.flatMap((p) => p.sockets))] } : undefined,
+  });
+
+  const prepared = pluggable.map((cc) => prepareComponentContainer(cc, folder, native));
+  const manualNames = new Set(manual.map((m) => m.container.name));
+  const isComponent = (c: Container) => manualNames.has(c.name);
+  const apps = spec.containers.filter((c) => !isComponent(c));
+  for (const c of apps) addEnv(c, appEnv(config));
+
+  if (native) {
+    // components, then the runtime, start before everything else (each waits for the previous one's startup probe)
+    const userInit = (spec.initContainers ?? []).filter((c) => !isComponent(c));
+    spec.initContainers = [...prepared, sidecar, ...userInit];
+    spec.containers = apps;
+  } else {
+    const injected = prepared.filter((c) => !manualNames.has(c.name));
+    spec.containers = [...spec.containers, ...injected, sidecar];
+  }
+
+  const volumes = [...(spec.volumes ?? [])];
+  volumes.push({
+    name: TOKEN_VOLUME,
+    projected: { sources: [{ serviceAccountToken: { audience: TOKEN_AUDIENCE, expirationSeconds: TOKEN_SECONDS, path: 'token' } }] },
+  });
+  if (pluggable.length) volumes.push({ name: SOCKETS_VOLUME, emptyDir: {} });
+  spec.volumes = volumes;
+
+  // the operator reads the app id from this annotation of the pod the sidecar's token is bound to
+  out.metadata = { ...(out.metadata ?? {}), annotations: { ...annotations, [`${PREFIX}app-id`]: appId } };
+
+  return { allowed: true, patch: fastJsonPatch.compare(pod, out), warnings };
+
+  function deny(message: string, w: string[] = []): MutateResult {
+    return { allowed: false, message, warnings: w };
+  }
+}

@@ -1,0 +1,129 @@
+/**
+ * The `rt-sidecar` container: `rt sidecar --mode kubernetes` with flags from the annotations,
+ * its identity (downward API + projected service-account token), ports, probes and resources.
+ */
+import type { V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
+import type { SidecarConfig } from './annotations.ts';
+import { SIDECAR_NAME, type Container, type EnvVar } from './pod.ts';
+
+/** Where the sidecar reads its projected service-account token (audience rt.io/operator). */
+export const TOKEN_DIR = '/var/run/secrets/rt.io';
+export const TOKEN_FILE = `${TOKEN_DIR}/token`;
+export const TOKEN_AUDIENCE = 'rt.io/operator';
+export const TOKEN_VOLUME = 'rt-identity-token';
+export const SOCKETS_VOLUME = 'rt-components-sockets';
+export const HEALTH_PATH = '/v1.0/healthz';
+
+export interface SidecarSettings {
+  config: SidecarConfig;
+  appId: string;
+  image: string;
+  controlPlaneAddress: string;
+  /** The operator's CA (PEM), handed to the sidecar as RT_OPERATOR_CA. */
+  operatorCaPem?: string;
+  native: boolean;
+  /** Socket folder and the sockets to wait for, when the pod has pluggable components. */
+  sockets?: { folder: string; names: string[] };
+}
+
+export function sidecarContainer(s: SidecarSettings): Container {
+  const c = s.config;
+  const args = ['sidecar', '--mode', 'kubernetes', '--app-id', s.appId, '--control-plane-address', s.controlPlaneAddress];
+  args.push('--http-port', String(c.httpPort), '--grpc-port', String(c.grpcPort));
+  if (c.enableMetrics) args.push('--metrics-port', String(c.metricsPort));
+  else args.push('--disable-metrics');
+  if (c.appPort !== undefined) args.push('--app-port', String(c.appPort));
+  if (c.appProtocol) args.push('--app-protocol', c.appProtocol);
+  if (c.appMaxConcurrency !== undefined) args.push('--app-max-concurrency', String(c.appMaxConcurrency));
+  if (c.config) args.push('--config', c.config);
+  if (c.logLevel) args.push('--log-level', c.logLevel);
+  if (c.appHealthCheck) args.push('--enable-app-health-check');
+  if (c.appHealthCheckPath) args.push('--app-health-check-path', c.appHealthCheckPath);
+  if (c.appHealthProbeInterval) args.push('--app-health-probe-interval', c.appHealthProbeInterval);
+  if (c.appHealthProbeTimeout) args.push('--app-health-probe-timeout', c.appHealthProbeTimeout);
+  if (c.appHealthThreshold !== undefined) args.push('--app-health-threshold', String(c.appHealthThreshold));
+  // native sidecars: the kubelet starts the runtime after the components' startup probes passed
+  if (s.sockets && !s.native && s.sockets.names.length) args.push('--wait-for-sockets', s.sockets.names.join(','));
+
+  const env: EnvVar[] = [
+    { name: 'NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'RT_CONTROL_PLANE_ADDRESS', value: s.controlPlaneAddress },
+    { name: 'RT_OPERATOR_TOKEN_FILE', value: TOKEN_FILE },
+  ];
+  if (s.operatorCaPem) env.push({ name: 'RT_OPERATOR_CA', value: s.operatorCaPem });
+  if (c.apiTokenSecret) env.push(secretEnv('RT_API_TOKEN', c.apiTokenSecret));
+  if (c.appTokenSecret) env.push(secretEnv('RT_APP_API_TOKEN', c.appTokenSecret));
+  if (s.sockets) env.push({ name: 'RT_COMPONENTS_SOCKETS_FOLDER', value: s.sockets.folder });
+  // the user's env annotation wins over ours for the same name
+  const user = new Map(c.env.map((e) => [e.name, e]));
+  const allEnv = [...env.filter((e) => !user.has(e.name)), ...user.values()];
+
+  const volumeMounts = [{ name: TOKEN_VOLUME, mountPath: TOKEN_DIR, readOnly: true }];
+  if (s.sockets) volumeMounts.push({ name: SOCKETS_VOLUME, mountPath: s.sockets.folder, readOnly: false });
+
+  const ports = [
+    { name: 'rt-http', containerPort: c.httpPort, protocol: 'TCP' },
+    { name: 'rt-grpc', containerPort: c.grpcPort, protocol: 'TCP' },
+  ];
+  if (c.enableMetrics) ports.push({ name: 'rt-metrics', containerPort: c.metricsPort, protocol: 'TCP' });
+
+  const container: Container = {
+    name: SIDECAR_NAME,
+    image: s.image,
+    args,
+    env: allEnv,
+    ports,
+    volumeMounts,
+    readinessProbe: probe(c.httpPort, c.readinessDelay, c.readinessTimeout, c.readinessPeriod, c.readinessThreshold),
+    livenessProbe: probe(c.httpPort, c.livenessDelay, c.livenessTimeout, c.livenessPeriod, c.livenessThreshold),
+    securityContext: {
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+  };
+  const resources = resourcesOf(c);
+  if (resources) container.resources = resources;
+  if (s.native) {
+    container.restartPolicy = 'Always';
+    // the app containers start once this passes: the runtime is listening with its components loaded
+    container.startupProbe = { httpGet: { path: HEALTH_PATH, port: c.httpPort }, periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 300 };
+  }
+  return container;
+}
+
+/** Env a container gets to reach the sidecar (app containers), as both RT_* and DAPR_* names. */
+export function appEnv(c: SidecarConfig): EnvVar[] {
+  const env: EnvVar[] = [];
+  const both = (suffix: string, v: Omit<EnvVar, 'name'>) => env.push({ name: `RT_${suffix}`, ...v }, { name: `DAPR_${suffix}`, ...v });
+  both('HTTP_PORT', { value: String(c.httpPort) });
+  both('GRPC_PORT', { value: String(c.grpcPort) });
+  if (c.apiTokenSecret) both('API_TOKEN', { valueFrom: secretEnv('', c.apiTokenSecret).valueFrom });
+  if (c.appTokenSecret) {
+    const from = secretEnv('', c.appTokenSecret).valueFrom;
+    env.push({ name: 'RT_APP_API_TOKEN', valueFrom: from }, { name: 'APP_API_TOKEN', valueFrom: from });
+  }
+  return env;
+}
+
+function secretEnv(name: string, secret: string): EnvVar {
+  return { name, valueFrom: { secretKeyRef: { name: secret, key: 'token' } } };
+}
+
+function probe(port: number, delay: number, timeout: number, period: number, threshold: number): V1Probe {
+  return { httpGet: { path: HEALTH_PATH, port }, initialDelaySeconds: delay, timeoutSeconds: timeout, periodSeconds: period, failureThreshold: threshold };
+}
+
+function resourcesOf(c: SidecarConfig): V1ResourceRequirements | undefined {
+  const requests: Record<string, string> = {};
+  const limits: Record<string, string> = {};
+  if (c.cpuRequest) requests.cpu = c.cpuRequest;
+  if (c.memoryRequest) requests.memory = c.memoryRequest;
+  if (c.cpuLimit) limits.cpu = c.cpuLimit;
+  if (c.memoryLimit) limits.memory = c.memoryLimit;
+  if (!Object.keys(requests).length && !Object.keys(limits).length) return undefined;
+  return { ...(Object.keys(requests).length ? { requests } : {}), ...(Object.keys(limits).length ? { limits } : {}) };
+}
