@@ -7,8 +7,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
 import pino from 'pino';
 import { startSidecar, type Sidecar, type StartOptions } from '../../sidecar/src/sidecar.ts';
+import { PROTO_PATH, type WorkItem } from '../../sidecar/src/workflows/proto.ts';
 
 export interface TestSidecar {
   sidecar: Sidecar;
@@ -101,4 +104,32 @@ export async function killed(p: ChildProcess): Promise<void> {
     p.once('exit', () => r());
     p.kill('SIGKILL');
   });
+}
+
+type RawCall = (req: unknown, cb: (err: grpc.ServiceError | null, res?: unknown) => void) => void;
+
+/**
+ * A TaskHubSidecarService client built from the sidecar's own proto: for the fields and RPCs
+ * the installed SDKs do not have (recursive flags, versions, history, raw worker answers).
+ */
+export interface RawTaskHub {
+  call<T = Record<string, unknown>>(rpc: string, req: unknown): Promise<{ err: grpc.ServiceError | null; res?: T }>;
+  /** Calls a server-streaming RPC. */
+  stream<T>(rpc: string, req: unknown): grpc.ClientReadableStream<T>;
+  /** Opens a GetWorkItems stream. */
+  workItems(): grpc.ClientReadableStream<WorkItem>;
+  close(): void;
+}
+
+export function rawTaskHub(address: string): RawTaskHub {
+  const def = protoLoader.loadSync(PROTO_PATH, { keepCase: true, longs: Number, enums: Number, defaults: false, oneofs: true });
+  const Svc = (grpc.loadPackageDefinition(def) as unknown as Record<string, grpc.ServiceClientConstructor>).TaskHubSidecarService;
+  const client = new Svc(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & Record<string, RawCall>;
+  const stream = <T>(rpc: string, req: unknown) => (client as unknown as Record<string, (r: unknown) => grpc.ClientReadableStream<T>>)[rpc](req);
+  return {
+    stream,
+    call: <T>(rpc: string, req: unknown) => new Promise<{ err: grpc.ServiceError | null; res?: T }>((resolve) => client[rpc](req, (err, res) => resolve({ err, res: res as T }))),
+    workItems: () => stream<WorkItem>('GetWorkItems', {}),
+    close: () => client.close(),
+  };
 }

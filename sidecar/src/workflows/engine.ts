@@ -43,6 +43,7 @@ export class WorkflowError extends Error {
 export interface StartRequest {
   instanceId?: string;
   name: string;
+  version?: string;
   input?: string;
   /** ms since epoch; later than now = delayed start. */
   scheduledStart?: number;
@@ -108,15 +109,10 @@ export class Engine {
         timestamp: toTimestamp(now),
         executionStarted: {
           name: req.name,
+          version: sv(req.version),
           input: sv(req.input),
           orchestrationInstance: { instanceId: id, executionId: { value: executionId } },
-          parentInstance: req.parent
-            ? {
-                taskScheduledId: req.parent.taskId,
-                name: sv(req.parent.name),
-                orchestrationInstance: { instanceId: req.parent.instanceId, executionId: sv(req.parent.executionId) },
-              }
-            : undefined,
+          parentInstance: parentInfo(req.parent),
           scheduledStartTimestamp: delayed ? toTimestamp(req.scheduledStart as number) : undefined,
         },
       };
@@ -130,6 +126,7 @@ export class Engine {
         v: d.rec?.v ?? 0,
         id,
         name: req.name,
+        version: req.version,
         status: 'PENDING',
         createdAt: now,
         updatedAt: now,
@@ -167,17 +164,23 @@ export class Engine {
     });
   }
 
-  /** Terminates the instance and (always) its running sub-orchestrations. */
-  async terminate(id: string, output: string | undefined): Promise<void> {
+  /**
+   * Terminates the instance; with `recursive`, its running sub-orchestrations too (and theirs).
+   * HTTP and the Dapr runtime API always terminate recursively (contract; the default);
+   * TaskHubSidecarService follows the request's flag.
+   */
+  async terminate(id: string, output: string | undefined, recursive = true): Promise<void> {
     await this.table.mutate(id, (d) => {
       const rec = this.existing(d, id);
       if (isTerminal(rec.status)) return;
       this.finish(d, 'TERMINATED', output, undefined, [
-        { eventId: -1, timestamp: toTimestamp(Date.now()), executionTerminated: { input: sv(output), recurse: true } },
+        { eventId: -1, timestamp: toTimestamp(Date.now()), executionTerminated: { input: sv(output), recurse: recursive } },
       ]);
+      if (!recursive) return;
+      rec.terminatedRecursively = true;
       const children = [...rec.children];
       d.effects.push(() => {
-        for (const child of children) this.terminate(child, undefined).catch(() => undefined);
+        for (const child of children) this.terminate(child, undefined, true).catch(() => undefined);
       });
     });
   }
@@ -209,8 +212,12 @@ export class Engine {
     });
   }
 
-  /** Removes every key of a finished instance (and of its finished sub-orchestrations). */
-  async purge(id: string): Promise<number> {
+  /**
+   * Removes every key of a finished instance; with `recursive`, also of its finished
+   * sub-orchestrations (and theirs), the default as in the reference runtime's HTTP and Dapr-API
+   * purge. Returns how many instances were removed.
+   */
+  async purge(id: string, recursive = true): Promise<number> {
     const children = await this.table.mutate(id, (d) => {
       const rec = this.existing(d, id);
       if (!isTerminal(rec.status)) {
@@ -223,8 +230,36 @@ export class Engine {
     });
     this.table.evict(id);
     let n = 1;
-    for (const c of children) n += await this.purge(c).catch(() => 0);
+    if (recursive) for (const c of children) n += await this.purge(c, true).catch(() => 0);
     return n;
+  }
+
+  /** The stored history of an instance, oldest first (what has been shown to the orchestrator). */
+  async history(id: string): Promise<HistoryEvent[]> {
+    try {
+      const out = await this.table.mutate(id, (d) => {
+        const rec = this.existing(d, id);
+        return { finished: isTerminal(rec.status), events: d.history.filter((e) => !e.orchestratorCompleted) };
+      });
+      if (out.finished) this.table.evict(id);
+      return out.events;
+    } catch (e) {
+      this.table.evict(id);
+      throw e;
+    }
+  }
+
+  /**
+   * Starts an instance again with its name, version and input: under the same id once it has
+   * finished, or under a new id (then it may still run).
+   */
+  async restart(id: string, newId: boolean): Promise<string> {
+    const rec = await this.table.read(id);
+    if (!rec) throw new WorkflowError('NOT_FOUND', `no workflow instance with id "${id}"`);
+    if (!newId && !isTerminal(rec.status)) {
+      throw new WorkflowError('PRECONDITION', `workflow instance "${id}" is ${rec.status}; only a finished instance can be restarted under its own id`);
+    }
+    return this.start({ instanceId: newId ? undefined : id, name: rec.name, version: rec.version, input: rec.input });
   }
 
   async get(id: string): Promise<InstanceRecord | undefined> {
@@ -330,7 +365,9 @@ export class Engine {
     const run: OrchestratorRun = { executionId: rec.executionId, taken: rec.inbox.length, started };
     return {
       run,
-      request: { instanceId: id, executionId: { value: rec.executionId }, pastEvents: history as HistoryEvent[], newEvents: [started, ...rec.inbox] },
+      // OrchestratorCompleted markers (stored by older versions) are not sent: the reference
+      // sidecar sends none, and the SDKs log every one as an unknown event on each replay
+      request: { instanceId: id, executionId: { value: rec.executionId }, pastEvents: history.filter((e) => !e.orchestratorCompleted), newEvents: [started, ...rec.inbox] },
     };
   }
 
@@ -359,6 +396,15 @@ export class Engine {
     if (res.customStatus) rec.customStatus = res.customStatus.value;
     if (rec.status === 'PENDING') rec.status = 'RUNNING';
 
+    // an action the engine cannot carry out fails the workflow now, rather than leaving it
+    // waiting forever for a result that will never come
+    const unsupported = (res.actions ?? []).find((a) => !isSupported(a));
+    if (unsupported) {
+      const what = unsupportedName(unsupported);
+      this.finish(d, 'FAILED', undefined, { errorType: 'UnsupportedOrchestratorAction', errorMessage: `the workflow asked for ${what} (action id ${unsupported.id}), which this sidecar does not support` }, []);
+      return;
+    }
+
     for (const a of res.actions ?? []) {
       if (a.scheduleTask) {
         const t = a.scheduleTask;
@@ -377,8 +423,9 @@ export class Engine {
         const childId = s.instanceId || `${id}:${a.id.toString(16).padStart(4, '0')}`;
         d.append.push({ eventId: a.id, timestamp: ts, subOrchestrationInstanceCreated: { instanceId: childId, name: s.name, version: s.version ?? undefined, input: s.input ?? undefined } });
         if (!rec.children.includes(childId)) rec.children.push(childId);
-        const parent: ParentRef = { instanceId: id, executionId: rec.executionId, taskId: a.id, name: rec.name };
-        d.effects.push(() => void this.startChild(childId, s.name, s.input?.value, parent));
+        const parent: ParentRef = { instanceId: id, executionId: rec.executionId, taskId: a.id, name: rec.name, version: rec.version };
+        const child = { instanceId: childId, name: s.name, version: s.version?.value, input: s.input?.value, parent };
+        d.effects.push(() => void this.startChild(child));
       } else if (a.sendEvent) {
         const e = a.sendEvent;
         const target = e.instance?.instanceId ?? '';
@@ -387,13 +434,12 @@ export class Engine {
       } else if (a.terminateOrchestration) {
         const t = a.terminateOrchestration;
         // the action's reason becomes the terminated instance's output, as a client terminate's output does
-        d.effects.push(() => void this.terminate(t.instanceId, t.reason?.value).catch(() => undefined));
+        d.effects.push(() => void this.terminate(t.instanceId, t.reason?.value, t.recurse ?? false).catch(() => undefined));
       } else if (a.completeOrchestration) {
         if (this.complete(d, a)) break;
       }
     }
     if (isTerminal(rec.status)) return;
-    d.append.push({ eventId: -1, timestamp: ts, orchestratorCompleted: {} });
     if (rec.status === 'SUSPENDED' || rec.inbox.length === 0) delete rec.lease;
     else this.makeRunnable(d);
     this.notifyAfter(d, id);
@@ -404,7 +450,7 @@ export class Engine {
     const c = a.completeOrchestration ?? {};
     const status = STATUS_BY_NUMBER[c.orchestrationStatus ?? 0] ?? 'COMPLETED';
     if (status === 'CONTINUED_AS_NEW') {
-      this.continueAsNew(d, c.result?.value, c.carryoverEvents ?? []);
+      this.continueAsNew(d, c.result?.value, c.carryoverEvents ?? [], c.newVersion?.value);
       return true;
     }
     if (!isTerminal(status)) return false;
@@ -414,23 +460,23 @@ export class Engine {
     return true;
   }
 
-  private continueAsNew(d: Draft, input: string | undefined, carryover: HistoryEvent[]): void {
+  private continueAsNew(d: Draft, input: string | undefined, carryover: HistoryEvent[], newVersion: string | undefined): void {
     const rec = d.rec as InstanceRecord;
     const now = Date.now();
     for (const t of Object.keys(rec.timers)) this.cancelTimer(d, { instanceId: rec.id, executionId: rec.executionId, timerId: t });
     const executionId = randomUUID();
     // events that arrived during the run and are meant for the workflow (not old task results) carry over
     const kept = rec.inbox.filter((e) => e.eventRaised || e.executionSuspended || e.executionResumed);
+    if (newVersion !== undefined) rec.version = newVersion;
     const started: HistoryEvent = {
       eventId: -1,
       timestamp: toTimestamp(now),
       executionStarted: {
         name: rec.name,
+        version: sv(rec.version),
         input: sv(input),
         orchestrationInstance: { instanceId: rec.id, executionId: { value: executionId } },
-        parentInstance: rec.parent
-          ? { taskScheduledId: rec.parent.taskId, name: sv(rec.parent.name), orchestrationInstance: { instanceId: rec.parent.instanceId, executionId: sv(rec.parent.executionId) } }
-          : undefined,
+        parentInstance: parentInfo(rec.parent),
       },
     };
     const carried = carryover.map((e) => ({ ...e, eventId: -1, eventType: undefined, timestamp: e.timestamp ?? toTimestamp(now) }));
@@ -504,12 +550,12 @@ export class Engine {
       .catch((e) => this.log.error({ err: e, parent: parent.instanceId }, 'telling the parent workflow about a finished sub-orchestration failed'));
   }
 
-  private async startChild(childId: string, name: string, input: string | undefined, parent: ParentRef): Promise<void> {
+  private async startChild(child: StartRequest & { instanceId: string; parent: ParentRef }): Promise<void> {
     try {
-      await this.start({ instanceId: childId, name, input, parent });
+      await this.start(child);
     } catch (e) {
       const failure: FailureDetails = { errorType: 'SubOrchestrationStartError', errorMessage: (e as Error).message };
-      await this.notifyParent(parent, childId, { status: 'FAILED', failure });
+      await this.notifyParent(child.parent, child.instanceId, { status: 'FAILED', failure });
     }
   }
 
@@ -627,8 +673,9 @@ export class Engine {
               if (!s) continue;
               const answered = (h: HistoryEvent) => (h.subOrchestrationInstanceCompleted?.taskScheduledId ?? h.subOrchestrationInstanceFailed?.taskScheduledId) === e.eventId;
               if (d.history.some(answered) || rec.inbox.some(answered)) continue;
-              const parent: ParentRef = { instanceId: id, executionId: rec.executionId, taskId: e.eventId, name: rec.name };
-              d.effects.push(() => void this.ensureChild(s.instanceId, s.name, s.input?.value, parent));
+              const parent: ParentRef = { instanceId: id, executionId: rec.executionId, taskId: e.eventId, name: rec.name, version: rec.version };
+              const child = { instanceId: s.instanceId, name: s.name, version: s.version?.value, input: s.input?.value, parent };
+              d.effects.push(() => void this.ensureChild(child));
             }
           })
           .catch((e) => this.log.error({ err: e, instanceId: id }, 'resuming a workflow instance failed')),
@@ -639,14 +686,45 @@ export class Engine {
 
   private async terminateIfParentTerminated(id: string, parentId: string): Promise<void> {
     const parent = await this.table.read(parentId).catch(() => undefined);
-    if (parent?.status === 'TERMINATED') await this.terminate(id, undefined).catch(() => undefined);
+    if (parent?.status === 'TERMINATED' && parent.terminatedRecursively) await this.terminate(id, undefined, true).catch(() => undefined);
   }
 
-  private async ensureChild(childId: string, name: string, input: string | undefined, parent: ParentRef): Promise<void> {
-    const child = await this.table.read(childId);
-    if (!child) return this.startChild(childId, name, input, parent);
-    if (isTerminal(child.status)) await this.notifyParent(parent, childId, { status: child.status, output: child.output, failure: child.failure });
+  private async ensureChild(child: StartRequest & { instanceId: string; parent: ParentRef }): Promise<void> {
+    const rec = await this.table.read(child.instanceId);
+    if (!rec) return this.startChild(child);
+    if (isTerminal(rec.status)) await this.notifyParent(child.parent, child.instanceId, { status: rec.status, output: rec.output, failure: rec.failure });
   }
+}
+
+const SUPPORTED_ACTIONS = ['scheduleTask', 'createTimer', 'createSubOrchestration', 'sendEvent', 'terminateOrchestration', 'completeOrchestration'] as const;
+
+function isSupported(a: OrchestratorAction): boolean {
+  return SUPPORTED_ACTIONS.some((k) => !!a[k]);
+}
+
+/** What an unsupported action is, in words a workflow author recognises. */
+function unsupportedName(a: OrchestratorAction): string {
+  switch (a.orchestratorActionType) {
+    case 'sendEntityMessage':
+      return 'an entity operation (sendEntityMessage: entity signal, call or lock)';
+    case 'workflowVersionNotAvailable':
+      return 'workflowVersionNotAvailable (the worker does not have the version of this workflow)';
+    case 'createDetachedWorkflow':
+      return 'a detached workflow (createDetachedWorkflow)';
+    default:
+      return a.orchestratorActionType ? `the action ${a.orchestratorActionType}` : 'an orchestrator action of a type unknown to this sidecar';
+  }
+}
+
+/** ExecutionStartedEvent.parentInstance of a sub-orchestration. */
+function parentInfo(parent: ParentRef | undefined): NonNullable<HistoryEvent['executionStarted']>['parentInstance'] {
+  if (!parent) return undefined;
+  return {
+    taskScheduledId: parent.taskId,
+    name: sv(parent.name),
+    version: sv(parent.version),
+    orchestrationInstance: { instanceId: parent.instanceId, executionId: sv(parent.executionId) },
+  };
 }
 
 /** The OrchestrationState message of a record. */
@@ -654,6 +732,7 @@ export function toStateMessage(rec: InstanceRecord, withPayloads: boolean): Orch
   return {
     instanceId: rec.id,
     name: rec.name,
+    version: sv(rec.version),
     orchestrationStatus: OrchestrationStatus[rec.status],
     scheduledStartTimestamp: rec.scheduledStart ? toTimestamp(rec.scheduledStart) : undefined,
     createdTimestamp: toTimestamp(rec.createdAt),

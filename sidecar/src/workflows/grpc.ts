@@ -6,8 +6,11 @@ import * as grpc from '@grpc/grpc-js';
 import { GrpcServer } from '../grpc/server.ts';
 import { isTerminal } from './record.ts';
 import { WorkflowError, toStateMessage, type Engine } from './engine.ts';
-import { fromTimestamp, type ActivityResponse, type OrchestratorResponse, type RuntimeStatus, type StringValue, type Timestamp, type WorkItem } from './proto.ts';
+import { fromTimestamp, type ActivityResponse, type HistoryEvent, type OrchestratorResponse, type RuntimeStatus, type StringValue, type Timestamp, type WorkItem } from './proto.ts';
 import { checkInstanceId } from './ids.ts';
+
+/** Events per StreamInstanceHistory message. */
+const HISTORY_CHUNK = 200;
 
 type Unary<Req, Res> = (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => void;
 
@@ -55,11 +58,12 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
   return {
     Hello: unary(async () => ({})),
 
-    StartInstance: unary<{ instanceId?: string; name?: string; input?: StringValue; scheduledStartTimestamp?: Timestamp }, unknown>(async (req) => {
+    StartInstance: unary<{ instanceId?: string; name?: string; version?: StringValue; input?: StringValue; scheduledStartTimestamp?: Timestamp }, unknown>(async (req) => {
       if (!req.name) throw new WorkflowError('INVALID', 'name (the workflow to start) is required');
       if (req.instanceId) checkInstanceId(req.instanceId, 'grpc');
       const at = fromTimestamp(req.scheduledStartTimestamp);
-      const instanceId = await engine.start({ instanceId: req.instanceId, name: req.name, input: req.input?.value, scheduledStart: at && at > Date.now() ? at : undefined });
+      const scheduledStart = at && at > Date.now() ? at : undefined;
+      const instanceId = await engine.start({ instanceId: req.instanceId, name: req.name, version: req.version?.value, input: req.input?.value, scheduledStart });
       return { instanceId };
     }),
 
@@ -75,8 +79,9 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
       return {};
     }),
 
-    TerminateInstance: unary<{ instanceId?: string; output?: StringValue }, unknown>(async (req) => {
-      await engine.terminate(requireId(req.instanceId), req.output?.value);
+    // recursive only when asked for, as the reference sidecar (durabletask-go) does
+    TerminateInstance: unary<{ instanceId?: string; output?: StringValue; recursive?: boolean }, unknown>(async (req) => {
+      await engine.terminate(requireId(req.instanceId), req.output?.value, req.recursive ?? false);
       return {};
     }),
 
@@ -90,13 +95,33 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
       return {};
     }),
 
-    PurgeInstances: unary<{ instanceId?: string; purgeInstanceFilter?: unknown }, unknown>(async (req) => {
+    PurgeInstances: unary<{ instanceId?: string; purgeInstanceFilter?: unknown; recursive?: boolean }, unknown>(async (req) => {
       if (req.purgeInstanceFilter && !req.instanceId) {
         // instances are found through their id; there is no listing of finished instances to filter
         throw Object.assign(new Error('purging by filter is not supported: purge instances by id'), { grpcCode: grpc.status.UNIMPLEMENTED });
       }
-      return { deletedInstanceCount: await engine.purge(requireId(req.instanceId)) };
+      return { deletedInstanceCount: await engine.purge(requireId(req.instanceId), req.recursive ?? false) };
     }),
+
+    GetInstanceHistory: unary<{ instanceId?: string }, unknown>(async (req) => ({ events: await engine.history(requireId(req.instanceId)) })),
+
+    StreamInstanceHistory: (call: grpc.ServerWritableStream<{ instanceId?: string }, { events: HistoryEvent[] }>) => {
+      if (!server.authorized(call.metadata)) {
+        call.emit('error', GrpcServer.unauthenticated());
+        return;
+      }
+      Promise.resolve(call.request.instanceId).then((id) => engine.history(requireId(id))).then(
+        (events) => {
+          for (let i = 0; i < events.length; i += HISTORY_CHUNK) call.write({ events: events.slice(i, i + HISTORY_CHUNK) });
+          call.end();
+        },
+        (e) => call.emit('error', toStatus(e)),
+      );
+    },
+
+    RestartInstance: unary<{ instanceId?: string; restartWithNewInstanceId?: boolean }, unknown>(async (req) => ({
+      instanceId: await engine.restart(requireId(req.instanceId), req.restartWithNewInstanceId ?? false),
+    })),
 
     GetWorkItems: (call: grpc.ServerWritableStream<unknown, WorkItem>) => {
       if (!server.authorized(call.metadata)) {

@@ -56,7 +56,7 @@ export interface HistoryEvent {
     version?: StringValue | null;
     input?: StringValue | null;
     orchestrationInstance?: OrchestrationInstance;
-    parentInstance?: { taskScheduledId: number; name?: StringValue | null; orchestrationInstance?: OrchestrationInstance } | null;
+    parentInstance?: { taskScheduledId: number; name?: StringValue | null; version?: StringValue | null; orchestrationInstance?: OrchestrationInstance } | null;
     scheduledStartTimestamp?: Timestamp | null;
   };
   executionCompleted?: { orchestrationStatus: number; result?: StringValue | null; failureDetails?: FailureDetails | null };
@@ -90,10 +90,15 @@ export interface OrchestratorAction {
     orchestrationStatus?: number;
     result?: StringValue | null;
     details?: StringValue | null;
+    newVersion?: StringValue | null;
     carryoverEvents?: HistoryEvent[];
     failureDetails?: FailureDetails | null;
   } | null;
   terminateOrchestration?: { instanceId: string; reason?: StringValue | null; recurse?: boolean } | null;
+  /** Declared so that they can be named when refused; the engine carries none of them out. */
+  sendEntityMessage?: Record<string, unknown> | null;
+  workflowVersionNotAvailable?: Record<string, unknown> | null;
+  createDetachedWorkflow?: Record<string, unknown> | null;
   orchestratorActionType?: string;
 }
 
@@ -129,6 +134,7 @@ export type WorkItem = { orchestratorRequest: OrchestratorRequest } | { activity
 export interface OrchestrationStateMsg {
   instanceId: string;
   name: string;
+  version?: StringValue;
   orchestrationStatus: number;
   scheduledStartTimestamp?: Timestamp;
   createdTimestamp: Timestamp;

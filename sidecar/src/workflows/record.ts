@@ -11,6 +11,7 @@ export interface ParentRef {
   executionId?: string;
   taskId: number;
   name: string;
+  version?: string;
 }
 
 export interface InstanceRecord {
@@ -18,6 +19,8 @@ export interface InstanceRecord {
   v: number;
   id: string;
   name: string;
+  /** The orchestration version asked for at start (CreateInstanceRequest / sub-orchestration action). */
+  version?: string;
   status: RuntimeStatus;
   /** ms since epoch */
   createdAt: number;
@@ -41,6 +44,8 @@ export interface InstanceRecord {
   timers: Record<string, { fireAt: number; owner: string }>;
   /** Sub-orchestrations created (for recursive terminate and purge). */
   children: string[];
+  /** Set when the instance was terminated with its sub-orchestrations (checked by recovery). */
+  terminatedRecursively?: boolean;
 }
 
 export const TERMINAL: ReadonlySet<RuntimeStatus> = new Set<RuntimeStatus>(['COMPLETED', 'FAILED', 'TERMINATED', 'CANCELED']);

@@ -113,10 +113,12 @@ export async function registerRoutes(http: FastifyInstance, engine: Engine): Pro
           return reply.status(202).send();
         });
 
-      op('terminate', 'TERMINATE', (id) => engine.terminate(id, undefined));
+      // HTTP terminate and purge always take the sub-orchestrations along (contract; the
+      // reference runtime's HTTP and Dapr-API purge is recursive too)
+      op('terminate', 'TERMINATE', (id) => engine.terminate(id, undefined, true));
       op('pause', 'PAUSE', (id) => engine.suspend(id));
       op('resume', 'RESUME', (id) => engine.resume(id));
-      op('purge', 'PURGE', (id) => engine.purge(id));
+      op('purge', 'PURGE', (id) => engine.purge(id, true));
       op('raiseEvent/:eventName', 'RAISE_EVENT', (id, req) => {
         const name = (req.params as Params).eventName;
         if (!name) throw badRequest('ERR_EVENT_NAME_MISSING', 'the event name is missing from the path');

@@ -1,0 +1,202 @@
+/**
+ * Instance management over TaskHubSidecarService, with the real durabletask-js worker and
+ * client: terminate and purge follow the request's `recursive` flag (the SDK's own calls send
+ * none, so they are not recursive; the flag is set with a raw client), while HTTP stays
+ * recursive. Versions travel from the start request into the history and the state; history
+ * can be read (unary and streamed) and carries no OrchestratorCompleted markers; a finished
+ * instance can be restarted.
+ */
+import { TaskHubGrpcClient, TaskHubGrpcWorker } from '@dapr/durabletask-js';
+import { OrchestrationStatus } from '@dapr/durabletask-js/orchestration/enum/orchestration-status.enum.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { HistoryEvent, OrchestrationStateMsg } from '../../sidecar/src/workflows/proto.ts';
+import { getInstance, quietSdkLogs, rawTaskHub, sidecarForTest, waitForStatus, type RawTaskHub, type TestSidecar } from './harness.ts';
+
+let sc: TestSidecar;
+let worker: TaskHubGrpcWorker;
+let client: TaskHubGrpcClient;
+let raw: RawTaskHub;
+let restore: () => void;
+/** What the SDK printed with console.info/log (it reports unknown history events there). */
+const sdkLines: string[] = [];
+
+beforeAll(async () => {
+  restore = quietSdkLogs();
+  const record = (...args: unknown[]) => void sdkLines.push(args.map(String).join(' '));
+  console.info = record;
+  console.log = record;
+  sc = await sidecarForTest('wf-mgmt');
+  worker = new TaskHubGrpcWorker(sc.grpcAddress);
+  worker.addNamedActivity('double', async (_ctx: unknown, n: number) => n * 2);
+  // a parent whose child waits for an event: both stay RUNNING until told
+  worker.addNamedOrchestrator('holder', async function* (ctx: any): any {
+    return yield ctx.callSubOrchestrator('waiter', null, `${ctx.instanceId}-kid`);
+  });
+  worker.addNamedOrchestrator('waiter', async function* (ctx: any): any {
+    return yield ctx.waitForExternalEvent('go');
+  });
+  // a parent whose child finishes at once
+  worker.addNamedOrchestrator('quickParent', async function* (ctx: any, n: number): any {
+    const kid: number = yield ctx.callSubOrchestrator('quickChild', n, `${ctx.instanceId}-kid`);
+    return kid + 1;
+  });
+  worker.addNamedOrchestrator('quickChild', async function* (ctx: any, n: number): any {
+    return yield ctx.callActivity('double', n);
+  });
+  await worker.start();
+  client = new TaskHubGrpcClient(sc.grpcAddress);
+  raw = rawTaskHub(sc.grpcAddress);
+});
+
+afterAll(async () => {
+  raw?.close();
+  await client?.stop();
+  await worker?.stop();
+  await sc?.stop();
+  restore?.();
+});
+
+async function state(id: string): Promise<OrchestrationStateMsg | undefined> {
+  const { err, res } = await raw.call<{ exists: boolean; orchestrationState?: OrchestrationStateMsg }>('GetInstance', { instanceId: id, getInputsAndOutputs: true });
+  expect(err).toBeNull();
+  return res?.exists ? res.orchestrationState : undefined;
+}
+
+async function history(id: string): Promise<HistoryEvent[]> {
+  const { err, res } = await raw.call<{ events?: HistoryEvent[] }>('GetInstanceHistory', { instanceId: id });
+  expect(err).toBeNull();
+  return res?.events ?? [];
+}
+
+const kinds = (events: HistoryEvent[]) => events.map((e) => e.eventType);
+
+describe('terminate', () => {
+  it('by the SDK (no recursive flag) ends the parent only; its child keeps running', async () => {
+    const id = await client.scheduleNewOrchestration('holder', null, 'term-flat');
+    await waitForStatus(sc.base, `${id}-kid`, ['RUNNING']);
+    await client.terminateOrchestration(id, 'enough');
+    expect((await client.waitForOrchestrationCompletion(id, true, 20))?.runtimeStatus).toBe(OrchestrationStatus.TERMINATED);
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await getInstance(sc.base, `${id}-kid`))?.runtimeStatus).toBe('RUNNING');
+    const ended = (await history(id)).find((e) => e.executionTerminated);
+    expect(ended?.executionTerminated?.recurse ?? false).toBe(false);
+    // the child still works and finishes on its own
+    await client.raiseOrchestrationEvent(`${id}-kid`, 'go', 'went');
+    const kid = await client.waitForOrchestrationCompletion(`${id}-kid`, true, 20);
+    expect(kid?.runtimeStatus).toBe(OrchestrationStatus.COMPLETED);
+  });
+
+  it('with recursive: true ends the child too', async () => {
+    const id = await client.scheduleNewOrchestration('holder', null, 'term-deep');
+    await waitForStatus(sc.base, `${id}-kid`, ['RUNNING']);
+    expect((await raw.call('TerminateInstance', { instanceId: id, output: { value: '"stop"' }, recursive: true })).err).toBeNull();
+    await waitForStatus(sc.base, `${id}-kid`, ['TERMINATED']);
+    const st = await state(id);
+    expect(st?.orchestrationStatus).toBe(OrchestrationStatus.TERMINATED);
+    expect(st?.output?.value).toBe('"stop"');
+    expect((await history(id)).find((e) => e.executionTerminated)?.executionTerminated?.recurse).toBe(true);
+  });
+
+  it('over HTTP always ends the children (contract)', async () => {
+    const id = await client.scheduleNewOrchestration('holder', null, 'term-http');
+    await waitForStatus(sc.base, `${id}-kid`, ['RUNNING']);
+    expect((await fetch(`${sc.base}/v1.0/workflows/rt/${id}/terminate`, { method: 'POST' })).status).toBe(202);
+    await waitForStatus(sc.base, `${id}-kid`, ['TERMINATED']);
+  });
+});
+
+describe('purge', () => {
+  async function finishedFamily(id: string): Promise<void> {
+    await client.scheduleNewOrchestration('quickParent', 4, id);
+    const st = await client.waitForOrchestrationCompletion(id, true, 20);
+    expect(JSON.parse(st?.serializedOutput ?? 'null')).toBe(9);
+    expect((await getInstance(sc.base, `${id}-kid`))?.runtimeStatus).toBe('COMPLETED');
+  }
+
+  it('by the SDK (no recursive flag) removes the parent only', async () => {
+    await finishedFamily('purge-flat');
+    expect((await client.purgeOrchestration('purge-flat'))?.deletedInstanceCount).toBe(1);
+    expect(await getInstance(sc.base, 'purge-flat')).toBeUndefined();
+    expect((await getInstance(sc.base, 'purge-flat-kid'))?.runtimeStatus).toBe('COMPLETED');
+  });
+
+  it('with recursive: true removes the children too', async () => {
+    await finishedFamily('purge-deep');
+    const { err, res } = await raw.call<{ deletedInstanceCount: number }>('PurgeInstances', { instanceId: 'purge-deep', recursive: true });
+    expect(err).toBeNull();
+    expect(res?.deletedInstanceCount).toBe(2);
+    expect(await getInstance(sc.base, 'purge-deep-kid')).toBeUndefined();
+  });
+
+  it('over HTTP removes the children too, as the reference runtime does', async () => {
+    await finishedFamily('purge-http');
+    expect((await fetch(`${sc.base}/v1.0/workflows/rt/purge-http/purge`, { method: 'POST' })).status).toBe(202);
+    expect(await getInstance(sc.base, 'purge-http')).toBeUndefined();
+    expect(await getInstance(sc.base, 'purge-http-kid')).toBeUndefined();
+  });
+});
+
+describe('versions, history and restart', () => {
+  it('keeps the version of the start request in the history and the state', async () => {
+    const { err } = await raw.call('StartInstance', { instanceId: 'versioned', name: 'quickChild', version: { value: '2.1' }, input: { value: '5' } });
+    expect(err).toBeNull();
+    expect((await client.waitForOrchestrationCompletion('versioned', true, 20))?.serializedOutput).toBe('10');
+    expect((await state('versioned'))?.version?.value).toBe('2.1');
+    const started = (await history('versioned')).find((e) => e.executionStarted);
+    expect(started?.executionStarted?.version?.value).toBe('2.1');
+    // no version asked for: none reported
+    const id = await client.scheduleNewOrchestration('quickChild', 1);
+    await client.waitForOrchestrationCompletion(id, true, 20);
+    expect((await state(id))?.version).toBeUndefined();
+  });
+
+  it('returns the history in order, unary and streamed, without OrchestratorCompleted markers', async () => {
+    const id = await client.scheduleNewOrchestration('quickParent', 1, 'hist');
+    await client.waitForOrchestrationCompletion(id, true, 20);
+    const events = await history(id);
+    expect(kinds(events)).toEqual([
+      'orchestratorStarted',
+      'executionStarted',
+      'subOrchestrationInstanceCreated',
+      'orchestratorStarted',
+      'subOrchestrationInstanceCompleted',
+      'executionCompleted',
+    ]);
+    const streamed: HistoryEvent[] = [];
+    await new Promise<void>((resolve, reject) => {
+      const s = raw.stream<{ events?: HistoryEvent[] }>('StreamInstanceHistory', { instanceId: id });
+      s.on('data', (chunk: { events?: HistoryEvent[] }) => streamed.push(...(chunk.events ?? [])));
+      s.on('end', () => resolve());
+      s.on('error', reject);
+    });
+    expect(kinds(streamed)).toEqual(kinds(events));
+    // the SDK replayed this history several times (and logged its work) but never met an event it does not know
+    expect(sdkLines.length).toBeGreaterThan(0);
+    expect(sdkLines.filter((l) => /Unknown history event type/.test(l))).toEqual([]);
+  });
+
+  it('answers NOT_FOUND for the history of an unknown instance', async () => {
+    const { err } = await raw.call('GetInstanceHistory', { instanceId: 'nobody-here' });
+    expect(err?.code).toBe(5);
+  });
+
+  it('restarts a finished instance under its id, or under a new id', async () => {
+    const id = await client.scheduleNewOrchestration('quickChild', 3, 'again');
+    await client.waitForOrchestrationCompletion(id, true, 20);
+    const same = await raw.call<{ instanceId: string }>('RestartInstance', { instanceId: id });
+    expect(same.err).toBeNull();
+    expect(same.res?.instanceId).toBe(id);
+    expect((await client.waitForOrchestrationCompletion(id, true, 20))?.serializedOutput).toBe('6');
+    const fresh = await raw.call<{ instanceId: string }>('RestartInstance', { instanceId: id, restartWithNewInstanceId: true });
+    expect(fresh.err).toBeNull();
+    expect(fresh.res?.instanceId).not.toBe(id);
+    expect((await client.waitForOrchestrationCompletion(fresh.res!.instanceId, true, 20))?.serializedOutput).toBe('6');
+    // a running instance is not restarted under its own id
+    await client.scheduleNewOrchestration('waiter', null, 'busy');
+    await waitForStatus(sc.base, 'busy', ['RUNNING']);
+    expect((await raw.call('RestartInstance', { instanceId: 'busy' })).err?.code).toBe(9);
+    expect((await raw.call('RestartInstance', { instanceId: 'never-was' })).err?.code).toBe(5);
+    await client.terminateOrchestration('busy');
+  });
+});
+
