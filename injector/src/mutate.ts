@@ -26,7 +26,7 @@ const TOKEN_SECONDS = 3600;
 
 export function mutatePod(value: unknown, namespace: string, settings: InjectorSettings, components: ComponentLister): MutateResult {
   const shape = podShapeError(value);
-  if (shape) return deny(`malformed pod: ${shape}`);
+  if (shape) return deny(`rt injector: malformed pod: ${shape}`);
   const pod = value as Pod;
   const annotations = pod.metadata?.annotations ?? {};
   if (!injectionRequested(annotations) || alreadyInjected(pod)) return { allowed: true, patch: [], warnings: [] };

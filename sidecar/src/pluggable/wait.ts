@@ -20,12 +20,13 @@ export async function waitForSockets(folder: string, names: string[], log: Logge
     const present = new Set((await listSocketFiles(folder)).map((f) => f.name));
     missing = names.filter((n) => !present.has(n));
     if (missing.length === 0) return [];
-    if (Date.now() + POLL_MS > deadline) break;
+    const left = deadline - Date.now();
+    if (left <= 0) break;
     if (!told) {
       log.info({ folder, missing }, `waiting for pluggable component sockets: ${missing.join(', ')}`);
       told = true;
     }
-    await new Promise((r) => setTimeout(r, POLL_MS));
+    await new Promise((r) => setTimeout(r, Math.min(POLL_MS, left)));
   }
   log.warn({ folder, missing }, `pluggable component sockets did not appear within ${timeoutMs} ms: ${missing.join(', ')}; starting without them`);
   return missing;
