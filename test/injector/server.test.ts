@@ -3,6 +3,7 @@
  * certificate reloaded when its files change, and malformed input (fast-check) that always gets
  * an AdmissionReview denial or a 4xx — never a 5xx, never a crash.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -14,8 +15,10 @@ import { Pod as PodModel } from 'kubernetes-models/v1';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { StaticComponents, type ComponentLister } from '../../injector/src/components.ts';
+import { InjectorUsageError, parseInjectorArgs } from '../../injector/src/main.ts';
 import { startInjectorServer, type InjectorServer } from '../../injector/src/server.ts';
 import { makeTestCa, type TestCa } from '../services/ca.ts';
+import { freePort } from '../services/net.ts';
 import { component, pod, SETTINGS } from './fixtures.ts';
 
 let ca: TestCa;
@@ -213,5 +216,43 @@ describe('malformed AdmissionReviews (fast-check)', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('rt injector (the command)', () => {
+  it('parses its flags and env, and refuses a start without TLS files', () => {
+    const o = parseInjectorArgs(['--tls-cert-file', 'c', '--tls-key-file', 'k', '--native-sidecar', 'false', '--sidecar-image', 'img:1'], {});
+    expect(o).toMatchObject({ port: 4443, listenAddress: '0.0.0.0', certFile: 'c', keyFile: 'k', settings: { nativeSidecar: false, sidecarImage: 'img:1' } });
+    expect(parseInjectorArgs([], { RT_INJECTOR_TLS_CERT_FILE: 'c', RT_INJECTOR_TLS_KEY_FILE: 'k', RT_INJECTOR_PORT: '9443' })).toMatchObject({ port: 9443 });
+    expect(() => parseInjectorArgs([], {})).toThrow(/--tls-cert-file and --tls-key-file are required/);
+    expect(() => parseInjectorArgs(['--tls-cert-file', 'c', '--tls-key-file', 'k', '--native-sidecar', 'maybe'], {})).toThrow(/--native-sidecar must be true or false/);
+    expect(() => parseInjectorArgs(['--bogus'], {})).toThrow(InjectorUsageError);
+  });
+
+  it('runs as `rt injector` and answers /healthz over HTTPS', async () => {
+    const port = await freePort();
+    const proc = spawn(process.execPath, [join(import.meta.dirname, '../../cli/rt.ts'), 'injector', '--port', String(port), '--listen-address', '127.0.0.1', '--tls-cert-file', join(dir, 'tls.crt'), '--tls-key-file', join(dir, 'tls.key')], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, KUBECONFIG: '', KUBERNETES_SERVICE_HOST: '' },
+    });
+    try {
+      const status = await vi.waitFor(
+        () =>
+          new Promise<number>((resolve, reject) => {
+            const req = request({ host: '127.0.0.1', port, path: '/healthz', ca: ca.caPem, servername: 'localhost' }, (res) => {
+              res.resume();
+              resolve(res.statusCode ?? 0);
+            });
+            req.on('error', reject);
+            req.end();
+          }),
+        { timeout: 20_000, interval: 200 },
+      );
+      expect(status).toBe(200);
+    } finally {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    }
   });
 });
