@@ -151,6 +151,17 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
       return {};
     }),
 
+    // a token that names nothing in flight any more (answered, given back) is not an error
+    AbandonTaskOrchestratorWorkItem: unary<{ completionToken?: string }, unknown>(async (req) => {
+      engine.workers.abandon('run', requireToken(req.completionToken));
+      return {};
+    }),
+
+    AbandonTaskActivityWorkItem: unary<{ completionToken?: string }, unknown>(async (req) => {
+      engine.workers.abandon('activity', requireToken(req.completionToken));
+      return {};
+    }),
+
     // task hubs are created by the engine itself; nothing to do for these
     CreateTaskHub: unary(async () => ({})),
     DeleteTaskHub: unary(async () => ({})),
@@ -160,4 +171,9 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
 function requireId(id: string | undefined): string {
   if (!id) throw new WorkflowError('INVALID', 'instanceId is required');
   return id;
+}
+
+function requireToken(token: string | undefined): string {
+  if (!token) throw new WorkflowError('INVALID', 'completionToken (from the work item) is required');
+  return token;
 }

@@ -129,7 +129,7 @@ export interface ActivityRequest {
   taskId: number;
 }
 
-export type WorkItem = { orchestratorRequest: OrchestratorRequest } | { activityRequest: ActivityRequest };
+export type WorkItem = ({ orchestratorRequest: OrchestratorRequest } | { activityRequest: ActivityRequest }) & { completionToken?: string };
 
 export interface OrchestrationStateMsg {
   instanceId: string;

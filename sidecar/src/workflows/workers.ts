@@ -4,6 +4,7 @@
  * orchestrator runs and activities are handed to the least busy stream. When a stream goes
  * away, everything it had in flight is queued again for the next worker.
  */
+import { randomUUID } from 'node:crypto';
 import type { ServerWritableStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { HistoryEvent, OrchestratorRequest, WorkItem } from './proto.ts';
@@ -34,6 +35,8 @@ interface Stream {
 interface Inflight<T> {
   stream: Stream;
   item: T;
+  /** The work item's completionToken (names it in AbandonTask*WorkItem). */
+  token: string;
   /** The answer arrived and is being stored. */
   answered?: boolean;
   /** Asked to run again while in flight: queued once this run is stored. */
@@ -195,6 +198,30 @@ export class Workers {
     return f.item;
   }
 
+  /**
+   * A worker gives a work item back (AbandonTask*WorkItem): it is dispatched again, to any
+   * worker, after a pause (so that a worker that cannot take it does not spin on it).
+   * false when the token names nothing in flight (answered, given back, or not ours).
+   */
+  abandon(kind: 'run' | 'activity', token: string): boolean {
+    const key = tokenKey(token);
+    if (key === undefined) return false;
+    if (kind === 'run') {
+      const f = this.orchInflight.get(key);
+      if (!f || f.token !== token || f.answered) return false;
+      this.orchInflight.delete(key);
+      this.release(f.stream);
+      setTimeout(() => this.enqueueRun(key), ABANDON_PAUSE_MS).unref();
+      return true;
+    }
+    const f = this.actInflight.get(key);
+    if (!f || f.token !== token) return false;
+    this.actInflight.delete(key);
+    this.release(f.stream);
+    setTimeout(() => this.enqueueActivity(f.item), ABANDON_PAUSE_MS).unref();
+    return true;
+  }
+
   private release(s: Stream): void {
     s.busy = Math.max(0, s.busy - 1);
     this.pump();
@@ -240,8 +267,10 @@ export class Workers {
   private sendActivity(s: Stream, t: ActivityTask): void {
     const key = actKey(t.instanceId, t.taskId);
     s.busy++;
-    this.actInflight.set(key, { stream: s, item: t });
+    const token = workToken(key);
+    this.actInflight.set(key, { stream: s, item: t, token });
     const item: WorkItem = {
+      completionToken: token,
       activityRequest: {
         name: t.name,
         input: t.input === undefined ? undefined : { value: t.input },
@@ -270,12 +299,30 @@ export class Workers {
       this.release(s);
       return;
     }
-    this.orchInflight.set(iid, { stream: s, item: prepared.run });
+    const token = workToken(iid);
+    this.orchInflight.set(iid, { stream: s, item: prepared.run, token });
     try {
-      s.call.write({ orchestratorRequest: prepared.request });
+      s.call.write({ orchestratorRequest: prepared.request, completionToken: token });
     } catch (e) {
       this.log.warn({ err: e }, 'writing an orchestrator work item failed');
     }
+  }
+}
+
+/** Pause before an abandoned work item is dispatched again. */
+const ABANDON_PAUSE_MS = 500;
+
+/** A completionToken: the in-flight key plus a nonce, so that a stale token never matches. */
+function workToken(key: string): string {
+  return Buffer.from(JSON.stringify([key, randomUUID()])).toString('base64url');
+}
+
+function tokenKey(token: string): string | undefined {
+  try {
+    const v: unknown = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
+    return Array.isArray(v) && v.length === 2 && typeof v[0] === 'string' ? v[0] : undefined;
+  } catch {
+    return undefined;
   }
 }
 

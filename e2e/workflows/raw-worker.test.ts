@@ -1,0 +1,155 @@
+/**
+ * Protocol features the installed SDKs cannot produce, driven by a worker that speaks
+ * TaskHubSidecarService directly (from the sidecar's proto): actions the engine does not
+ * support fail the workflow at once and name the action; a sub-orchestration's version and a
+ * continue-as-new's new version reach the history and the state; work items given back with
+ * AbandonTask*WorkItem are dispatched again.
+ */
+import type * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STATUS_BY_NUMBER, type ActivityRequest, type HistoryEvent, type OrchestrationStateMsg, type OrchestratorAction, type OrchestratorRequest, type WorkItem } from '../../sidecar/src/workflows/proto.ts';
+import { rawTaskHub, sidecarForTest, type RawTaskHub, type TestSidecar } from './harness.ts';
+
+/** What the scripted worker does with a run: answer with actions, or give it back. */
+type RunScript = (req: OrchestratorRequest, token: string) => OrchestratorAction[] | 'abandon';
+type ActivityScript = (req: ActivityRequest, token: string) => string | 'abandon';
+
+let sc: TestSidecar;
+let raw: RawTaskHub;
+let stream: grpc.ClientReadableStream<WorkItem>;
+const runScripts = new Map<string, RunScript>();
+const activityScripts = new Map<string, ActivityScript>();
+/** Every run request seen, by instance. */
+const runs = new Map<string, OrchestratorRequest[]>();
+
+const done = (result: string): OrchestratorAction[] => [{ id: 99, completeOrchestration: { orchestrationStatus: 1, result: { value: result } } }];
+
+beforeAll(async () => {
+  sc = await sidecarForTest('wf-raw-worker');
+  raw = rawTaskHub(sc.grpcAddress);
+  stream = raw.workItems();
+  stream.on('error', () => undefined);
+  stream.on('data', (wi: WorkItem) => {
+    const token = wi.completionToken ?? '';
+    if ('orchestratorRequest' in wi && wi.orchestratorRequest) {
+      const req = wi.orchestratorRequest;
+      runs.set(req.instanceId, [...(runs.get(req.instanceId) ?? []), req]);
+      const script = runScripts.get(req.instanceId) ?? (() => done('"ok"'));
+      const answer = script(req, token);
+      if (answer === 'abandon') void raw.call('AbandonTaskOrchestratorWorkItem', { completionToken: token });
+      else void raw.call('CompleteOrchestratorTask', { instanceId: req.instanceId, actions: answer });
+    } else if ('activityRequest' in wi && wi.activityRequest) {
+      const a = wi.activityRequest;
+      const answer = (activityScripts.get(a.orchestrationInstance.instanceId) ?? (() => '1'))(a, token);
+      if (answer === 'abandon') void raw.call('AbandonTaskActivityWorkItem', { completionToken: token });
+      else void raw.call('CompleteActivityTask', { instanceId: a.orchestrationInstance.instanceId, taskId: a.taskId, result: { value: answer } });
+    }
+  });
+});
+
+afterAll(async () => {
+  stream?.cancel();
+  raw?.close();
+  await sc?.stop();
+});
+
+async function start(instanceId: string, name: string, version?: string): Promise<void> {
+  expect((await raw.call('StartInstance', { instanceId, name, version: version === undefined ? undefined : { value: version } })).err).toBeNull();
+}
+
+async function finished(id: string): Promise<OrchestrationStateMsg> {
+  const { err, res } = await raw.call<{ exists: boolean; orchestrationState: OrchestrationStateMsg }>('WaitForInstanceCompletion', { instanceId: id, getInputsAndOutputs: true });
+  expect(err).toBeNull();
+  return res!.orchestrationState;
+}
+
+const startedOf = (req: OrchestratorRequest): HistoryEvent['executionStarted'] => [...(req.pastEvents ?? []), ...(req.newEvents ?? [])].find((e) => e.executionStarted)?.executionStarted;
+
+describe('unsupported orchestrator actions', () => {
+  it('an entity call fails the workflow at once, naming the action', async () => {
+    runScripts.set('entity-user', () => [{ id: 0, sendEntityMessage: {} }]);
+    const t0 = Date.now();
+    await start('entity-user', 'usesEntities');
+    const st = await finished('entity-user');
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(STATUS_BY_NUMBER[st.orchestrationStatus]).toBe('FAILED');
+    expect(st.failureDetails?.errorType).toBe('UnsupportedOrchestratorAction');
+    expect(st.failureDetails?.errorMessage).toMatch(/entity operation \(sendEntityMessage/);
+  });
+
+  it('an action of a type the sidecar does not know fails it too (no silent hang)', async () => {
+    // an action with an id only: what a newer SDK's action decodes to here
+    runScripts.set('future-action', () => [{ id: 3 }]);
+    await start('future-action', 'fromTheFuture');
+    const st = await finished('future-action');
+    expect(STATUS_BY_NUMBER[st.orchestrationStatus]).toBe('FAILED');
+    expect(st.failureDetails?.errorMessage).toMatch(/unknown to this sidecar.*action id 3/);
+  });
+
+  it('an unsupported action among supported ones fails the run before any of them is carried out', async () => {
+    runScripts.set('mixed', () => [{ id: 0, scheduleTask: { name: 'never' } }, { id: 1, workflowVersionNotAvailable: {} }]);
+    const seen: string[] = [];
+    activityScripts.set('mixed', (a) => (seen.push(a.name), '1'));
+    await start('mixed', 'mixedActions');
+    const st = await finished('mixed');
+    expect(st.failureDetails?.errorMessage).toMatch(/workflowVersionNotAvailable/);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(seen).toEqual([]);
+  });
+});
+
+describe('versions', () => {
+  it('a sub-orchestration gets the version of its action; its parent info carries the parent version', async () => {
+    runScripts.set('vparent', (req) =>
+      (req.newEvents ?? []).some((e) => e.subOrchestrationInstanceCompleted) ? done('"parent done"') : [{ id: 1, createSubOrchestration: { instanceId: 'vkid', name: 'kid', version: { value: '3.0' } } }],
+    );
+    await start('vparent', 'parent', '1.5');
+    expect(STATUS_BY_NUMBER[(await finished('vparent')).orchestrationStatus]).toBe('COMPLETED');
+    const kidStarted = startedOf(runs.get('vkid')![0]);
+    expect(kidStarted?.version?.value).toBe('3.0');
+    expect(kidStarted?.parentInstance?.version?.value).toBe('1.5');
+    expect((await finished('vkid')).version?.value).toBe('3.0');
+    expect(startedOf(runs.get('vparent')![0])?.version?.value).toBe('1.5');
+  });
+
+  it('continue-as-new with a new version starts the next execution with it', async () => {
+    runScripts.set('upgrade', (req) =>
+      startedOf(req)?.version?.value === '2'
+        ? done('"upgraded"')
+        : [{ id: 0, completeOrchestration: { orchestrationStatus: 2, result: { value: '"again"' }, newVersion: { value: '2' } } }],
+    );
+    await start('upgrade', 'upgrading', '1');
+    const st = await finished('upgrade');
+    expect(st.output?.value).toBe('"upgraded"');
+    expect(st.version?.value).toBe('2');
+  });
+});
+
+describe('abandoned work items', () => {
+  it('an orchestrator run given back is dispatched again', async () => {
+    let n = 0;
+    runScripts.set('abandon-run', () => (n++ === 0 ? 'abandon' : done('"second time"')));
+    await start('abandon-run', 'picky');
+    const st = await finished('abandon-run');
+    expect(st.output?.value).toBe('"second time"');
+    expect(runs.get('abandon-run')).toHaveLength(2);
+  });
+
+  it('an activity given back is dispatched again', async () => {
+    runScripts.set('abandon-act', (req) => {
+      const result = (req.newEvents ?? []).find((e) => e.taskCompleted)?.taskCompleted?.result?.value;
+      return result ? done(result) : [{ id: 0, scheduleTask: { name: 'work', input: { value: '2' } } }];
+    });
+    let calls = 0;
+    activityScripts.set('abandon-act', () => (calls++ === 0 ? 'abandon' : '"worked"'));
+    await start('abandon-act', 'withActivity');
+    expect((await finished('abandon-act')).output?.value).toBe('"worked"');
+    expect(calls).toBe(2);
+  });
+
+  it('wants a token; a token of nothing in flight is accepted and ignored', async () => {
+    expect((await raw.call('AbandonTaskOrchestratorWorkItem', {})).err?.code).toBe(3);
+    expect((await raw.call('AbandonTaskActivityWorkItem', { completionToken: '' })).err?.code).toBe(3);
+    expect((await raw.call('AbandonTaskOrchestratorWorkItem', { completionToken: 'not-a-token' })).err).toBeNull();
+  });
+});
