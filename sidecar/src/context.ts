@@ -53,6 +53,8 @@ export interface SidecarOptions {
   /** Set by `rt run`: CLI pid, app command … (go to metadata `extended`). */
   extended: Record<string, string>;
   mode: 'standalone' | 'kubernetes';
+  /** Kubernetes mode: the operator's gRPC address (host:port); resources come from it instead of files. */
+  controlPlaneAddress?: string;
   /** Maximum request body in bytes for the HTTP API. */
   maxRequestBodyBytes: number;
 }

@@ -13,8 +13,7 @@ import type { SidecarContext, SidecarOptions } from './context.ts';
 import { GrpcServer } from './grpc/server.ts';
 import { createHttpServer } from './http/server.ts';
 import { MetadataService } from './metadata/service.ts';
-import { loadConfigurationFile, loadResources } from './resources/loader.ts';
-import { resolveSecrets } from './resources/secrets.ts';
+import { openResources } from './resources/setup.ts';
 import type { Resources } from './resources/types.ts';
 import { buildingBlocks, preComponentHooks } from './blocks.ts';
 import { createLogger } from './util/logger.ts';
@@ -121,39 +120,28 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
   ctx.services.shutdown = close;
 
   try {
-    // 1. resources
-    const loadOpts = { appId: options.appId, namespace: options.namespace };
-    Object.assign(resources, await loadResources(options.resourcesPaths, loadOpts));
-    if (options.configFile) resources.configuration = await loadConfigurationFile(options.configFile, loadOpts);
-    metadata.setFeatures(resources.configuration?.features ?? []);
-    metadata.setHttpEndpoints(resources.httpEndpoints);
-    metadata.setDeclarativeSubscriptions(resources.subscriptions);
+    // 1. resources: files, or the operator's stream in kubernetes mode (resources/setup.ts)
+    const res = await openResources(ctx);
+    closers.push(() => res.close());
 
     // 2. hooks that add component types (pluggable components discovered on sockets)
     for (const hook of preComponentHooks) await hook(ctx);
 
     // 3. components: secret stores first, since other components' secretKeyRefs need them
-    const ordered = [...resources.components].sort((a, b) => rank(a.spec.type) - rank(b.spec.type));
-    for (const raw of ordered) {
-      const spec = await resolveSecrets(raw, components, options.mode === 'kubernetes' ? 'kubernetes' : undefined).catch((e) => {
-        if (raw.spec.ignoreErrors) {
-          log.warn({ component: raw.spec.name }, `${(e as Error).message} (ignored: ignoreErrors is true)`);
-          return undefined;
-        }
-        throw e;
-      });
-      if (spec) await components.apply(spec);
-    }
+    await res.applier.apply(res.initial, true);
 
     // 4. building blocks: routes, gRPC services, background work
     http.get('/v1.0/healthz', async (_req, reply) => reply.status(204).send());
     // outbound: the components the sidecar talks to answer their ping (pluggable ones, stores with a ping)
     http.get('/v1.0/healthz/outbound', async (_req, reply) => {
       const bad = await components.unhealthy();
+      const sourceProblem = res.source.problem();
+      if (sourceProblem) bad.push({ name: 'resources', reason: sourceProblem });
       if (bad.length === 0) return reply.status(204).send();
       return reply.status(500).send({ errorCode: 'ERR_HEALTH_NOT_READY', message: `components not healthy: ${bad.map((b) => `${b.name} (${b.reason})`).join('; ')}`, details: bad });
     });
     for (const block of buildingBlocks) await block(ctx);
+    res.follow(); // later changes of the resources apply to the running sidecar
 
     // 5. listen
     await http.listen({ host: options.listenAddress, port: options.httpPort });
@@ -186,10 +174,6 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
     await close().catch(() => undefined);
     throw e;
   }
-}
-
-function rank(type: string): number {
-  return type.startsWith('secretstores.') ? 0 : 1;
 }
 
 function prefixed(md: Record<string, string>): Record<string, string> {

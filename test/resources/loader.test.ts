@@ -135,7 +135,7 @@ describe('resources loader', () => {
       }),
       { numRuns: 3000 },
     );
-  });
+  }, 90_000); // 3000 YAML parses: ~15 s on a quiet machine, more on a busy one
 });
 
 describe('components at sidecar start', () => {

@@ -39,9 +39,64 @@ export class ComponentInitError extends Error {
 
 type Listener = (event: 'added' | 'removed', c: LoadedComponent) => void;
 
+/** How long a replaced component may finish the calls it is serving before it is closed anyway. */
+const DRAIN_MS = 10_000;
+
+interface Tracking {
+  inFlight: number;
+  idle: (() => void)[];
+  raw: Component;
+}
+const tracking = new WeakMap<object, Tracking>();
+
+/**
+ * Wraps an instance so the registry knows how many of its async calls are running: a swap closes
+ * the old instance only when they are done. Methods run with the real instance as `this`.
+ */
+function tracked(raw: Component): Component {
+  const t: Tracking = { inFlight: 0, idle: [], raw };
+  const wrapped = new Map<PropertyKey, unknown>();
+  const proxy = new Proxy(raw, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target) as unknown;
+      if (typeof v !== 'function' || prop === 'close' || prop === 'init' || prop === 'constructor') return v;
+      let w = wrapped.get(prop);
+      if (!w) {
+        const fn = v as (...a: unknown[]) => unknown;
+        w = (...args: unknown[]) => {
+          const r = fn.apply(target, args);
+          if (!(r instanceof Promise)) return r;
+          t.inFlight++;
+          return r.finally(() => {
+            if (--t.inFlight === 0) for (const f of t.idle.splice(0)) f();
+          });
+        };
+        wrapped.set(prop, w);
+      }
+      return w;
+    },
+  });
+  tracking.set(proxy, t);
+  return proxy;
+}
+
+function untracked(c: Component): Component {
+  return tracking.get(c)?.raw ?? c;
+}
+
+async function drained(c: Component, maxMs: number): Promise<void> {
+  const t = tracking.get(c);
+  if (!t || t.inFlight === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([new Promise<void>((r) => t.idle.push(r)), new Promise<void>((r) => (timer = setTimeout(r, maxMs)))]);
+  clearTimeout(timer);
+}
+
 export class ComponentRegistry {
   private readonly loaded = new Map<string, LoadedComponent>();
   private readonly listeners: Listener[] = [];
+  private readonly queues = new Map<string, Promise<void>>();
+  private readonly retiring = new Set<Promise<void>>();
   readonly catalog: ComponentCatalog;
   private readonly ctx: ComponentContext;
   private readonly log: Logger;
@@ -57,21 +112,28 @@ export class ComponentRegistry {
   }
 
   /**
-   * Creates and initialises a component, replacing one of the same name (hot update).
-   * Throws ComponentInitError unless the spec sets ignoreErrors (then logs and skips).
+   * Creates and initialises a component, replacing one of the same name (hot update): the new
+   * instance is opened first, then swapped in, then the old one is closed once the calls it is
+   * serving have finished (at most DRAIN_MS), so no request fails because of a swap. Calls for one
+   * name run one after another. Throws ComponentInitError unless the spec sets ignoreErrors (then
+   * logs and skips); a failed update leaves the previous instance in place.
    */
-  async apply(spec: ComponentSpec): Promise<LoadedComponent | undefined> {
+  apply(spec: ComponentSpec): Promise<LoadedComponent | undefined> {
+    return this.serial(spec.name, () => this.applyNow(spec));
+  }
+
+  private async applyNow(spec: ComponentSpec): Promise<LoadedComponent | undefined> {
     try {
-      const instance = await this.create(spec);
+      const raw = await this.create(spec);
+      const entry = { spec, instance: tracked(raw) };
       const previous = this.loaded.get(spec.name);
-      this.loaded.set(spec.name, { spec, instance });
+      this.loaded.set(spec.name, entry);
       if (previous) {
         this.emit('removed', previous);
-        await previous.instance.close().catch((e) => this.log.warn({ err: e, component: spec.name }, 'closing replaced component failed'));
+        this.retire(previous);
       }
-      const entry = { spec, instance };
       this.emit('added', entry);
-      this.log.info({ component: spec.name, type: spec.type, version: spec.version }, 'component loaded');
+      this.log.info({ component: spec.name, type: spec.type, version: spec.version }, previous ? 'component updated' : 'component loaded');
       return entry;
     } catch (err) {
       const e = err instanceof ComponentInitError ? err : new ComponentInitError(spec, err);
@@ -81,6 +143,33 @@ export class ComponentRegistry {
       }
       throw e;
     }
+  }
+
+  /** Runs fn after every earlier apply/remove of the same name has settled. */
+  private serial<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.queues.get(name) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const settled = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.queues.set(name, settled);
+    void settled.then(() => {
+      if (this.queues.get(name) === settled) this.queues.delete(name);
+    });
+    return next;
+  }
+
+  /** Closes a replaced or removed instance once its in-flight calls are done. */
+  private retire(c: LoadedComponent): void {
+    const done = (async () => {
+      await drained(c.instance, DRAIN_MS);
+      await untracked(c.instance)
+        .close()
+        .catch((e) => this.log.warn({ err: e, component: c.spec.name }, 'closing replaced component failed'));
+    })();
+    this.retiring.add(done);
+    void done.finally(() => this.retiring.delete(done));
   }
 
   private async create(spec: ComponentSpec): Promise<Component> {
@@ -109,12 +198,16 @@ export class ComponentRegistry {
     return instance;
   }
 
-  async remove(name: string): Promise<void> {
-    const c = this.loaded.get(name);
-    if (!c) return;
-    this.loaded.delete(name);
-    this.emit('removed', c);
-    await c.instance.close();
+  /** Unloads a component; it is closed once the calls it is serving have finished. */
+  remove(name: string): Promise<void> {
+    return this.serial(name, async () => {
+      const c = this.loaded.get(name);
+      if (!c) return;
+      this.loaded.delete(name);
+      this.emit('removed', c);
+      this.log.info({ component: name }, 'component removed');
+      this.retire(c);
+    });
   }
 
   get(name: string): LoadedComponent | undefined {
@@ -197,7 +290,7 @@ export class ComponentRegistry {
   async closeAll(): Promise<void> {
     const all = this.all();
     this.loaded.clear();
-    await Promise.allSettled(all.map((c) => c.instance.close()));
+    await Promise.allSettled([...all.map((c) => untracked(c.instance).close()), ...this.retiring]);
   }
 
   private emit(event: 'added' | 'removed', c: LoadedComponent): void {

@@ -1,0 +1,117 @@
+/**
+ * Applies a desired state (from any ResourceSource) to a running sidecar: diffs the components
+ * against what is loaded and adds, updates or removes only those that changed — secret stores
+ * first, with the same secret resolution as at start — and swaps subscriptions, HTTP endpoints
+ * and feature flags in the metadata. One desired state is applied at a time; a newer one that
+ * arrives meanwhile replaces any still waiting (level-triggered: only the latest matters).
+ */
+import type { Logger } from 'pino';
+import type { ComponentRegistry } from '../components/registry.ts';
+import type { MetadataService } from '../metadata/service.ts';
+import { resolveSecrets } from './secrets.ts';
+import type { RawComponent, Resources } from './types.ts';
+
+export interface ApplyResult {
+  added: string[];
+  updated: string[];
+  removed: string[];
+  /** Components that could not be applied, with the reason (the previous instance stays). */
+  failed: { name: string; reason: string }[];
+}
+
+export class ResourceApplier {
+  /** name → fingerprint of the raw component that is loaded. */
+  private readonly loaded = new Map<string, string>();
+  private waiting: Resources | undefined;
+  private running: Promise<void> | undefined;
+
+  private readonly registry: ComponentRegistry;
+  private readonly metadata: MetadataService;
+  /** The sidecar's shared Resources object: kept equal to what is applied. */
+  private readonly resources: Resources;
+  private readonly log: Logger;
+  /** The secret store secretKeyRefs use when auth.secretStore is absent (kubernetes mode). */
+  private readonly defaultSecretStore?: string;
+
+  constructor(registry: ComponentRegistry, metadata: MetadataService, resources: Resources, log: Logger, defaultSecretStore?: string) {
+    this.registry = registry;
+    this.metadata = metadata;
+    this.resources = resources;
+    this.log = log;
+    this.defaultSecretStore = defaultSecretStore;
+  }
+
+  /** Applies now; with strict, the first component that fails (and does not ignore errors) throws. */
+  async apply(desired: Resources, strict = false): Promise<ApplyResult> {
+    const result: ApplyResult = { added: [], updated: [], removed: [], failed: [] };
+    this.resources.configuration = desired.configuration;
+    this.resources.subscriptions = desired.subscriptions;
+    this.resources.httpEndpoints = desired.httpEndpoints;
+    this.resources.components = desired.components;
+    this.metadata.setFeatures(desired.configuration?.features ?? []);
+    this.metadata.setHttpEndpoints(desired.httpEndpoints);
+    this.metadata.setDeclarativeSubscriptions(desired.subscriptions);
+
+    const wanted = new Map(desired.components.map((c) => [c.spec.name, c]));
+    for (const name of [...this.loaded.keys()].filter((n) => !wanted.has(n)).sort()) {
+      await this.registry.remove(name);
+      this.loaded.delete(name);
+      result.removed.push(name);
+    }
+    const changedStores = new Set<string>();
+    const ordered = [...desired.components].sort((a, b) => rank(a) - rank(b));
+    for (const raw of ordered) {
+      const fp = fingerprint(raw);
+      const had = this.loaded.get(raw.spec.name);
+      const storeChanged = raw.secretRefs.length > 0 && changedStores.has(raw.secretStore ?? this.defaultSecretStore ?? '');
+      if (had === fp && !storeChanged) continue;
+      try {
+        const spec = await resolveSecrets(raw, this.registry, this.defaultSecretStore);
+        const entry = await this.registry.apply(spec);
+        if (!entry) continue; // ignoreErrors: logged by the registry
+        this.loaded.set(raw.spec.name, fp);
+        if (raw.spec.type.startsWith('secretstores.')) changedStores.add(raw.spec.name);
+        (had === undefined ? result.added : result.updated).push(raw.spec.name);
+      } catch (e) {
+        if (raw.spec.ignoreErrors) {
+          this.log.warn({ component: raw.spec.name }, `${(e as Error).message} (ignored: ignoreErrors is true)`);
+          continue;
+        }
+        if (strict) throw e;
+        result.failed.push({ name: raw.spec.name, reason: (e as Error).message });
+        this.log.error({ component: raw.spec.name }, `component not applied${had ? ', the previous version keeps running' : ''}: ${(e as Error).message}`);
+      }
+    }
+    if (result.added.length + result.updated.length + result.removed.length > 0) this.log.info(result, 'resources applied');
+    return result;
+  }
+
+  /** Queues a desired state from a watch; returns when it (or a newer one) has been applied. */
+  submit(desired: Resources): Promise<void> {
+    this.waiting = desired;
+    this.running ??= (async () => {
+      while (this.waiting) {
+        const next = this.waiting;
+        this.waiting = undefined;
+        await this.apply(next).catch((e: Error) => this.log.error(`applying resources failed: ${e.message}`));
+      }
+      this.running = undefined;
+    })();
+    return this.running;
+  }
+
+  /** Resolves once nothing is waiting or being applied. */
+  async idle(): Promise<void> {
+    while (this.running) await this.running;
+  }
+}
+
+function rank(c: RawComponent): number {
+  return c.spec.type.startsWith('secretstores.') ? 0 : 1;
+}
+
+/** What decides whether a component changed: its spec (less where it came from) and its secret refs. */
+function fingerprint(c: RawComponent): string {
+  const { source: _source, ...spec } = c.spec;
+  return JSON.stringify([spec, c.secretRefs, c.secretStore ?? null]);
+}

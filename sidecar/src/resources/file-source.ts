@@ -1,0 +1,77 @@
+/**
+ * Resources from files and folders, re-read when one of them changes (fs.watch, debounced), so a
+ * change to a Component file reaches a running `rt run` without a restart. A file that no longer
+ * parses is reported and the last good state is kept.
+ */
+import { type FSWatcher, watch } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import type { Logger } from 'pino';
+import { type LoadOptions, loadResources } from './loader.ts';
+import type { ResourceSource } from './source.ts';
+import type { Resources } from './types.ts';
+
+const DEBOUNCE_MS = 150;
+
+export class FileSource implements ResourceSource {
+  readonly description: string;
+  private readonly watchers: FSWatcher[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private lastError: string | undefined;
+  private closed = false;
+
+  private readonly paths: string[];
+  private readonly opts: LoadOptions;
+  private readonly log: Logger;
+
+  constructor(paths: string[], opts: LoadOptions, log: Logger) {
+    this.paths = paths;
+    this.opts = opts;
+    this.log = log;
+    this.description = paths.length === 0 ? 'no resource files' : `files in ${paths.join(', ')}`;
+  }
+
+  list(): Promise<Resources> {
+    return loadResources(this.paths, this.opts);
+  }
+
+  watch(onChange: (desired: Resources) => void): void {
+    const reload = () => {
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => {
+        if (this.closed) return;
+        this.list().then(
+          (r) => {
+            this.lastError = undefined;
+            onChange(r);
+          },
+          (e: Error) => {
+            this.lastError = e.message;
+            this.log.error(`resource files not applied, the last good state is kept: ${e.message}`);
+          },
+        );
+      }, DEBOUNCE_MS);
+    };
+    for (const p of this.paths) {
+      void stat(p)
+        .then((s) => {
+          if (this.closed) return;
+          // a single file is watched through its folder: editors replace files (rename), which ends a file watch
+          const w = watch(s.isDirectory() ? p : dirname(p), { persistent: false }, reload);
+          w.on('error', (e) => this.log.warn({ err: e, path: p }, 'watching resource files failed'));
+          this.watchers.push(w);
+        })
+        .catch((e: Error) => this.log.warn({ path: p }, `cannot watch resources path: ${e.message}`));
+    }
+  }
+
+  problem(): string | undefined {
+    return this.lastError;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    for (const w of this.watchers.splice(0)) w.close();
+  }
+}
