@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IN_MEMORY_ETAG_RULES, type EtagRules } from '../../sidecar/src/components/state/common.ts';
 import { EtagInvalidError, EtagMismatchError } from '../../sidecar/src/components/state/errors.ts';
 import type { StateFeature, StateSetRequest, StateStore } from '../../sidecar/src/components/types.ts';
 
@@ -15,7 +16,8 @@ const text = (s: string) => Buffer.from(s, 'utf8');
 const str = (v: Uint8Array | undefined) => (v === undefined ? undefined : Buffer.from(v).toString('utf8'));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export function describeStateStoreConformance(label: string, open: () => Promise<StateStore>, close: (s: StateStore) => Promise<void>): void {
+/** `rules`: where the reference stores differ, the ones of this store's counterpart (docs/state.md). */
+export function describeStateStoreConformance(label: string, open: () => Promise<StateStore>, close: (s: StateStore) => Promise<void>, rules: EtagRules = IN_MEMORY_ETAG_RULES): void {
   describe(`state store conformance: ${label}`, () => {
     let store: StateStore;
     let features: StateFeature[] = [];
@@ -122,12 +124,19 @@ export function describeStateStoreConformance(label: string, open: () => Promise
       });
     });
 
-    it('a write or delete with an etag on a missing key is an etag mismatch', async () => {
+    it(`a write or delete with an etag on a missing key: ${rules.etagOnMissingKey === 'accept' ? 'accepted (written / nothing to delete)' : 'an etag mismatch'}`, async () => {
       await withFeature('ETAG', async () => {
         const key = k('etag-missing');
         await store.set({ key, value: text('1') });
         const etag = (await store.get(key))?.etag;
         await store.delete({ key });
+        if (rules.etagOnMissingKey === 'accept') {
+          await store.delete({ key, etag });
+          await store.set({ key, value: text('2'), etag });
+          expect(str((await store.get(key))?.value)).toBe('2');
+          await store.delete({ key });
+          return;
+        }
         await expect(store.set({ key, value: text('2'), etag })).rejects.toBeInstanceOf(EtagMismatchError);
         await expect(store.delete({ key, etag })).rejects.toBeInstanceOf(EtagMismatchError);
         expect(await store.get(key)).toBeUndefined();
@@ -180,11 +189,16 @@ export function describeStateStoreConformance(label: string, open: () => Promise
       });
     });
 
-    it('first-write delete without an etag removes nothing that exists', async () => {
+    it(`first-write delete without an etag ${rules.firstWriteGuardsDelete ? 'removes nothing that exists' : 'deletes'}`, async () => {
       await withFeature('ETAG', async () => {
         const key = k('first-write-del');
         const fw: StateSetRequest['options'] = { concurrency: 'first-write' };
         await store.set({ key, value: text('1') });
+        if (!rules.firstWriteGuardsDelete) {
+          await store.delete({ key, options: fw });
+          expect(await store.get(key)).toBeUndefined();
+          return;
+        }
         await expect(store.delete({ key, options: fw })).rejects.toBeInstanceOf(EtagMismatchError);
         expect(str((await store.get(key))?.value)).toBe('1');
         await store.delete({ key, etag: (await store.get(key))?.etag, options: fw });

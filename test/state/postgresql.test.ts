@@ -4,6 +4,7 @@ import { factory, qualifiedTable } from '../../sidecar/src/components/state/post
 import type { StateStore } from '../../sidecar/src/components/types.ts';
 import { requireService } from '../services/ci.ts';
 import { dropStateTables, postgresTarget } from '../services/postgres.ts';
+import { SQL_ETAG_RULES } from '../../sidecar/src/components/state/common.ts';
 import { describeStateStoreConformance } from '../conformance/state-store.ts';
 import { componentContext, spec } from './helpers.ts';
 
@@ -24,7 +25,7 @@ afterAll(async () => {
 });
 
 describe.skipIf(!available)('state.postgresql against a real PostgreSQL', () => {
-  describeStateStoreConformance('state.postgresql', () => open(), (s) => s.close());
+  describeStateStoreConformance('state.postgresql', () => open(), (s) => s.close(), SQL_ETAG_RULES);
 
   it('two stores opening one table at once both start and share data', async () => {
     const tableName = `rt_state_test_${randomBytes(4).toString('hex')}`;

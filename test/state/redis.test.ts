@@ -3,6 +3,7 @@ import { factory, parseRedisHost } from '../../sidecar/src/components/state/redi
 import type { StateStore } from '../../sidecar/src/components/types.ts';
 import { requireService } from '../services/ci.ts';
 import { redisMetadata, redisTarget } from '../services/redis.ts';
+import { REDIS_ETAG_RULES } from '../../sidecar/src/components/state/common.ts';
 import { describeStateStoreConformance } from '../conformance/state-store.ts';
 import { componentContext, spec } from './helpers.ts';
 
@@ -16,7 +17,7 @@ async function open(extra: Record<string, string> = {}): Promise<StateStore> {
 }
 
 describe.skipIf(!available)('state.redis against a real Redis', () => {
-  describeStateStoreConformance('state.redis', () => open(), (s) => s.close());
+  describeStateStoreConformance('state.redis', () => open(), (s) => s.close(), REDIS_ETAG_RULES);
 
   it('fails to start with a clear message when Redis is not there', async () => {
     const s = factory() as StateStore;

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { factory } from '../../sidecar/src/components/state/sqlite/index.ts';
 import type { StateStore } from '../../sidecar/src/components/types.ts';
+import { SQL_ETAG_RULES } from '../../sidecar/src/components/state/common.ts';
 import { describeStateStoreConformance } from '../conformance/state-store.ts';
 import { componentContext, spec } from './helpers.ts';
 
@@ -16,8 +17,8 @@ async function open(metadata: Record<string, string>): Promise<StateStore> {
   return s;
 }
 
-describeStateStoreConformance('state.sqlite (file)', () => open({ connectionString: join(dir, 'nested', 'folder', 'state.db') }), (s) => s.close());
-describeStateStoreConformance('state.sqlite (:memory:)', () => open({ connectionString: ':memory:', tableName: 'other_table' }), (s) => s.close());
+describeStateStoreConformance('state.sqlite (file)', () => open({ connectionString: join(dir, 'nested', 'folder', 'state.db') }), (s) => s.close(), SQL_ETAG_RULES);
+describeStateStoreConformance('state.sqlite (:memory:)', () => open({ connectionString: ':memory:', tableName: 'other_table' }), (s) => s.close(), SQL_ETAG_RULES);
 
 describe('state.sqlite specifics', () => {
   it('keeps data across reopen of the same file and never reuses an etag', async () => {

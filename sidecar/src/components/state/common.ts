@@ -37,18 +37,44 @@ export function requestEtag(req: StateSetRequest | StateDeleteRequest): string |
 }
 
 /**
+ * Where the reference stores differ in their etag rules, each of ours follows its counterpart
+ * (docs/state.md has the table), so an application moved onto rt sees the same answers.
+ */
+export interface EtagRules {
+  /**
+   * An etag sent for a key that does not exist: a mismatch (in-memory, SQLite, PostgreSQL), or
+   * accepted — the write creates it, the delete is a no-op (Redis: a key with no version yet
+   * takes any etag).
+   */
+  etagOnMissingKey: 'mismatch' | 'accept';
+  /** first-write without an etag refuses to delete a live item (in-memory only; the SQL stores and Redis delete). */
+  firstWriteGuardsDelete: boolean;
+}
+
+/** The reference in-memory store's rules. */
+export const IN_MEMORY_ETAG_RULES: EtagRules = { etagOnMissingKey: 'mismatch', firstWriteGuardsDelete: true };
+/** The reference SQLite and PostgreSQL stores' rules (an etag is a condition of UPDATE/DELETE). */
+export const SQL_ETAG_RULES: EtagRules = { etagOnMissingKey: 'mismatch', firstWriteGuardsDelete: false };
+/** The reference Redis store's rules (its Lua scripts). */
+export const REDIS_ETAG_RULES: EtagRules = { etagOnMissingKey: 'accept', firstWriteGuardsDelete: false };
+
+/**
  * The concurrency check before a write or delete, given the etag of the live item (undefined
  * when absent or expired):
- * - an etag sent must equal the stored one (absent item → mismatch);
- * - first-write without an etag only succeeds when no live item exists.
+ * - an etag sent must equal the stored one (an absent item: as `rules.etagOnMissingKey`);
+ * - first-write without an etag only writes when no live item exists (and only deletes when
+ *   none exists, if `rules.firstWriteGuardsDelete`).
  */
-export function checkConcurrency(req: StateSetRequest | StateDeleteRequest, etag: string | undefined, current: string | undefined): void {
+export function checkConcurrency(req: StateSetRequest | StateDeleteRequest, etag: string | undefined, current: string | undefined, rules: EtagRules = IN_MEMORY_ETAG_RULES, isDelete = false): void {
   if (etag !== undefined) {
-    if (current === undefined) throw new EtagMismatchError(req.key, `etag mismatch for key "${req.key}": the item does not exist`);
+    if (current === undefined) {
+      if (rules.etagOnMissingKey === 'accept') return;
+      throw new EtagMismatchError(req.key, `etag mismatch for key "${req.key}": the item does not exist`);
+    }
     if (current !== etag) throw new EtagMismatchError(req.key);
     return;
   }
-  if (req.options?.concurrency === 'first-write' && current !== undefined) {
+  if (req.options?.concurrency === 'first-write' && current !== undefined && (!isDelete || rules.firstWriteGuardsDelete)) {
     throw new EtagMismatchError(req.key, `key "${req.key}" already exists and no etag was sent (first-write)`);
   }
 }

@@ -4,7 +4,7 @@
  * and expired items are swept every few seconds. Lost when the sidecar stops.
  */
 import type { ComponentSpec, StateFeature, StateItem, StateTransactionOperation } from '../../types.ts';
-import { checkConcurrency, requestEtag, ttlSeconds } from '../common.ts';
+import { IN_MEMORY_ETAG_RULES, checkConcurrency, requestEtag, ttlSeconds } from '../common.ts';
 import { runQuery, type QueryableStateStore, type QueryResult, type StateQuery } from '../query.ts';
 import { SyncStateStore } from '../sync-store.ts';
 
@@ -90,7 +90,7 @@ class InMemoryStateStore extends SyncStateStore implements QueryableStateStore {
   /** Checks one operation against the current entry; returns the new entry (undefined = deleted). */
   private prepare(op: StateTransactionOperation, cur: Entry | undefined): Entry | undefined {
     const etag = requestEtag(op.request);
-    checkConcurrency(op.request, etag, cur?.etag);
+    checkConcurrency(op.request, etag, cur?.etag, IN_MEMORY_ETAG_RULES, op.operation === 'delete');
     if (op.operation === 'delete') return undefined;
     const ttl = ttlSeconds(op.request.metadata);
     // copy: the caller may reuse its buffer

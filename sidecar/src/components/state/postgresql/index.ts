@@ -27,7 +27,6 @@ interface Sql {
   upsert: string;
   insertFirst: string;
   updateIfEtag: string;
-  live: string;
   del: string;
   delIfEtag: string;
   cleanup: string;
@@ -54,7 +53,6 @@ function statements(t: string, seq: string): Sql {
       ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, etag = EXCLUDED.etag, expires_at = EXCLUDED.expires_at, updated_at = now()
       WHERE s.expires_at IS NOT NULL AND s.expires_at <= now()`,
     updateIfEtag: `UPDATE ${t} SET value = $2, etag = nextval('${seq}'), expires_at = ${exp}, updated_at = now() WHERE key = $1 AND etag = $4 AND ${live}`,
-    live: `SELECT 1 FROM ${t} WHERE key = $1 AND ${live}`,
     del: `DELETE FROM ${t} WHERE key = $1`,
     delIfEtag: `DELETE FROM ${t} WHERE key = $1 AND etag = $2 AND ${live}`,
     cleanup: `DELETE FROM ${t} WHERE expires_at IS NOT NULL AND expires_at <= now()`,
@@ -245,9 +243,7 @@ class PostgresStateStore implements QueryableStateStore {
       if (res.rowCount === 0) throw new EtagMismatchError(r.key);
       return;
     }
-    if (firstWrite && (await this.q(db, 'live', [r.key])).rowCount) {
-      throw new EtagMismatchError(r.key, `key "${r.key}" exists and no etag was sent (first-write)`);
-    }
+    // as the reference store: a delete without an etag deletes, whatever the concurrency mode
     await this.q(db, 'del', [r.key]);
   }
 

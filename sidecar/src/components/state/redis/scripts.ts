@@ -11,7 +11,9 @@
  * 'd' delete), etag ('' = none), first-write ('1'/'0'), ttl seconds ('' = none), value.
  * Pass 1 checks every operation against the state the earlier ones leave (nothing is
  * written yet) and works out each upsert's new version; pass 2 writes. Returns 0, or the 1-based index of the operation that failed
- * its etag check (then nothing was written).
+ * its etag check (then nothing was written). The checks are the reference Redis store's
+ * (common.ts REDIS_ETAG_RULES): a key with no version yet takes any etag, and first-write
+ * guards writes only, not deletes.
  */
 export const WRITE = `
 local shadow = {}
@@ -23,8 +25,8 @@ for i = 1, #KEYS do
   if cur == nil then cur = redis.call('HGET', k, 'version') end
   local etag = ARGV[b + 2]
   if etag ~= '' then
-    if (not cur) or cur ~= etag then return i end
-  elseif ARGV[b + 3] == '1' and cur then
+    if cur and cur ~= etag then return i end
+  elseif ARGV[b + 1] == 'u' and ARGV[b + 3] == '1' and cur then
     return i
   end
   if ARGV[b + 1] == 'u' then

@@ -18,7 +18,7 @@ import { dirname, resolve } from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { parseDuration } from '../../../util/duration.ts';
 import type { ComponentSpec, StateFeature, StateItem, StateTransactionOperation } from '../../types.ts';
-import { checkConcurrency, requestEtag, sqlIdentifier, ttlSeconds } from '../common.ts';
+import { SQL_ETAG_RULES, checkConcurrency, requestEtag, sqlIdentifier, ttlSeconds } from '../common.ts';
 import { runQuery, type QueryableStateStore, type QueryResult, type StateQuery } from '../query.ts';
 import { SyncStateStore } from '../sync-store.ts';
 
@@ -139,7 +139,7 @@ class SqliteStateStore extends SyncStateStore implements QueryableStateStore {
       for (const { op, etag, ttl } of prepared) {
         const key = op.request.key;
         const cur = st.current.get(key, now) as { etag: number } | undefined;
-        checkConcurrency(op.request, etag, cur ? String(cur.etag) : undefined);
+        checkConcurrency(op.request, etag, cur ? String(cur.etag) : undefined, SQL_ETAG_RULES, op.operation === 'delete');
         if (op.operation === 'delete') {
           st.del.run(key);
         } else {
