@@ -231,6 +231,24 @@ describe('state API: request metadata in the query string', () => {
     expect(Date.parse((await fetch(url('mem/qm'))).headers.get('metadata.ttlexpiretime') ?? '')).toBeGreaterThan(Date.now() + 90_000);
     expect((await fetch(url('mem?metadata.ttlInSeconds=soon'), { method: 'POST', body: '[{"key":"qm","value":2}]' })).status).toBe(400);
   });
+
+  // the reference runtime copies each metadata.* query parameter over every item's metadata
+  const expiresIn = async (key: string) => Date.parse((await fetch(url(`mem/${key}`))).headers.get('metadata.ttlexpiretime') ?? '') - Date.now();
+
+  it('a query parameter wins over the same name in an item of a save', async () => {
+    const r = await fetch(url('mem?metadata.ttlInSeconds=300'), { method: 'POST', body: JSON.stringify([{ key: 'qw1', value: 1, metadata: { ttlInSeconds: '1' } }, { key: 'qw2', value: 2 }]) });
+    expect(r.status).toBe(204);
+    expect(await expiresIn('qw1')).toBeGreaterThan(290_000);
+    expect(await expiresIn('qw2')).toBeGreaterThan(290_000);
+  });
+
+  it('a query parameter wins over the body and every operation of a transaction', async () => {
+    const ops = [{ operation: 'upsert', request: { key: 'qt1', value: 1, metadata: { ttlInSeconds: '1' } } }];
+    const r = await fetch(url('mem/transaction?metadata.ttlInSeconds=300'), { method: 'POST', body: JSON.stringify({ operations: ops, metadata: { ttlInSeconds: '2' } }) });
+    expect(r.status).toBe(204);
+    expect(await expiresIn('qt1')).toBeGreaterThan(290_000);
+    expect((await fetch(url('mem/transaction?metadata.ttlInSeconds=x'), { method: 'POST', body: JSON.stringify({ operations: ops }) })).status).toBe(400);
+  });
 });
 
 describe('state API: metadata', () => {

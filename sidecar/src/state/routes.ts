@@ -40,9 +40,10 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   http.post<StoreParams>('/v1.0/state/:storename', async (req, reply) => {
     const ref = state.store(req.params.storename);
     const items = parseSaveBody(req.body);
-    // SDKs send request-wide metadata as `metadata.*` query parameters: items' own win
+    // request-wide `metadata.*` query parameters are copied over every item's own metadata
+    // (the reference runtime's precedence: the request's wins)
     const md = req.url.includes('?') ? readQuery(req) : undefined;
-    if (md) for (const i of items) i.metadata = { ...md, ...i.metadata };
+    if (md) for (const i of items) i.metadata = mergeMetadata(i.metadata, md);
     if (items.length > 0) {
       const reqs = items.map((i) => prefixed(ref, i));
       try {
@@ -108,10 +109,12 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   http.post<StoreParams>('/v1.0/state/:storename/transaction', async (req, reply) => {
     const ref = state.transactional(req.params.storename);
     const tx = parseTransactionBody(req.body);
+    // `metadata.*` query parameters win over the body's and every operation's metadata
+    const query = req.url.includes('?') ? readQuery(req) : undefined;
     if (tx.operations.length > 0) {
-      const ops = tx.operations.map((op) => ({ operation: op.operation, request: prefixed(ref, op.request) }) as StateTransactionOperation);
+      const ops = tx.operations.map((op) => ({ operation: op.operation, request: prefixed(ref, query ? { ...op.request, metadata: mergeMetadata(op.request.metadata, query) } : op.request) }) as StateTransactionOperation);
       try {
-        await ref.store.transact(ops, tx.metadata);
+        await ref.store.transact(ops, mergeMetadata(tx.metadata, query));
       } catch (e) {
         throw storeFailure(e, 'ERR_STATE_TRANSACTION', ref.name);
       }
