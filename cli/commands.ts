@@ -9,6 +9,10 @@ export const extraCommands: Record<string, Command> = {
     summary: 'run the jobs scheduler service (SQLite, or etcd for several replicas)',
     run: async (argv) => (await import('../scheduler/src/main.ts')).schedulerCommand(argv),
   },
+  operator: {
+    summary: 'run the operator (Component status, resources served to sidecars, injection watchdog)',
+    run: async (argv) => (await import('../operator/src/main.ts')).operatorCommand(argv),
+  },
   injector: {
     summary: 'run the sidecar injector (mutating admission webhook for pods, HTTPS)',
     run: async (argv) => (await import('../injector/src/main.ts')).injectorCommand(argv),

@@ -35,6 +35,7 @@ export const SIDECAR_FLAGS = {
   'components-sockets-folder': { type: 'string' },
   'wait-for-sockets': { type: 'string' },
   mode: { type: 'string' },
+  'control-plane-address': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -63,6 +64,8 @@ export const SIDECAR_HELP = `sidecar options:
   --log-as-json                     JSON log lines (default in --mode kubernetes; env RT_LOG_AS_JSON)
   --max-body-size SIZE              largest HTTP request body, e.g. 16Mi, 4MB or bytes (default 16Mi)
   --mode MODE                       standalone (default) or kubernetes
+  --control-plane-address HOST:PORT kubernetes mode: the operator that serves this app's resources
+                                    (token RT_OPERATOR_TOKEN_FILE, CA RT_OPERATOR_CA_FILE)
   --scheduler-host-address A[,B]    scheduler gRPC addresses
   --data-dir DIR                    embedded persistence folder (default ~/.rt/data)
   --components-sockets-folder DIR   pluggable components' sockets (default /tmp/rt-components-sockets)
@@ -145,6 +148,7 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): Par
     componentsSocketsFolder: str('components-sockets-folder', 'RT_COMPONENTS_SOCKETS_FOLDER'),
     waitForSockets: str('wait-for-sockets', 'RT_WAIT_FOR_SOCKETS')?.split(',').map((x) => x.trim()).filter(Boolean),
     mode,
+    controlPlaneAddress: str('control-plane-address', 'RT_CONTROL_PLANE_ADDRESS'),
     apiToken: env.RT_API_TOKEN || env.DAPR_API_TOKEN || undefined,
     appApiToken: env.RT_APP_API_TOKEN || env.APP_API_TOKEN || undefined,
   };

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { operatorClient, type ResourceSnapshot } from '../../../operator/src/proto.ts';
+import { RESOLVED_SECRETS_ANNOTATION } from '../../../operator/src/snapshot.ts';
 import type { SidecarOptions } from '../context.ts';
 import { parseResources } from './loader.ts';
 import { emptyResources, type ResourceSource } from './source.ts';
@@ -131,7 +132,9 @@ export class OperatorSource implements ResourceSource {
     for (const r of snap.resources) {
       try {
         const one = parseResources(Buffer.from(r.json).toString('utf8'), `operator ${r.kind}/${r.name}`, opts);
-        out.components.push(...one.components.map((c) => ({ ...c, spec: { ...c.spec, source: 'operator' } })));
+        // values the operator resolved from Secrets are secrets here too: never logged
+        const fromSecrets = (c: Resources['components'][number]) => (c.spec.annotations[RESOLVED_SECRETS_ANNOTATION] ?? '').split(',').filter(Boolean);
+        out.components.push(...one.components.map((c) => ({ ...c, spec: { ...c.spec, source: 'operator', secretKeys: [...c.spec.secretKeys, ...fromSecrets(c)] } })));
         out.subscriptions.push(...one.subscriptions);
         out.httpEndpoints.push(...one.httpEndpoints);
         // on a cluster --config names the Configuration (the pod's rt.io/config annotation)

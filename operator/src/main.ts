@@ -1,0 +1,117 @@
+/** `rt operator`: the operator as a process of its own (a Deployment on a cluster). */
+import { createServer, type Server } from 'node:http';
+import { parseArgs } from 'node:util';
+import { createLogger, isLogLevel } from '../../sidecar/src/util/logger.ts';
+import { DEFAULT_GRPC_PORT, Operator } from './operator.ts';
+
+export const OPERATOR_HELP = `usage: rt operator [options]
+
+Reconciles rt.io Components (status condition Ready) and serves sidecars their Components,
+Configurations, Subscriptions and HTTPEndpoints over gRPC.
+
+options:
+  --kubeconfig FILE               kubeconfig to use (default: the in-cluster service account)
+  --grpc-port N                   gRPC port for sidecars (default 6500)
+  --listen-address ADDR           bind address (default 0.0.0.0)
+  --tls-cert-file PATH            serve gRPC over TLS with this PEM certificate chain (env RT_OPERATOR_TLS_CERT_FILE)
+  --tls-key-file PATH             and this PEM key (env RT_OPERATOR_TLS_KEY_FILE); sidecars verify it
+                                  with the CA in their env RT_OPERATOR_CA_FILE
+  --metrics-port N                Prometheus metrics on GET /metrics (default 0 = off)
+  --watchdog-delete-uninjected    delete controller-owned pods annotated rt.io/enabled that have no
+                                  rt-sidecar container, so they come back injected (rate-limited)
+  --log-level LEVEL               debug, info, warn, error (default info)
+  --log-as-json                   JSON log lines (env RT_LOG_AS_JSON)`;
+
+const FLAGS = {
+  kubeconfig: { type: 'string' },
+  'grpc-port': { type: 'string' },
+  'listen-address': { type: 'string' },
+  'tls-cert-file': { type: 'string' },
+  'tls-key-file': { type: 'string' },
+  'metrics-port': { type: 'string' },
+  'watchdog-delete-uninjected': { type: 'boolean' },
+  'log-level': { type: 'string' },
+  'log-as-json': { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+function port(s: string | undefined, flag: string, dflt: number): number {
+  if (s === undefined) return dflt;
+  const n = Number(s);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`--${flag} must be a port number from 0 to 65535, got "${s}"`);
+  return n;
+}
+
+export async function operatorCommand(argv: string[]): Promise<number> {
+  let v;
+  try {
+    v = parseArgs({ args: argv, options: FLAGS, strict: true }).values;
+  } catch (e) {
+    console.error(`rt operator: ${(e as Error).message}\n\n${OPERATOR_HELP}`);
+    return 2;
+  }
+  if (v.help) {
+    console.log(OPERATOR_HELP);
+    return 0;
+  }
+  const env = process.env;
+  const logLevel = v['log-level'] ?? env.RT_LOG_LEVEL ?? 'info';
+  let grpcPort: number;
+  let metricsPort: number;
+  try {
+    if (!isLogLevel(logLevel)) throw new Error(`--log-level must be debug, info, warn or error, got "${logLevel}"`);
+    grpcPort = port(v['grpc-port'] ?? env.RT_OPERATOR_GRPC_PORT, 'grpc-port', DEFAULT_GRPC_PORT);
+    metricsPort = port(v['metrics-port'] ?? env.RT_OPERATOR_METRICS_PORT, 'metrics-port', 0);
+  } catch (e) {
+    console.error(`rt operator: ${(e as Error).message}`);
+    return 2;
+  }
+  const tlsCertFile = v['tls-cert-file'] ?? env.RT_OPERATOR_TLS_CERT_FILE;
+  const tlsKeyFile = v['tls-key-file'] ?? env.RT_OPERATOR_TLS_KEY_FILE;
+  if (!!tlsCertFile !== !!tlsKeyFile) {
+    console.error('rt operator: --tls-cert-file and --tls-key-file go together');
+    return 2;
+  }
+  const log = createLogger({ level: logLevel, json: v['log-as-json'], base: { scope: 'rt-operator' } });
+  const operator = new Operator({
+    kubeconfig: v.kubeconfig ?? env.KUBECONFIG,
+    grpcPort,
+    listenAddress: v['listen-address'] ?? env.RT_OPERATOR_LISTEN_ADDRESS,
+    tlsCertFile,
+    tlsKeyFile,
+    watchdogDeleteUninjected: v['watchdog-delete-uninjected'] ?? env.RT_OPERATOR_WATCHDOG_DELETE_UNINJECTED === 'true',
+    log,
+  });
+  let metrics: Server | undefined;
+  try {
+    const bound = await operator.start();
+    // the line tests and the chart's probes look for
+    console.log(`rt operator listening on ${bound}`);
+    if (metricsPort > 0) metrics = await serveMetrics(metricsPort, operator);
+  } catch (e) {
+    await operator.close();
+    throw e;
+  }
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  metrics?.close();
+  await operator.close();
+  return 0;
+}
+
+async function serveMetrics(port: number, operator: Operator): Promise<Server> {
+  const prom = await import('prom-client');
+  const registry = new prom.Registry();
+  prom.collectDefaultMetrics({ register: registry, prefix: 'rt_operator_' });
+  new prom.Gauge({ name: 'rt_operator_components_reconciled_total', help: 'Component reconciliations since start', registers: [registry], collect() {
+    this.set(operator.reconciled);
+  } });
+  const server = createServer((req, res) => {
+    if (req.url !== '/metrics') return void res.writeHead(404).end();
+    void registry.metrics().then((text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text));
+  });
+  await new Promise<void>((r) => server.listen(port, r));
+  return server;
+}

@@ -1,0 +1,231 @@
+/**
+ * `rt operator`: watches Components, Configurations, Subscriptions, HTTPEndpoints (rt.io), Secrets
+ * and Pods; writes each Component's Ready condition and observedGeneration; serves every connected
+ * sidecar the resources of its app over gRPC (TLS), sending a new snapshot whenever its namespace
+ * changes; and runs the watchdog for pods the injector missed.
+ */
+import { readFileSync } from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
+import * as k8s from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { RESOURCE_KINDS, type ComponentObject, type Condition, type RtResourceObject } from '../../crds/types.ts';
+import { checkComponent } from './check.ts';
+import { type Caller, IdentityChecker, IdentityError } from './identity.ts';
+import { operatorService, type ResourceSnapshot, type WatchResourcesRequest } from './proto.ts';
+import { WorkQueue } from './queue.ts';
+import { buildSnapshot } from './snapshot.ts';
+import { Watched, type WatchEvent } from './watched.ts';
+import { Watchdog } from './watchdog.ts';
+
+export const GROUP = 'rt.io';
+export const DEFAULT_GRPC_PORT = 6500;
+
+export interface OperatorOptions {
+  /** Admin kubeconfig file; absent = the in-cluster config. */
+  kubeconfig?: string;
+  grpcPort: number;
+  listenAddress?: string;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+  watchdogDeleteUninjected?: boolean;
+  /** Minimum time between two watchdog deletions (default 1 s). */
+  watchdogDeleteIntervalMs?: number;
+  log: Logger;
+}
+
+interface Subscriber {
+  caller: Caller;
+  digest: string;
+  version: number;
+  send(snap: ResourceSnapshot): void;
+}
+
+export class Operator {
+  readonly kc: k8s.KubeConfig;
+  private readonly opts: OperatorOptions;
+  private readonly log: Logger;
+  private readonly custom: k8s.CustomObjectsApi;
+  private readonly kinds = new Map<string, Watched<RtResourceObject>>();
+  private readonly secrets: Watched<k8s.V1Secret>;
+  private readonly pods: Watched<k8s.V1Pod>;
+  private readonly queue: WorkQueue;
+  private readonly identity: IdentityChecker;
+  private readonly watchdog: Watchdog;
+  private readonly subscribers = new Set<Subscriber>();
+  private readonly dirtyNamespaces = new Set<string>();
+  private flushTimer: NodeJS.Timeout | undefined;
+  private server: grpc.Server | undefined;
+  /** Components reconciled (status written or found up to date), for the benchmark and metrics. */
+  reconciled = 0;
+
+  constructor(opts: OperatorOptions) {
+    this.opts = opts;
+    this.log = opts.log;
+    this.kc = new k8s.KubeConfig();
+    if (opts.kubeconfig) this.kc.loadFromFile(opts.kubeconfig);
+    else this.kc.loadFromCluster();
+    this.custom = this.kc.makeApiClient(k8s.CustomObjectsApi);
+    const core = this.kc.makeApiClient(k8s.CoreV1Api);
+    this.identity = new IdentityChecker(this.kc);
+    this.watchdog = new Watchdog(this.kc, this.log, !!opts.watchdogDeleteUninjected, opts.watchdogDeleteIntervalMs);
+    this.queue = new WorkQueue((key) => this.reconcile(key));
+
+    for (const k of RESOURCE_KINDS) {
+      const list = () => this.custom.listClusterCustomObject({ group: GROUP, version: k.version, plural: k.plural });
+      const w = new Watched<RtResourceObject>(this.kc, `${k.plural}.${GROUP}`, `/apis/${GROUP}/${k.version}/${k.plural}`, list, this.log, (type, o) => this.onResource(k.kind, type, o));
+      this.kinds.set(k.kind, w);
+    }
+    this.secrets = new Watched<k8s.V1Secret>(this.kc, 'secrets', '/api/v1/secrets', () => core.listSecretForAllNamespaces(), this.log, (_t, s) => this.touch(s.metadata?.namespace));
+    this.pods = new Watched<k8s.V1Pod>(this.kc, 'pods', '/api/v1/pods', () => core.listPodForAllNamespaces(), this.log, (t, p) => this.onPod(t, p));
+  }
+
+  /** Starts the watches, waits for their first lists, then serves sidecars. Returns the gRPC port. */
+  async start(): Promise<number> {
+    const all = [...this.kinds.values(), this.secrets, this.pods];
+    await Promise.all(all.map((w) => w.start()));
+    await Promise.all(all.map((w) => w.whenSynced()));
+    this.server = new grpc.Server();
+    this.server.addService(operatorService(), { WatchResources: (call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>) => void this.serve(call) });
+    const port = await new Promise<number>((resolve, reject) =>
+      this.server!.bindAsync(`${this.opts.listenAddress ?? '0.0.0.0'}:${this.opts.grpcPort}`, this.credentials(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    this.log.info({ grpcPort: port, tls: !!this.opts.tlsCertFile }, `rt operator ready: serving sidecars on port ${port}`);
+    return port;
+  }
+
+  /** Resolves when every queued Component has been reconciled. */
+  idle(): Promise<void> {
+    return this.queue.idle();
+  }
+
+  async close(): Promise<void> {
+    this.queue.stop();
+    this.watchdog.stop();
+    clearTimeout(this.flushTimer);
+    await Promise.all([...this.kinds.values(), this.secrets, this.pods].map((w) => w.stop().catch(() => undefined)));
+    if (this.server) {
+      const s = this.server;
+      await new Promise<void>((r) => s.tryShutdown(() => r()));
+      s.forceShutdown();
+    }
+  }
+
+  private credentials(): grpc.ServerCredentials {
+    const { tlsCertFile, tlsKeyFile } = this.opts;
+    if (!tlsCertFile || !tlsKeyFile) {
+      this.log.warn('the operator serves sidecars without TLS (no --tls-cert-file/--tls-key-file): tokens and secrets travel in clear text');
+      return grpc.ServerCredentials.createInsecure();
+    }
+    return grpc.ServerCredentials.createSsl(null, [{ cert_chain: readFileSync(tlsCertFile), private_key: readFileSync(tlsKeyFile) }], false);
+  }
+
+  // ------------------------------------------------------------------ reconcile
+
+  private onResource(kind: string, _type: WatchEvent, o: RtResourceObject): void {
+    const ns = o.metadata?.namespace;
+    this.touch(ns);
+    if (kind === 'Component' && _type !== 'delete') this.queue.add(`${ns}/${o.metadata.name}`);
+  }
+
+  /** Level-triggered and idempotent: reads the cached object, writes status only when it differs. */
+  private async reconcile(key: string): Promise<void> {
+    const [ns, name] = key.split('/');
+    const c = this.kinds.get('Component')!.get(name, ns) as ComponentObject | undefined;
+    if (!c) return;
+    const v = checkComponent(c);
+    const generation = c.metadata.generation ?? 0;
+    const prev = c.status?.conditions?.find((x) => x.type === 'Ready');
+    const status: Condition['status'] = v.ready ? 'True' : 'False';
+    this.reconciled++;
+    if (c.status?.observedGeneration === generation && prev?.status === status && prev.reason === v.reason && prev.message === v.message) return;
+    const condition: Condition = {
+      type: 'Ready',
+      status,
+      reason: v.reason,
+      message: v.message,
+      observedGeneration: generation,
+      lastTransitionTime: prev?.status === status && prev.lastTransitionTime ? prev.lastTransitionTime : new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    };
+    const others = (c.status?.conditions ?? []).filter((x) => x.type !== 'Ready');
+    try {
+      await this.custom.patchNamespacedCustomObjectStatus(
+        { group: GROUP, version: 'v1alpha1', namespace: ns, plural: 'components', name, body: { status: { observedGeneration: generation, conditions: [...others, condition] } } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+    } catch (e) {
+      if ((e as { code?: number }).code === 404) return; // deleted meanwhile
+      this.log.warn({ component: key }, `writing status failed, will retry: ${(e as Error).message}`);
+      throw e;
+    }
+    if (!v.ready) this.log.warn({ component: key }, `Component not ready: ${v.message}`);
+  }
+
+  // ------------------------------------------------------------------ serving sidecars
+
+  private async serve(call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>): Promise<void> {
+    const auth = String(call.metadata.get('authorization')[0] ?? '');
+    const token = auth.replace(/^Bearer\s+/i, '');
+    let caller: Caller;
+    try {
+      caller = await this.identity.identify(token);
+    } catch (e) {
+      const refused = e instanceof IdentityError;
+      this.log.warn(`sidecar refused: ${(e as Error).message}`);
+      call.destroy(Object.assign(new Error(refused ? (e as Error).message : `cannot check the token: ${(e as Error).message}`), { code: refused ? grpc.status.UNAUTHENTICATED : grpc.status.UNAVAILABLE }));
+      return;
+    }
+    const req = call.request;
+    const mismatch =
+      req.namespace && req.namespace !== caller.namespace
+        ? `namespace "${req.namespace}" is not the namespace of its token (${caller.namespace})`
+        : req.appId && req.appId !== caller.appId
+          ? `app id "${req.appId}" is not the rt.io/app-id of its pod ${caller.namespace}/${caller.podName} ("${caller.appId}")`
+          : undefined;
+    if (mismatch) {
+      this.log.warn(`sidecar of pod ${caller.namespace}/${caller.podName} refused: ${mismatch}`);
+      call.destroy(Object.assign(new Error(`refused: ${mismatch}`), { code: grpc.status.PERMISSION_DENIED }));
+      return;
+    }
+    const sub: Subscriber = { caller, digest: '', version: 0, send: (s) => call.write(s) };
+    this.subscribers.add(sub);
+    const drop = () => this.subscribers.delete(sub);
+    call.on('cancelled', drop);
+    call.on('close', drop);
+    call.on('error', drop);
+    this.log.info({ pod: `${caller.namespace}/${caller.podName}`, appId: caller.appId }, 'sidecar connected');
+    this.push(sub);
+  }
+
+  private push(sub: Subscriber): void {
+    const { namespace, appId } = sub.caller;
+    const snap = buildSnapshot(
+      {
+        objects: (ns) => [...this.kinds.values()].flatMap((w) => w.list(ns)),
+        secret: (ns, name) => this.secrets.get(name, ns),
+      },
+      namespace,
+      appId,
+    );
+    for (const p of snap.problems) this.log.warn({ appId }, `left out of the resources sent to the sidecar: ${p}`);
+    if (snap.digest === sub.digest) return;
+    sub.digest = snap.digest;
+    sub.send({ resources: snap.resources, appId, version: String(++sub.version) });
+  }
+
+  /** A namespace changed: its sidecars get a new snapshot (changes within a few ms are merged). */
+  private touch(ns: string | undefined): void {
+    if (!ns) return;
+    this.dirtyNamespaces.add(ns);
+    this.flushTimer ??= setTimeout(() => {
+      this.flushTimer = undefined;
+      const dirty = new Set(this.dirtyNamespaces);
+      this.dirtyNamespaces.clear();
+      for (const s of this.subscribers) if (dirty.has(s.caller.namespace)) this.push(s);
+    }, 10);
+  }
+
+  private onPod(type: WatchEvent, pod: k8s.V1Pod): void {
+    if (type === 'delete') this.watchdog.forget(pod);
+    else void this.watchdog.observe(pod);
+  }
+}

@@ -1,0 +1,44 @@
+/** Loads operator/proto/operator.proto (shared by the operator's server and the sidecar's client). */
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+
+export interface WatchResourcesRequest {
+  namespace: string;
+  appId: string;
+  podName: string;
+}
+
+export interface WireResource {
+  kind: string;
+  name: string;
+  json: Buffer;
+}
+
+export interface ResourceSnapshot {
+  resources: WireResource[];
+  appId: string;
+  version: string;
+}
+
+let pkg: grpc.GrpcObject | undefined;
+
+function load(): grpc.GrpcObject {
+  pkg ??= grpc.loadPackageDefinition(
+    protoLoader.loadSync(fileURLToPath(new URL('../proto/operator.proto', import.meta.url)), { keepCase: false, longs: String, defaults: true }),
+  );
+  return pkg;
+}
+
+export function operatorService(): grpc.ServiceDefinition {
+  const v1 = ((load().rt as grpc.GrpcObject).operator as grpc.GrpcObject).v1 as grpc.GrpcObject;
+  return (v1.Operator as grpc.ServiceClientConstructor).service;
+}
+
+export function operatorClient(address: string, creds: grpc.ChannelCredentials): grpc.Client & {
+  WatchResources(req: WatchResourcesRequest, md: grpc.Metadata): grpc.ClientReadableStream<ResourceSnapshot>;
+} {
+  const v1 = ((load().rt as grpc.GrpcObject).operator as grpc.GrpcObject).v1 as grpc.GrpcObject;
+  const Ctor = v1.Operator as grpc.ServiceClientConstructor;
+  return new Ctor(address, creds) as never;
+}

@@ -1,0 +1,104 @@
+/**
+ * Pods annotated `rt.io/enabled: "true"` without an `rt-sidecar` container were created while the
+ * injector was down. The watchdog reports each as a Warning Event on the pod; with
+ * --watchdog-delete-uninjected it deletes those a controller owns (so they come back injected),
+ * at most one per `deleteIntervalMs`.
+ */
+import * as k8s from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+
+export const SIDECAR_CONTAINER = 'rt-sidecar';
+
+export function uninjected(pod: k8s.V1Pod): boolean {
+  if (pod.metadata?.annotations?.['rt.io/enabled'] !== 'true' || pod.metadata.deletionTimestamp) return false;
+  const containers = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
+  return !containers.some((c) => c.name === SIDECAR_CONTAINER);
+}
+
+export class Watchdog {
+  private readonly core: k8s.CoreV1Api;
+  private readonly log: Logger;
+  private readonly deleteUninjected: boolean;
+  private readonly deleteIntervalMs: number;
+  private readonly reported = new Set<string>();
+  private readonly deleteQueue: k8s.V1Pod[] = [];
+  private deleteTimer: NodeJS.Timeout | undefined;
+  private lastDelete = 0;
+
+  constructor(kc: k8s.KubeConfig, log: Logger, deleteUninjected: boolean, deleteIntervalMs = 1000) {
+    this.core = kc.makeApiClient(k8s.CoreV1Api);
+    this.log = log.child({ scope: 'watchdog' });
+    this.deleteUninjected = deleteUninjected;
+    this.deleteIntervalMs = deleteIntervalMs;
+  }
+
+  async observe(pod: k8s.V1Pod): Promise<void> {
+    const uid = pod.metadata?.uid;
+    if (!uid || !uninjected(pod) || this.reported.has(uid)) return;
+    this.reported.add(uid);
+    const ns = pod.metadata!.namespace!;
+    const name = pod.metadata!.name!;
+    const owner = pod.metadata!.ownerReferences?.find((o) => o.controller);
+    const action = !this.deleteUninjected
+      ? 'run with --watchdog-delete-uninjected to have such pods recreated'
+      : owner
+        ? `deleting it so its ${owner.kind} ${owner.name} recreates it with the sidecar`
+        : 'no controller owns it, so it is not deleted: recreate it yourself';
+    const message = `pod has rt.io/enabled: "true" but no ${SIDECAR_CONTAINER} container (was the injector down when it was created?); ${action}`;
+    this.log.warn({ pod: `${ns}/${name}` }, message);
+    await this.event(pod, message).catch((e: Error) => this.log.warn({ pod: `${ns}/${name}` }, `could not write the Event: ${e.message}`));
+    if (this.deleteUninjected && owner) {
+      this.deleteQueue.push(pod);
+      this.pumpDeletes();
+    }
+  }
+
+  forget(pod: k8s.V1Pod): void {
+    if (pod.metadata?.uid) this.reported.delete(pod.metadata.uid);
+  }
+
+  stop(): void {
+    clearTimeout(this.deleteTimer);
+    this.deleteQueue.length = 0;
+  }
+
+  private event(pod: k8s.V1Pod, message: string): Promise<unknown> {
+    const now = new Date();
+    const ns = pod.metadata!.namespace!;
+    return this.core.createNamespacedEvent({
+      namespace: ns,
+      body: {
+        metadata: { generateName: `${pod.metadata!.name}.rt-`, namespace: ns },
+        involvedObject: { kind: 'Pod', apiVersion: 'v1', name: pod.metadata!.name, namespace: ns, uid: pod.metadata!.uid },
+        reason: 'SidecarNotInjected',
+        type: 'Warning',
+        message,
+        source: { component: 'rt-operator' },
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      },
+    });
+  }
+
+  /** Rate limit: one deletion per interval, so a mass of uninjected pods is not deleted at once. */
+  private pumpDeletes(): void {
+    if (this.deleteTimer || this.deleteQueue.length === 0) return;
+    const wait = Math.max(0, this.lastDelete + this.deleteIntervalMs - Date.now());
+    this.deleteTimer = setTimeout(() => {
+      this.deleteTimer = undefined;
+      const pod = this.deleteQueue.shift();
+      if (!pod) return;
+      this.lastDelete = Date.now();
+      const ns = pod.metadata!.namespace!;
+      const name = pod.metadata!.name!;
+      this.core
+        .deleteNamespacedPod({ name, namespace: ns, body: { preconditions: { uid: pod.metadata!.uid } } })
+        .then(
+          () => this.log.info({ pod: `${ns}/${name}` }, 'uninjected pod deleted'),
+          (e: Error) => this.log.warn({ pod: `${ns}/${name}` }, `deleting the uninjected pod failed: ${e.message}`),
+        )
+        .finally(() => this.pumpDeletes());
+    }, wait);
+  }
+}
