@@ -101,16 +101,18 @@ export function normaliseReferenceArgs(argv: string[], known: Record<string, { t
       out.push(...argv.slice(i));
       break;
     }
+    // metrics are on unless --disable-metrics: the reference's --enable-metrics[=bool] maps onto it
+    const metrics = /^--?enable-metrics(?:=(true|false))?$/i.exec(a);
+    if (metrics) {
+      if (metrics[1]?.toLowerCase() === 'false') out.push('--disable-metrics');
+      continue;
+    }
     let arg = /^-[a-z][a-z0-9-]+(=|$)/.test(a) && known[a.slice(1).split('=')[0]] ? `-${a}` : a;
     const m = /^--([a-z0-9-]+)=(true|false)$/i.exec(arg);
     if (m && known[m[1]]?.type === 'boolean') {
-      if (m[2].toLowerCase() === 'false') {
-        if (m[1] === 'enable-metrics') out.push('--disable-metrics');
-        continue;
-      }
+      if (m[2].toLowerCase() === 'false') continue;
       arg = `--${m[1]}`;
     }
-    if (arg === '--enable-metrics') continue; // metrics are on unless --disable-metrics
     out.push(arg);
   }
   return out;
