@@ -8,6 +8,7 @@
  */
 import { TaskHubGrpcClient, TaskHubGrpcWorker } from '@dapr/durabletask-js';
 import { OrchestrationStatus } from '@dapr/durabletask-js/orchestration/enum/orchestration-status.enum.js';
+import { whenAll } from '@dapr/durabletask-js/task/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HistoryEvent, OrchestrationStateMsg } from '../../sidecar/src/workflows/proto.ts';
 import { getInstance, quietSdkLogs, rawTaskHub, sidecarForTest, waitForStatus, type RawTaskHub, type TestSidecar } from './harness.ts';
@@ -19,6 +20,8 @@ let raw: RawTaskHub;
 let restore: () => void;
 /** What the SDK printed with console.info/log (it reports unknown history events there). */
 const sdkLines: string[] = [];
+/** Inputs of every `add` activity run, in order. */
+const adds: string[] = [];
 
 beforeAll(async () => {
   restore = quietSdkLogs();
@@ -28,6 +31,19 @@ beforeAll(async () => {
   sc = await sidecarForTest('wf-mgmt');
   worker = new TaskHubGrpcWorker(sc.grpcAddress);
   worker.addNamedActivity('double', async (_ctx: unknown, n: number) => n * 2);
+  worker.addNamedActivity('add', async (_ctx: unknown, [x, y]: [number, number]) => {
+    adds.push(`${x}+${y}`);
+    return x + y;
+  });
+  // two steps in a row, and a fan-out followed by a last step: what reruns start from
+  worker.addNamedOrchestrator('steps', async function* (ctx: any, n: number): any {
+    const a: number = yield ctx.callActivity('add', [n, 1]);
+    return yield ctx.callActivity('add', [a, 10]);
+  });
+  worker.addNamedOrchestrator('fan', async function* (ctx: any): any {
+    const parts: number[] = yield whenAll([1, 2, 3].map((x) => ctx.callActivity('add', [x, 0])));
+    return yield ctx.callActivity('add', [parts.reduce((p, q) => p + q, 0), 100]);
+  });
   // a parent whose child waits for an event: both stay RUNNING until told
   worker.addNamedOrchestrator('holder', async function* (ctx: any): any {
     return yield ctx.callSubOrchestrator('waiter', null, `${ctx.instanceId}-kid`);
@@ -200,3 +216,63 @@ describe('versions, history and restart', () => {
   });
 });
 
+describe('rerun from an activity event', () => {
+  /** The ids of the TaskScheduled events of an instance, in order. */
+  async function scheduled(id: string): Promise<number[]> {
+    return (await history(id)).filter((e) => e.taskScheduled).map((e) => e.eventId);
+  }
+
+  const rerun = (req: Record<string, unknown>) => raw.call<{ newInstanceID: string }>('RerunWorkflowFromEvent', req);
+
+  it('replays up to the activity, runs it again (with a new input) and keeps what came before', async () => {
+    const id = await client.scheduleNewOrchestration('steps', 1, 'rerun-src');
+    expect((await client.waitForOrchestrationCompletion(id, true, 20))?.serializedOutput).toBe('12');
+    const [, second] = await scheduled(id);
+    adds.length = 0;
+    const { err, res } = await rerun({ sourceInstanceID: id, eventID: second, newInstanceID: 'rerun-new', input: { value: '[100,10]' }, overwriteInput: true });
+    expect(err).toBeNull();
+    expect(res?.newInstanceID).toBe('rerun-new');
+    expect((await client.waitForOrchestrationCompletion('rerun-new', true, 20))?.serializedOutput).toBe('110');
+    // the first step is not run again: its result comes from the copied history
+    expect(adds).toEqual(['100+10']);
+    // the source is untouched
+    expect((await state(id))?.output?.value).toBe('12');
+
+    // without a new input the activity gets what the workflow gives it; a new id is generated
+    adds.length = 0;
+    const again = await rerun({ sourceInstanceID: id, eventID: second });
+    expect(again.err).toBeNull();
+    expect(again.res?.newInstanceID).not.toBe(id);
+    expect((await client.waitForOrchestrationCompletion(again.res!.newInstanceID, true, 20))?.serializedOutput).toBe('12');
+    expect(adds).toEqual(['2+10']);
+  });
+
+  it('from inside a fan-out: activities scheduled before it and unanswered at the cut run again', async () => {
+    const id = await client.scheduleNewOrchestration('fan', null, 'rerun-fan');
+    expect((await client.waitForOrchestrationCompletion(id, true, 20))?.serializedOutput).toBe('106');
+    const ids = await scheduled(id);
+    adds.length = 0;
+    const { err, res } = await rerun({ sourceInstanceID: id, eventID: ids[1] });
+    expect(err).toBeNull();
+    expect((await client.waitForOrchestrationCompletion(res!.newInstanceID, true, 20))?.serializedOutput).toBe('106');
+    expect([...adds].sort()).toEqual(['1+0', '2+0', '3+0', '6+100']);
+  });
+
+  it('refuses what it cannot do, with the right status', async () => {
+    const id = await client.scheduleNewOrchestration('steps', 1, 'rerun-bad');
+    await client.waitForOrchestrationCompletion(id, true, 20);
+    const [first] = await scheduled(id);
+    expect((await rerun({ sourceInstanceID: 'rerun-nobody', eventID: 0 })).err?.code).toBe(5);
+    expect((await rerun({ eventID: first })).err?.code).toBe(3);
+    const notActivity = await rerun({ sourceInstanceID: id, eventID: 999 });
+    expect(notActivity.err?.code).toBe(3);
+    expect(notActivity.err?.details).toMatch(/no event 999/);
+    expect((await rerun({ sourceInstanceID: id, eventID: first, newChildWorkflowInstanceID: 'x' })).err?.code).toBe(3);
+    expect((await rerun({ sourceInstanceID: id, eventID: first, newInstanceID: 'bad id!' })).err?.code).toBe(3);
+    await client.scheduleNewOrchestration('waiter', null, 'rerun-busy');
+    await waitForStatus(sc.base, 'rerun-busy', ['RUNNING']);
+    expect((await rerun({ sourceInstanceID: 'rerun-busy', eventID: 0 })).err?.code).toBe(9);
+    expect((await rerun({ sourceInstanceID: id, eventID: first, newInstanceID: 'rerun-busy' })).err?.code).toBe(6);
+    await client.terminateOrchestration('rerun-busy');
+  });
+});

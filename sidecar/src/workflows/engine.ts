@@ -26,6 +26,7 @@ import {
   type RuntimeStatus,
 } from './proto.ts';
 import { isTerminal, type InstanceRecord, type ParentRef } from './record.ts';
+import { rerunStart } from './rerun.ts';
 import type { TimerRef, Timers } from './timers.ts';
 import type { ActivityTask, OrchestratorRun, Workers } from './workers.ts';
 
@@ -262,6 +263,74 @@ export class Engine {
     return this.start({ instanceId: newId ? undefined : id, name: rec.name, version: rec.version, input: rec.input });
   }
 
+  /**
+   * RerunWorkflowFromEvent: a new instance (`newId`, or a generated one) from the history of a
+   * finished instance, cut before the activity `eventId`. With `input`, that activity gets it.
+   */
+  async rerun(req: { sourceId: string; eventId: number; newId?: string; input?: { value: string | undefined } }): Promise<string> {
+    const { sourceId, eventId } = req;
+    const source = await this.table
+      .mutate(sourceId, (d) => {
+        const rec = this.existing(d, sourceId);
+        if (!isTerminal(rec.status)) throw new WorkflowError('PRECONDITION', `workflow instance "${sourceId}" is ${rec.status}; only a finished instance can be rerun`);
+        return { rec, history: d.history.filter((e) => !e.orchestratorCompleted) };
+      })
+      .finally(() => this.table.evict(sourceId));
+    const id = req.newId || randomUUID();
+    const executionId = randomUUID();
+    const plan = rerunStart(sourceId, source.history, eventId, id, executionId);
+    const now = Date.now();
+    await this.table.mutate(id, (d) => {
+      if (d.rec && !isTerminal(d.rec.status)) {
+        throw new WorkflowError('CONFLICT', `workflow instance "${id}" already exists and is ${d.rec.status}; choose another id for the rerun`);
+      }
+      if (d.rec) {
+        d.resetHistory = true;
+        for (const t of Object.keys(d.rec.timers)) this.cancelTimer(d, { instanceId: id, executionId: d.rec.executionId, timerId: t });
+      }
+      const rec: InstanceRecord = {
+        v: d.rec?.v ?? 0,
+        id,
+        name: source.rec.name,
+        version: source.rec.version,
+        status: 'RUNNING',
+        createdAt: now,
+        updatedAt: now,
+        input: source.rec.input,
+        executionId,
+        chunks: d.rec?.chunks ?? 0,
+        inbox: [],
+        acts: {},
+        timers: {},
+        children: [],
+        runDue: true,
+        rerunInput: req.input ? { taskId: eventId, input: req.input.value } : undefined,
+      };
+      d.rec = rec;
+      d.append.push(...plan.history);
+      d.changed = true;
+      d.index = 'add';
+      for (const [taskId, a] of Object.entries(plan.acts)) {
+        rec.acts[taskId] = { ...a, owner: this.me };
+        const task = { instanceId: id, executionId, taskId: Number(taskId), name: a.name, input: a.input };
+        d.effects.push(() => this.workers.enqueueActivity(task));
+      }
+      for (const [timerId, fireAt] of Object.entries(plan.timers)) {
+        rec.timers[timerId] = { fireAt, owner: this.me };
+        const ref = { instanceId: id, executionId, timerId };
+        d.effects.push(() => void this.timers.arm(ref, fireAt).catch((e) => this.log.error({ err: e }, 'arming a workflow timer failed')));
+      }
+      for (const c of plan.children) {
+        rec.children.push(c.instanceId);
+        const parent: ParentRef = { instanceId: id, executionId, taskId: c.taskId, name: rec.name, version: rec.version };
+        d.effects.push(() => void this.ensureChild({ instanceId: c.instanceId, name: c.name, version: c.version, input: c.input, parent }));
+      }
+      this.makeRunnable(d);
+      this.notifyAfter(d, id);
+    });
+    return id;
+  }
+
   async get(id: string): Promise<InstanceRecord | undefined> {
     return this.table.read(id);
   }
@@ -360,7 +429,7 @@ export class Engine {
     const history = await this.table.history(c);
     const rec = c.rec;
     if (!rec || isTerminal(rec.status) || rec.status === 'SUSPENDED' || rec.timers.start) return undefined;
-    if (rec.lease?.owner !== this.me || rec.inbox.length === 0) return undefined;
+    if (rec.lease?.owner !== this.me || (rec.inbox.length === 0 && !rec.runDue)) return undefined;
     const started: HistoryEvent = { eventId: -1, timestamp: toTimestamp(Date.now()), orchestratorStarted: {} };
     const run: OrchestratorRun = { executionId: rec.executionId, taken: rec.inbox.length, started };
     return {
@@ -395,6 +464,7 @@ export class Engine {
     rec.updatedAt = now;
     if (res.customStatus) rec.customStatus = res.customStatus.value;
     if (rec.status === 'PENDING') rec.status = 'RUNNING';
+    delete rec.runDue;
 
     // an action the engine cannot carry out fails the workflow now, rather than leaving it
     // waiting forever for a result that will never come
@@ -407,7 +477,11 @@ export class Engine {
 
     for (const a of res.actions ?? []) {
       if (a.scheduleTask) {
-        const t = a.scheduleTask;
+        let t = a.scheduleTask;
+        if (rec.rerunInput?.taskId === a.id) {
+          t = { ...t, input: sv(rec.rerunInput.input) };
+          delete rec.rerunInput;
+        }
         d.append.push({ eventId: a.id, timestamp: ts, taskScheduled: { name: t.name, version: t.version ?? undefined, input: t.input ?? undefined } });
         rec.acts[String(a.id)] = { name: t.name, input: t.input?.value, owner: this.me };
         const task = { instanceId: id, executionId: rec.executionId, taskId: a.id, name: t.name, input: t.input?.value };
@@ -564,7 +638,7 @@ export class Engine {
   /** Takes the lease when the instance has events to show and nobody else runs it. */
   private makeRunnable(d: Draft): void {
     const rec = d.rec;
-    if (!rec || isTerminal(rec.status) || rec.status === 'SUSPENDED' || rec.timers.start || rec.inbox.length === 0) return;
+    if (!rec || isTerminal(rec.status) || rec.status === 'SUSPENDED' || rec.timers.start || (rec.inbox.length === 0 && !rec.runDue)) return;
     const now = Date.now();
     if (rec.lease && rec.lease.owner !== this.me && now - rec.lease.at < STALE_LEASE_MS) return;
     if (rec.lease?.owner !== this.me) {

@@ -14,6 +14,15 @@ const HISTORY_CHUNK = 200;
 
 type Unary<Req, Res> = (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => void;
 
+interface RerunRequest {
+  sourceInstanceID?: string;
+  eventID?: number;
+  newInstanceID?: string;
+  input?: StringValue;
+  overwriteInput?: boolean;
+  newChildWorkflowInstanceID?: string;
+}
+
 interface GetInstanceRequest {
   instanceId?: string;
   getInputsAndOutputs?: boolean;
@@ -151,6 +160,21 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
       return {};
     }),
 
+    RerunWorkflowFromEvent: unary<RerunRequest, unknown>(async (req) => {
+      const sourceId = requireId(req.sourceInstanceID, 'sourceInstanceID');
+      if (req.newInstanceID) checkInstanceId(req.newInstanceID, 'grpc');
+      if (req.newChildWorkflowInstanceID) {
+        throw new WorkflowError('INVALID', 'newChildWorkflowInstanceID applies to a rerun from a child workflow event, which is not supported: rerun from an activity event');
+      }
+      const newInstanceID = await engine.rerun({
+        sourceId,
+        eventId: req.eventID ?? 0,
+        newId: req.newInstanceID,
+        input: req.overwriteInput ? { value: req.input?.value } : undefined,
+      });
+      return { newInstanceID };
+    }),
+
     // a token that names nothing in flight any more (answered, given back) is not an error
     AbandonTaskOrchestratorWorkItem: unary<{ completionToken?: string }, unknown>(async (req) => {
       engine.workers.abandon('run', requireToken(req.completionToken));
@@ -168,8 +192,8 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
   };
 }
 
-function requireId(id: string | undefined): string {
-  if (!id) throw new WorkflowError('INVALID', 'instanceId is required');
+function requireId(id: string | undefined, field = 'instanceId'): string {
+  if (!id) throw new WorkflowError('INVALID', `${field} is required`);
   return id;
 }
 

@@ -46,6 +46,10 @@ export interface InstanceRecord {
   children: string[];
   /** Set when the instance was terminated with its sub-orchestrations (checked by recovery). */
   terminatedRecursively?: boolean;
+  /** A rerun's first run is due although nothing waits in the inbox (see rerun.ts). */
+  runDue?: boolean;
+  /** A rerun that replaces the input of the activity it starts from: applied when it is scheduled. */
+  rerunInput?: { taskId: number; input?: string };
 }
 
 export const TERMINAL: ReadonlySet<RuntimeStatus> = new Set<RuntimeStatus>(['COMPLETED', 'FAILED', 'TERMINATED', 'CANCELED']);
