@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { startSidecar, type Sidecar } from '../sidecar/src/sidecar.ts';
 import { RUNTIME_VERSION } from '../sidecar/src/version.ts';
 import { startEmbeddedServices } from './embedded.ts';
+import { explainStartError } from './errors.ts';
 import { SIDECAR_HELP, UsageError, parseSidecarArgs } from './options.ts';
 
 const RUN_HELP = `usage: rt run --app-id ID [--app-port N] [options] -- <command...>
@@ -49,7 +50,10 @@ export async function runCommand(argv: string[]): Promise<number> {
     sidecar = await startSidecar(options);
   } catch (e) {
     await embedded.close();
-    throw e;
+    const explained = explainStartError(e, options);
+    if (!explained) throw e;
+    console.error(`rt run: ${explained}`);
+    return 1;
   }
   const stopAll = async () => {
     await sidecar.close();

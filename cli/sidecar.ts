@@ -1,5 +1,6 @@
 /** `rt sidecar`: the sidecar alone, until SIGTERM/SIGINT. */
 import { startSidecar } from '../sidecar/src/sidecar.ts';
+import { explainStartError } from './errors.ts';
 import { SIDECAR_HELP, UsageError, parseSidecarArgs } from './options.ts';
 
 export async function sidecarCommand(argv: string[]): Promise<number> {
@@ -18,7 +19,15 @@ export async function sidecarCommand(argv: string[]): Promise<number> {
     return 0;
   }
   for (const w of parsed.warnings) console.error(`rt sidecar: warning: ${w}`);
-  const sidecar = await startSidecar(parsed.options);
+  let sidecar;
+  try {
+    sidecar = await startSidecar(parsed.options);
+  } catch (e) {
+    const explained = explainStartError(e, parsed.options);
+    if (!explained) throw e;
+    console.error(`rt sidecar: ${explained}`);
+    return 1;
+  }
   await new Promise<void>((resolve) => {
     const stop = () => resolve();
     process.once('SIGTERM', stop);

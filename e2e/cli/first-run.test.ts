@@ -5,6 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -167,5 +168,57 @@ describe("the reference sidecar's command line", () => {
     const run = runRt(['sidecar', '--app-id', 'x', '--dapr-http-max-request-size', 'lots']);
     expect(await run.exit).toBe(2);
     expect(run.out()).toContain('--dapr-http-max-request-size must be a whole number of megabytes, got "lots"');
+  });
+});
+
+describe('errors a new user meets say what to do', () => {
+  const sidecar = async (extra: string[]) => {
+    const [httpPort, grpcPort] = [await freePort(), await freePort()];
+    return runRt(['sidecar', '--app-id', 'oops', '--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--disable-metrics', '--data-dir', join(home, 'oops'), ...extra]);
+  };
+
+  it('a port in use names the flag (and env) that moves it', async () => {
+    const taken: Server = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+    const port = (taken.address() as { port: number }).port;
+    try {
+      for (const [flag, what] of [['--http-port', 'HTTP API'], ['--grpc-port', 'gRPC API']] as const) {
+        const run = await sidecar([flag, String(port)]);
+        expect(await run.exit).toBe(1);
+        expect(run.out()).toContain(`port ${port} (the ${what} port) is already in use`);
+        expect(run.out()).toContain(`choose a free port with ${flag} <port>`);
+        expect(run.out()).not.toMatch(/^\s+at /m);
+      }
+    } finally {
+      taken.close();
+    }
+  });
+
+  it('a missing resources folder says how to name one', async () => {
+    const run = await sidecar(['--resources-path', join(home, 'no-such-folder')]);
+    expect(await run.exit).toBe(1);
+    expect(run.out()).toContain('resources path does not exist: create the folder');
+  });
+
+  it('an unknown component type lists the built-in ones and the pluggable sockets folder', async () => {
+    const dir = join(home, 'unknown-type');
+    await mkdir(dir);
+    await writeFile(join(dir, 'c.yaml'), component('s').replace('state.in-memory', 'state.nosuchstore'));
+    const run = await sidecar(['--resources-path', dir, '--components-sockets-folder', join(home, 'sockets')]);
+    expect(await run.exit).toBe(1);
+    expect(run.out()).toContain(`${join(home, 'sockets')}/nosuchstore.sock`);
+    expect(run.out()).toMatch(/built-in state types: state\.in-memory, .*state\.sqlite/);
+  });
+
+  it('an unreachable scheduler is said once, with what to check', async () => {
+    const dead = await freePort();
+    const run = await sidecar(['--scheduler-host-address', `127.0.0.1:${dead}`]);
+    try {
+      await until(run, () => run.out().includes('does not answer'));
+      expect(run.out()).toContain(`the scheduler at 127.0.0.1:${dead} does not answer; jobs and workflow timers wait until it does`);
+      expect(run.out()).toContain('Check --scheduler-host-address, or start one with: rt scheduler');
+    } finally {
+      await run.stop();
+    }
   });
 });

@@ -19,6 +19,8 @@ interface Host {
   stream?: grpc.ClientDuplexStream<unknown, unknown>;
   retry?: NodeJS.Timeout;
   backoffMs: number;
+  /** Said once per outage that this scheduler does not answer. */
+  saidUnreachable?: boolean;
 }
 
 const CALL_TIMEOUT_MS = 10_000;
@@ -150,6 +152,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
       if (msg.ready) {
         h.connected = true;
         h.backoffMs = 100;
+        h.saidUnreachable = false;
         this.log.info({ scheduler: h.address }, 'connected to scheduler');
       }
       for (const pb of msg.triggers ?? []) {
@@ -170,6 +173,10 @@ export class GrpcSchedulerClient implements SchedulerClient {
       if (dead) return;
       dead = true;
       if (h.connected) this.log.warn({ scheduler: h.address, why }, 'lost the scheduler stream; reconnecting');
+      else if (!h.saidUnreachable && !this.closed) {
+        h.saidUnreachable = true;
+        this.log.warn({ scheduler: h.address, why }, `the scheduler at ${h.address} does not answer; jobs and workflow timers wait until it does (retrying). Check --scheduler-host-address, or start one with: rt scheduler`);
+      }
       h.connected = false;
       h.stream = undefined;
       if (this.closed) return;
