@@ -11,6 +11,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import { ApiError, malformed } from '../http/errors.ts';
+import { jsonTooDeep, tooDeep } from '../http/body.ts';
 
 /** String members at least this long (bytes) are taken from the buffer without JSON.parse. */
 export const RAW_STRING_MIN = 1024;
@@ -63,6 +64,7 @@ export function readBody(req: IncomingMessage | Readable, headers: IncomingMessa
 
 /** Parses a JSON body; a syntax error is a 400 with the parser's message. */
 export function parseJsonBody(buf: Buffer): unknown {
+  if (jsonTooDeep(buf)) throw tooDeep();
   const start = buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf ? 3 : 0; // UTF-8 BOM
   if (buf.length - start >= FAST_PATH_MIN) {
     const fast = fastObject(buf, start, RAW_STRING_MIN);

@@ -6,22 +6,30 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import type { Logger } from 'pino';
 import { ApiError } from './errors.ts';
 import { tokenMatches } from './auth.ts';
+import { REQUEST_TIMEOUT_MS, decodeContentEncoding, useDepthLimitedJson } from './body.ts';
 
 export interface HttpServerOptions {
   log: Logger;
   apiToken?: string;
   bodyLimit: number;
+  /** Longest time a request may take to arrive (headers and body); default REQUEST_TIMEOUT_MS. */
+  requestTimeoutMs?: number;
 }
 
 /** Paths that answer without the API token (probes must work without secrets). */
 const OPEN_PATHS = new Set(['/v1.0/healthz', '/v1.0/healthz/outbound']);
 
 export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
+  const requestTimeout = opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const app = Fastify({
     loggerInstance: opts.log as FastifyBaseLogger,
     // request lines at debug from our own hook instead of fastify's two info lines
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: opts.bodyLimit,
+    // a declared body that never arrives gets 408 instead of holding its connection; node
+    // ignores requestTimeout while headersTimeout is longer, and checks both every second
+    requestTimeout,
+    http: { requestTimeout, headersTimeout: requestTimeout, connectionsCheckingInterval: Math.min(1000, requestTimeout) },
     // keys, names and ids may hold characters fastify would otherwise reject
     routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false },
     return503OnClosing: true,
@@ -63,6 +71,8 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
 
   // Bodies that are not JSON reach handlers as Buffers; JSON parse errors become 400 JSON errors.
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+  useDepthLimitedJson(app as unknown as FastifyInstance);
+  app.addHook('preParsing', decodeContentEncoding);
 
   return app as unknown as FastifyInstance;
 }

@@ -2,6 +2,7 @@
  * The HTTP body of POST /v1.0-alpha1/jobs/<name> → a JobSpec. Only shapes are checked here
  * (types of the members); what the values mean is checked by the scheduler's validator.
  */
+import { parseJsonText } from '../http/body.ts';
 import { malformed } from '../http/errors.ts';
 import { formatDuration, parseDuration } from '../util/duration.ts';
 import { invalid, type FailurePolicy, type JobRecord, type JobSpec } from '../../../scheduler/src/types.ts';
@@ -15,15 +16,11 @@ const FIELD_HELP = 'send a JSON object with "schedule" and/or "dueTime", and opt
 
 export function parseScheduleBody(body: unknown): ScheduleRequest {
   let b = body;
-  if (Buffer.isBuffer(b)) {
-    // non-JSON content types arrive raw; the body must still be JSON
+  if (Buffer.isBuffer(b) || typeof b === 'string') {
+    // non-JSON content types arrive raw (text/plain as a string); the body must still be JSON
     const text = b.toString('utf8');
     if (text.trim() === '') throw malformed(`the request body is empty: ${FIELD_HELP}`);
-    try {
-      b = JSON.parse(text);
-    } catch (e) {
-      throw malformed(`the request body is not valid JSON (${(e as Error).message}): ${FIELD_HELP}`);
-    }
+    b = parseJsonText(text, `the request body (${FIELD_HELP})`);
   }
   if (b === undefined || b === null) throw malformed(`the request body is empty: ${FIELD_HELP}`);
   if (typeof b !== 'object' || Array.isArray(b)) throw malformed(`the request body must be a JSON object, got ${Array.isArray(b) ? 'an array' : typeof b}: ${FIELD_HELP}`);

@@ -5,6 +5,7 @@
 import { ttlSeconds } from '../components/state/common.ts';
 import { StateRequestError } from '../components/state/errors.ts';
 import type { StateOptions } from '../components/types.ts';
+import { parseJsonText } from '../http/body.ts';
 import { ApiError, malformed } from '../http/errors.ts';
 import { checkKey } from './keys.ts';
 
@@ -29,17 +30,25 @@ export interface BulkGetRequest {
 
 const NULL_JSON = Buffer.from('null');
 
+/**
+ * Most keys, items or operations in one bulk get, save or transaction. Each store call of a
+ * request runs in one piece (an embedded store on the event loop): an unbounded one stalled the
+ * whole sidecar for minutes. Larger sets go in several requests.
+ */
+export const MAX_BULK_ITEMS = 10_000;
+
+/** A 400 naming the limit when a bulk request holds more than MAX_BULK_ITEMS entries. */
+export function checkBulkSize(n: number, what: string): void {
+  if (n > MAX_BULK_ITEMS) throw malformed(`${what} holds ${n} entries; the limit is ${MAX_BULK_ITEMS} per request: split it into several requests`);
+}
+
 /** The body as a JSON value: fastify parsed JSON already; other content types arrive as text or bytes. */
 export function jsonBody(body: unknown): unknown {
   if (body === undefined || body === null) throw malformed('request body is empty: send JSON');
   if (Buffer.isBuffer(body) || typeof body === 'string') {
     const text = body.toString();
     if (text.trim() === '') throw malformed('request body is empty: send JSON');
-    try {
-      return JSON.parse(text);
-    } catch (e) {
-      throw malformed(`request body is not valid JSON: ${(e as Error).message}`);
-    }
+    return parseJsonText(text);
   }
   return body;
 }
@@ -128,6 +137,7 @@ export function checkKeyAt(key: unknown, where: string): string {
 export function parseSaveBody(body: unknown): ItemRequest[] {
   const v = jsonBody(body);
   if (!Array.isArray(v)) throw malformed('request body must be a JSON array of {key, value, etag?, metadata?, options?}');
+  checkBulkSize(v.length, 'the save request');
   return v.map((x, i) => parseItem(x, `[${i}]`, true));
 }
 
@@ -136,6 +146,7 @@ export function parseBulkGetBody(body: unknown): BulkGetRequest {
   const v = jsonBody(body);
   if (!isObject(v)) throw malformed('request body must be {"keys": [...], "parallelism": n}');
   if (!Array.isArray(v.keys)) throw malformed('keys must be an array of strings');
+  checkBulkSize(v.keys.length, 'keys');
   const keys = v.keys.map((k, i) => checkKeyAt(k, `keys[${i}]`));
   if (v.parallelism !== undefined && v.parallelism !== null && (typeof v.parallelism !== 'number' || !Number.isInteger(v.parallelism) || v.parallelism < 0)) {
     throw malformed('parallelism must be a non-negative integer');
@@ -151,6 +162,7 @@ export function parseTransactionBody(body: unknown): TransactionRequest {
   const v = jsonBody(body);
   if (!isObject(v)) throw malformed('request body must be {"operations": [{"operation": "upsert"|"delete", "request": {...}}], "metadata": {...}}');
   if (!Array.isArray(v.operations)) throw malformed('operations must be an array');
+  checkBulkSize(v.operations.length, 'operations');
   const operations = v.operations.map((op, i) => {
     const where = `operations[${i}]`;
     if (!isObject(op)) throw malformed(`${where} must be an object`);
