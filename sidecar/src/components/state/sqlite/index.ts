@@ -12,8 +12,15 @@
  * so they are unique in the file even across processes sharing it. WAL mode lets readers run
  * beside a writer. node:sqlite is synchronous: a write's check-and-set cannot interleave with
  * another request of this process.
+ *
+ * Layout: an ordinary (rowid) table whose primary-key index holds only the keys, with the value
+ * last. A WITHOUT ROWID table kept each value inside its key's b-tree cell, so one 8 MB value
+ * was read whole by every lookup whose search passed it (a bulk get of missing keys took seconds,
+ * with the event loop blocked). Older files are moved to this layout at start.
+ * Because every call runs on the event loop, a bulk get reads a slice of keys per turn.
  */
 import { mkdirSync } from 'node:fs';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { dirname, resolve } from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { parseDuration } from '../../../util/duration.ts';
@@ -23,6 +30,9 @@ import { runQuery, type QueryableStateStore, type QueryResult, type StateQuery }
 import { SyncStateStore } from '../sync-store.ts';
 
 const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR', 'QUERY_API'];
+
+/** Keys a bulk get reads before it lets other work (health probes, other requests) run. */
+const BULK_SLICE = 64;
 
 interface Statements {
   get: StatementSync;
@@ -64,15 +74,7 @@ class SqliteStateStore extends SyncStateStore implements QueryableStateStore {
     const db = new DatabaseSync(path, { timeout: Math.round(busyMs) });
     this.db = db;
     db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;');
-    db.exec(`CREATE TABLE IF NOT EXISTS "${table}" (
-      key TEXT NOT NULL PRIMARY KEY,
-      value BLOB NOT NULL,
-      etag INTEGER NOT NULL,
-      expires_at INTEGER
-    ) WITHOUT ROWID;
-    CREATE INDEX IF NOT EXISTS "${table}_expires_at" ON "${table}" (expires_at) WHERE expires_at IS NOT NULL;
-    CREATE TABLE IF NOT EXISTS "${table}_meta" (name TEXT NOT NULL PRIMARY KEY, value INTEGER NOT NULL);
-    INSERT OR IGNORE INTO "${table}_meta" (name, value) VALUES ('etag', 0);`);
+    createTables(db, table);
     this.st = {
       get: db.prepare(`SELECT value, etag, expires_at FROM "${table}" WHERE key = ? AND (expires_at IS NULL OR expires_at > ?)`),
       current: db.prepare(`SELECT etag FROM "${table}" WHERE key = ? AND (expires_at IS NULL OR expires_at > ?)`),
@@ -96,6 +98,16 @@ class SqliteStateStore extends SyncStateStore implements QueryableStateStore {
       rows.map((r) => ({ key: r.key, value: r.value, etag: String(r.etag) })),
       q,
     );
+  }
+
+  /** Reads a slice of keys per turn of the event loop, so a large bulk never blocks it long. */
+  override async bulkGet(keys: string[]): Promise<(StateItem | undefined)[]> {
+    const out: (StateItem | undefined)[] = new Array(keys.length);
+    for (let i = 0; i < keys.length; i++) {
+      if (i > 0 && i % BULK_SLICE === 0) await nextTurn();
+      out[i] = this.read(keys[i]);
+    }
+    return out;
   }
 
   async ping(): Promise<void> {
@@ -160,6 +172,34 @@ class SqliteStateStore extends SyncStateStore implements QueryableStateStore {
     } catch {
       // busy: the next round cleans up; reads never return expired rows anyway
     }
+  }
+}
+
+/** Creates the tables (value last, keys in their own index), moving an older layout over. */
+function createTables(db: DatabaseSync, table: string): void {
+  const create = (name: string) => `CREATE TABLE IF NOT EXISTS "${name}" (
+      key TEXT NOT NULL PRIMARY KEY,
+      etag INTEGER NOT NULL,
+      expires_at INTEGER,
+      value BLOB NOT NULL
+    )`;
+  db.exec('BEGIN IMMEDIATE');
+  try {
+    const old = db.prepare(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`).get(table) as { sql: string } | undefined;
+    if (old && /WITHOUT\s+ROWID/i.test(old.sql)) {
+      db.exec(`${create(`${table}__layout`)};
+        INSERT INTO "${table}__layout" (key, etag, expires_at, value) SELECT key, etag, expires_at, value FROM "${table}";
+        DROP TABLE "${table}";
+        ALTER TABLE "${table}__layout" RENAME TO "${table}";`);
+    }
+    db.exec(`${create(table)};
+      CREATE INDEX IF NOT EXISTS "${table}_expires_at" ON "${table}" (expires_at) WHERE expires_at IS NOT NULL;
+      CREATE TABLE IF NOT EXISTS "${table}_meta" (name TEXT NOT NULL PRIMARY KEY, value INTEGER NOT NULL);
+      INSERT OR IGNORE INTO "${table}_meta" (name, value) VALUES ('etag', 0);`);
+    db.exec('COMMIT');
+  } catch (e) {
+    if (db.isTransaction) db.exec('ROLLBACK');
+    throw e;
   }
 }
 
