@@ -23,6 +23,8 @@ describe('jobs API on the embedded scheduler', () => {
     const got = await waitFor(() => app.received.find((r) => r.name === 'once'), 5000, 'trigger');
     expect(JSON.parse(got.body)).toEqual({ hello: 'world', n: 1 });
     expect(got.contentType).toContain('application/json');
+    // the fire's due time travels with it (the app's idempotency key, with the name)
+    expect(Math.abs(Date.parse(got.dueTime!) - got.at)).toBeLessThan(2000);
     await new Promise((r) => setTimeout(r, 300));
     expect(app.received.filter((r) => r.name === 'once')).toHaveLength(1);
     // a finished one-shot is gone

@@ -10,6 +10,8 @@ export interface Received {
   name: string;
   body: string;
   contentType?: string;
+  /** The rt-job-due-time header: with the name, the fire's idempotency key. */
+  dueTime?: string;
   at: number;
 }
 
@@ -43,7 +45,7 @@ export async function startRecordingApp(): Promise<RecordingApp> {
         const name = decodeURIComponent(m[1]);
         const n = (counts.get(name) ?? 0) + 1;
         counts.set(name, n);
-        received.push({ name, body: Buffer.concat(chunks).toString('utf8'), contentType: req.headers['content-type'], at: Date.now() });
+        received.push({ name, body: Buffer.concat(chunks).toString('utf8'), contentType: req.headers['content-type'], dueTime: req.headers['rt-job-due-time'] as string | undefined, at: Date.now() });
         res.statusCode = app.status(name, n);
       } else res.statusCode = 404;
       res.end();

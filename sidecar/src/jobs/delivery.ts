@@ -7,6 +7,9 @@ import type { SidecarContext } from '../context.ts';
 import type { Trigger } from '../../../scheduler/src/types.ts';
 import type { InternalJobsService } from './internal-jobs.ts';
 
+/** The header that carries a trigger's due time (RFC 3339, UTC) to the app. */
+export const DUE_TIME_HEADER = 'rt-job-due-time';
+
 /** Most job calls to the app at once from this sidecar (the app's max concurrency still applies). */
 const MAX_IN_FLIGHT = 256;
 
@@ -36,7 +39,9 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
         method: 'POST',
         path: `/job/${encodeURIComponent(t.key.name)}`,
         body: t.dataJson ?? '',
-        headers: { 'content-type': 'application/json' },
+        // name + due time identify one fire, the same on every redelivery of it (delivery is at
+        // least once): the app's idempotency key
+        headers: { 'content-type': 'application/json', [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString() },
       });
       const ok = (res.status >= 200 && res.status < 300) || res.status === 404;
       if (!ok) log.warn({ job: t.key.name, status: res.status, attempt: t.attempt }, 'app failed a job trigger');
