@@ -175,6 +175,8 @@ describe('state API parity and errors', () => {
       ['SaveState', { store_name: 'mem', states: [{ key: 'x', metadata: { ttlInSeconds: 'soon' } }] }, 'ERR_MALFORMED_REQUEST'],
       ['SaveState', { store_name: 'mem', states: [{ key: 'x', options: { concurrency: 9 } }] }, 'ERR_MALFORMED_REQUEST'],
       ['GetBulkState', { store_name: 'mem', keys: ['ok', ''] }, 'ERR_MALFORMED_REQUEST'],
+      ['GetBulkState', { store_name: 'mem', keys: Array.from({ length: 10_001 }, (_, i) => `k${i}`) }, 'ERR_MALFORMED_REQUEST'],
+      ['DeleteBulkState', { store_name: 'mem', states: Array.from({ length: 10_001 }, (_, i) => ({ key: `k${i}` })) }, 'ERR_MALFORMED_REQUEST'],
       ['DeleteState', { store_name: 'mem', key: 'x\u0000y' }, 'ERR_MALFORMED_REQUEST'],
       ['ExecuteStateTransaction', { storeName: 'mem', operations: [{ operationType: 'merge', request: { key: 'a' } }] }, 'ERR_NOT_SUPPORTED_STATE_OPERATION'],
       ['ExecuteStateTransaction', { storeName: 'mem', operations: [{ operationType: 'upsert' }] }, 'ERR_MALFORMED_REQUEST'],

@@ -5,7 +5,7 @@
  */
 import type { StateDeleteRequest, StateItem, StateOptions, StateSetRequest, StateTransactionOperation } from '../../components/types.ts';
 import { ApiError, malformed } from '../../http/errors.ts';
-import { checkKeyAt, checkTtl } from '../../state/requests.ts';
+import { checkBulkSize, checkKeyAt, checkTtl } from '../../state/requests.ts';
 import { storeFailure, type StateService, type StoreRef } from '../../state/service.ts';
 import { bytesOf, metadataOf } from './handler.ts';
 
@@ -152,6 +152,7 @@ export function stateMethods(state: StateService) {
 
     async GetBulkState(req: GetBulkStateRequest): Promise<{ items: BulkStateItem[] }> {
       const ref = state.store(req.store_name);
+      checkBulkSize(req.keys?.length ?? 0, 'keys');
       const keys = (req.keys ?? []).map((k, i) => checkKeyAt(k, `keys[${i}]`));
       if (keys.length === 0) return { items: [] };
       let items: (StateItem | undefined)[];
@@ -173,6 +174,7 @@ export function stateMethods(state: StateService) {
 
     async SaveState(req: SaveStateRequest): Promise<Record<string, never>> {
       const ref = state.store(req.store_name);
+      checkBulkSize(req.states?.length ?? 0, 'states');
       const reqs = (req.states ?? []).map((s, i) => setRequest(ref, s, `states[${i}]`));
       if (reqs.length === 0) return {};
       try {
@@ -203,6 +205,7 @@ export function stateMethods(state: StateService) {
 
     async DeleteBulkState(req: SaveStateRequest): Promise<Record<string, never>> {
       const ref = state.store(req.store_name);
+      checkBulkSize(req.states?.length ?? 0, 'states');
       const dels = (req.states ?? []).map((s, i) => deleteRequest(ref, s, `states[${i}]`));
       if (dels.length === 0) return {};
       try {
@@ -215,6 +218,7 @@ export function stateMethods(state: StateService) {
 
     async ExecuteStateTransaction(req: ExecuteStateTransactionRequest): Promise<Record<string, never>> {
       const ref = state.transactional(req.storeName);
+      checkBulkSize(req.operations?.length ?? 0, 'operations');
       const ops: StateTransactionOperation[] = (req.operations ?? []).map((op, i) => {
         const where = `operations[${i}]`;
         if (op.operationType === 'upsert') return { operation: 'upsert', request: setRequest(ref, op.request, `${where}.request`) };
