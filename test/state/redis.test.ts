@@ -19,6 +19,23 @@ async function open(extra: Record<string, string> = {}): Promise<StateStore> {
 describe.skipIf(!available)('state.redis against a real Redis', () => {
   describeStateStoreConformance('state.redis', () => open(), (s) => s.close(), REDIS_ETAG_RULES);
 
+  it("component metadata ttlInSeconds is the TTL of writes that name none (a request's own wins, -1 = never)", async () => {
+    const s = await open({ ttlInSeconds: '100' });
+    const key = `ttl-default-${Date.now()}`;
+    try {
+      await s.set({ key, value: Buffer.from('1') });
+      const left = Date.parse((await s.get(key))!.metadata!.ttlExpireTime) - Date.now();
+      expect(left).toBeGreaterThan(90_000);
+      expect(left).toBeLessThanOrEqual(100_000);
+      await s.set({ key, value: Buffer.from('2'), metadata: { ttlInSeconds: '-1' } });
+      expect((await s.get(key))!.metadata).toBeUndefined();
+    } finally {
+      await s.delete({ key });
+      await s.close();
+    }
+    await expect(open({ ttlInSeconds: 'soon' })).rejects.toThrow(/metadata ttlInSeconds/);
+  });
+
   it('fails to start with a clear message when Redis is not there', async () => {
     const s = factory() as StateStore;
     await expect(s.init(spec('state.redis', { redisHost: '127.0.0.1:1' }), componentContext)).rejects.toThrow(/ECONNREFUSED|connect/i);

@@ -1,7 +1,9 @@
 /**
  * state.postgresql through pg. Metadata: `connectionString` (required; a postgres:// URL or
- * key=value string), `tableName` (default `state`, `schema.table` allowed; created when
- * missing), `cleanupInterval` (Go duration, default 1h; 0 disables), `maxConns` (default 10).
+ * libpq's key=value list, connection.ts), `tableName` (default `state`, `schema.table` allowed;
+ * created when missing), `cleanupInterval` (Go duration) or the reference's
+ * `cleanupIntervalInSeconds` (default 1h; 0 disables), `timeoutInSeconds` (each query, default
+ * 20), `maxConns` (default 10). `metadataTableName` is accepted and unused (no migrations table).
  *
  * Etag = the row's `etag` version column, drawn from a sequence on every write, so it is
  * unique in the table (a key deleted and written again never gets an old etag back). Etag
@@ -15,6 +17,7 @@ import type { ComponentContext, ComponentSpec, StateDeleteRequest, StateFeature,
 import { asBuffer, capabilitiesOf, requestEtag, sqlIdentifier, ttlSeconds } from '../common.ts';
 import { EtagMismatchError, StateRequestError } from '../errors.ts';
 import type { QueryableStateStore, QueryResult, StateQuery } from '../query.ts';
+import { postgresConnectionConfig } from './connection.ts';
 import { querySql } from './query.ts';
 
 const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR', 'QUERY_API'];
@@ -73,13 +76,15 @@ class PostgresStateStore implements QueryableStateStore {
     const md = spec.metadata;
     if (!md.connectionString) throw new Error('metadata connectionString is required, e.g. postgres://user:pass@host:5432/db');
     const table = qualifiedTable(md.tableName || 'state');
-    const cleanupMs = md.cleanupInterval ? parseDuration(md.cleanupInterval) : 3_600_000;
-    if (cleanupMs === undefined) throw new Error(`metadata cleanupInterval "${md.cleanupInterval}" is not a duration such as 1h`);
+    const cleanupMs = cleanupInterval(md);
+    const timeoutS = md.timeoutInSeconds ? Number(md.timeoutInSeconds) : 20;
+    if (!Number.isFinite(timeoutS) || timeoutS <= 0) throw new Error(`metadata timeoutInSeconds "${md.timeoutInSeconds}" must be a positive number`);
+    const connection = postgresConnectionConfig(md.connectionString);
     const max = md.maxConns ? Number(md.maxConns) : 10;
     if (!Number.isInteger(max) || max < 1) throw new Error(`metadata maxConns "${md.maxConns}" must be a positive integer`);
 
     const pg = (await import('pg')).default;
-    const pool = new pg.Pool({ connectionString: md.connectionString, max, connectionTimeoutMillis: 5000 });
+    const pool = new pg.Pool({ connectionTimeoutMillis: 5000, ...connection, max, query_timeout: timeoutS * 1000 });
     // an idle client losing its connection must not crash the sidecar
     pool.on('error', (e) => ctx.log.warn({ component: spec.name, err: e.message }, 'postgresql state store connection error'));
     this.pool = pool;
@@ -254,6 +259,20 @@ class PostgresStateStore implements QueryableStateStore {
     const config: QueryConfig = { name: this.stmt + name, text: sql[name], values };
     return db.query<Row>(config);
   }
+}
+
+/** `cleanupInterval` (Go duration) or the reference's `cleanupIntervalInSeconds` (seconds, or a duration). */
+function cleanupInterval(md: Record<string, string>): number {
+  const seconds = md.cleanupIntervalInSeconds?.trim();
+  if (seconds) {
+    const ms = /^-?\d+$/.test(seconds) ? Number(seconds) * 1000 : parseDuration(seconds);
+    if (ms === undefined) throw new Error(`metadata cleanupIntervalInSeconds "${seconds}" is not a number of seconds`);
+    return Math.max(ms, 0);
+  }
+  if (!md.cleanupInterval) return 3_600_000;
+  const ms = parseDuration(md.cleanupInterval);
+  if (ms === undefined) throw new Error(`metadata cleanupInterval "${md.cleanupInterval}" is not a duration such as 1h`);
+  return ms;
 }
 
 type Row = { key?: string; value: Buffer; etag: string; expires_at: Date | null };

@@ -1,6 +1,7 @@
 /**
  * state.redis through ioredis. Metadata as the ecosystem names it: `redisHost` (host:port,
- * required), `redisPassword`, `redisUsername`, `redisDB` (default 0), `enableTLS`.
+ * required), `redisPassword`, `redisUsername`, `redisDB` (default 0), `enableTLS`, and
+ * `ttlInSeconds`: the TTL of a write whose request names none (as the reference store has it).
  *
  * Etags are the item's `version` field, bumped by every write. Etag checks and transactions
  * run in one Lua script each (scripts.ts), so they are atomic in Redis. Reads are one plain
@@ -58,9 +59,16 @@ export function redisOptions(md: Record<string, string>): RedisOptions {
 
 class RedisStateStore implements StateStore {
   private client?: ScriptedRedis;
+  /** Component metadata ttlInSeconds: for writes whose request has no ttlInSeconds of its own. */
+  private defaultTtl?: number;
 
   async init(spec: ComponentSpec): Promise<void> {
     const opts = redisOptions(spec.metadata);
+    try {
+      this.defaultTtl = ttlSeconds({ ttlInSeconds: spec.metadata.ttlInSeconds ?? '' });
+    } catch (e) {
+      throw new Error(`metadata ttlInSeconds: ${(e as Error).message}`);
+    }
     const { Redis } = await import('ioredis');
     const client = new Redis(opts) as ScriptedRedis;
     // errors surface on the calls; without a listener ioredis would log them unasked
@@ -136,7 +144,7 @@ class RedisStateStore implements StateStore {
       const firstWrite = r.options?.concurrency === 'first-write' ? '1' : '0';
       keys.push(r.key);
       if (op.operation === 'upsert') {
-        const ttl = ttlSeconds(r.metadata);
+        const ttl = r.metadata?.ttlInSeconds !== undefined ? ttlSeconds(r.metadata) : this.defaultTtl;
         args.push('u', etag, firstWrite, ttl === undefined ? '' : String(ttl), asBuffer(op.request.value));
       } else {
         args.push('d', etag, firstWrite, '', EMPTY);
