@@ -6,6 +6,9 @@
  * can be read (unary and streamed) and carries no OrchestratorCompleted markers; a finished
  * instance can be restarted.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { TaskHubGrpcClient, TaskHubGrpcWorker } from '@dapr/durabletask-js';
 import { OrchestrationStatus } from '@dapr/durabletask-js/orchestration/enum/orchestration-status.enum.js';
 import { whenAll } from '@dapr/durabletask-js/task/index.js';
@@ -274,5 +277,107 @@ describe('rerun from an activity event', () => {
     expect((await rerun({ sourceInstanceID: 'rerun-busy', eventID: 0 })).err?.code).toBe(9);
     expect((await rerun({ sourceInstanceID: id, eventID: first, newInstanceID: 'rerun-busy' })).err?.code).toBe(6);
     await client.terminateOrchestration('rerun-busy');
+  });
+});
+
+describe('listing and querying', () => {
+  const ids = ['ls-a', 'ls-b', 'ls-c', 'ls-d'];
+  let t0 = 0;
+
+  beforeAll(async () => {
+    await client.scheduleNewOrchestration('waiter', null, 'ls-running');
+    await waitForStatus(sc.base, 'ls-running', ['RUNNING']);
+    t0 = Date.now();
+    await new Promise((r) => setTimeout(r, 20));
+    for (const [i, id] of ids.entries()) await client.scheduleNewOrchestration('quickChild', i + 1, id);
+    for (const id of ids) await client.waitForOrchestrationCompletion(id, true, 20);
+  });
+
+  type IdsPage = { instanceIds?: string[]; continuationToken?: string };
+
+  it('ListInstanceIDs (Dapr) pages through every instance once, in id order', async () => {
+    const all = await raw.call<IdsPage>('ListInstanceIDs', {});
+    expect(all.err).toBeNull();
+    const every = all.res?.instanceIds ?? [];
+    expect(every).toEqual([...every].sort());
+    expect(every).toEqual(expect.arrayContaining([...ids, 'ls-running', 'hist', 'versioned']));
+    expect(all.res?.continuationToken).toBeUndefined();
+    const paged: string[] = [];
+    let token: string | undefined;
+    for (let pages = 0; pages < 100; pages++) {
+      const { err, res } = await raw.call<IdsPage>('ListInstanceIDs', { pageSize: 3, continuationToken: token });
+      expect(err).toBeNull();
+      expect(res?.instanceIds?.length ?? 0).toBeLessThanOrEqual(3);
+      paged.push(...(res?.instanceIds ?? []));
+      token = res?.continuationToken;
+      if (!token) break;
+    }
+    expect(paged).toEqual(every);
+  });
+
+  it('ListInstanceIds (Microsoft) filters by status and completion time', async () => {
+    type Page = { instanceIds?: string[]; lastInstanceKey?: { value: string } };
+    const running = await raw.call<Page>('ListInstanceIds', { runtimeStatus: [OrchestrationStatus.RUNNING] });
+    expect(running.err).toBeNull();
+    expect(running.res?.instanceIds).toContain('ls-running');
+    expect(running.res?.instanceIds).not.toContain('ls-a');
+    const recent = await raw.call<Page>('ListInstanceIds', { completedTimeFrom: { seconds: Math.floor(t0 / 1000), nanos: (t0 % 1000) * 1e6 } });
+    expect(recent.res?.instanceIds?.filter((id) => id.startsWith('ls-'))).toEqual(ids);
+    const first = await raw.call<Page>('ListInstanceIds', { completedTimeFrom: { seconds: Math.floor(t0 / 1000), nanos: (t0 % 1000) * 1e6 }, pageSize: 2 });
+    expect(first.res?.instanceIds?.length).toBe(2);
+    expect(first.res?.lastInstanceKey?.value).toBe(first.res?.instanceIds?.[1]);
+    expect((await raw.call('ListInstanceIds', { runtimeStatus: [42] })).err?.code).toBe(3);
+  });
+
+  it('QueryInstances filters by id prefix, status and creation time, with payloads on request', async () => {
+    type Page = { orchestrationState?: OrchestrationStateMsg[]; continuationToken?: { value: string } };
+    const created = { seconds: Math.floor(t0 / 1000), nanos: (t0 % 1000) * 1e6 };
+    const q = await raw.call<Page>('QueryInstances', { query: { instanceIdPrefix: { value: 'ls-' }, runtimeStatus: [OrchestrationStatus.COMPLETED], createdTimeFrom: created, fetchInputsAndOutputs: true } });
+    expect(q.err).toBeNull();
+    expect(q.res?.orchestrationState?.map((s) => [s.instanceId, s.output?.value])).toEqual([
+      ['ls-a', '2'],
+      ['ls-b', '4'],
+      ['ls-c', '6'],
+      ['ls-d', '8'],
+    ]);
+    const page = await raw.call<Page>('QueryInstances', { query: { instanceIdPrefix: { value: 'ls-' }, maxInstanceCount: 2 } });
+    expect(page.res?.orchestrationState?.map((s) => s.instanceId)).toEqual(['ls-a', 'ls-b']);
+    expect(page.res?.orchestrationState?.[0].output).toBeUndefined();
+    const next = await raw.call<Page>('QueryInstances', { query: { instanceIdPrefix: { value: 'ls-' }, maxInstanceCount: 2, continuationToken: page.res?.continuationToken } });
+    expect(next.res?.orchestrationState?.map((s) => s.instanceId)).toEqual(['ls-c', 'ls-d']);
+  });
+
+  it('purges by filter the finished instances that match, and they leave the listings', async () => {
+    const created = { seconds: Math.floor(t0 / 1000), nanos: (t0 % 1000) * 1e6 };
+    const { err, res } = await raw.call<{ deletedInstanceCount: number }>('PurgeInstances', { purgeInstanceFilter: { createdTimeFrom: created, runtimeStatus: [OrchestrationStatus.COMPLETED, OrchestrationStatus.RUNNING] } });
+    expect(err).toBeNull();
+    // the running one is left alone
+    expect(res?.deletedInstanceCount).toBe(ids.length);
+    for (const id of ids) expect(await getInstance(sc.base, id)).toBeUndefined();
+    const left = await raw.call<IdsPage>('ListInstanceIDs', {});
+    expect(left.res?.instanceIds?.filter((id) => id.startsWith('ls-'))).toEqual(['ls-running']);
+    await client.terminateOrchestration('ls-running');
+  });
+});
+
+describe('the catalog across a restart', () => {
+  it('lists the instances of before the restart', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'rt-wf-catalog-'));
+    try {
+      let side = await sidecarForTest('wf-catalog', { dataDir });
+      let hub = rawTaskHub(side.grpcAddress);
+      for (const id of ['cat-1', 'cat-2']) expect((await hub.call('StartInstance', { instanceId: id, name: 'nobodyRunsThis' })).err).toBeNull();
+      hub.close();
+      await side.stop();
+      side = await sidecarForTest('wf-catalog', { dataDir });
+      hub = rawTaskHub(side.grpcAddress);
+      expect((await hub.call('StartInstance', { instanceId: 'cat-3', name: 'nobodyRunsThis' })).err).toBeNull();
+      const { res } = await hub.call<{ instanceIds?: string[] }>('ListInstanceIDs', {});
+      expect(res?.instanceIds).toEqual(['cat-1', 'cat-2', 'cat-3']);
+      hub.close();
+      await side.stop();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });

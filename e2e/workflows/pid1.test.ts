@@ -97,6 +97,8 @@ async function killAndRestart(appId: string, beforeRestart: (old: Pid1Sidecar) =
   let worker = startWorker(address, markers, { SLOW_MS: '3000', TIMER_S: '2' });
   procs.push(worker);
   const client = new TaskHubGrpcClient(address);
+  // a client of its own for after the restart: the first one's connection died with the old sidecar
+  let after: TaskHubGrpcClient | undefined;
   let second: Pid1Sidecar | undefined;
   try {
     const ids = ['a', 'b', 'c'].map((s) => `${appId}-${s}`);
@@ -112,7 +114,8 @@ async function killAndRestart(appId: string, beforeRestart: (old: Pid1Sidecar) =
     worker = startWorker(address, markers, { SLOW_MS: '100', TIMER_S: '2' });
     procs.push(worker);
     const seen = () => `quick ${lines(markers, 'quick')}, slow ${lines(markers, 'slow')}\nrt printed:\n${second?.out()}`;
-    const states = await Promise.all(ids.map((id) => client.waitForOrchestrationCompletion(id, true, 40))).catch((e: Error) => {
+    after = new TaskHubGrpcClient(address);
+    const states = await Promise.all(ids.map((id) => after!.waitForOrchestrationCompletion(id, true, 40))).catch((e: Error) => {
       throw new Error(`${e.message}; ${seen()}`);
     });
     for (const [i, st] of states.entries()) {
@@ -124,6 +127,7 @@ async function killAndRestart(appId: string, beforeRestart: (old: Pid1Sidecar) =
     expect(second.out(), 'the restarted sidecar owns the data dir').not.toMatch(/another sidecar of this app uses the same data dir/);
   } finally {
     await client.stop();
+    await after?.stop();
     await killed(worker);
     if (second) await killed(second.unshare);
     rmSync(markers, { recursive: true, force: true });

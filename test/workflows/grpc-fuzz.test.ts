@@ -116,9 +116,12 @@ describe('TaskHubSidecarService under arbitrary input', () => {
 
   it('property: client calls with arbitrary ids and names get OK or a precise status', async () => {
     const ops = ['StartInstance', 'GetInstance', 'RaiseEvent', 'TerminateInstance', 'SuspendInstance', 'ResumeInstance', 'PurgeInstances', 'QueryInstances', 'RewindInstance'];
+    ops.push('GetInstanceHistory', 'RestartInstance', 'ListInstanceIds', 'ListInstanceIDs', 'RerunWorkflowFromEvent', 'AbandonTaskOrchestratorWorkItem', 'AbandonTaskActivityWorkItem');
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...ops), fc.string({ maxLength: 40 }), fc.string({ maxLength: 20 }), async (op, instanceId, name) => {
-        const { err } = await call(op, { instanceId, name, input: { value: name } });
+      fc.asyncProperty(fc.constantFrom(...ops), fc.string({ maxLength: 40 }), fc.string({ maxLength: 20 }), fc.integer({ min: -5, max: 50 }), async (op, instanceId, name, n) => {
+        // the same few fields under the names the newer RPCs use
+        const req = { instanceId, name, input: { value: name }, sourceInstanceID: instanceId, eventID: Math.max(0, n), completionToken: name, pageSize: Math.max(0, n), continuationToken: name };
+        const { err } = await call(op, req);
         expect(ACCEPTABLE.has(err?.code ?? grpc.status.OK), `${op}(${JSON.stringify(instanceId)}) → ${err?.code} ${err?.details}`).toBe(true);
         if (op === 'StartInstance' && !err) await call('TerminateInstance', { instanceId });
       }),

@@ -34,10 +34,13 @@ export type WorkflowErrorCode = 'NOT_FOUND' | 'CONFLICT' | 'INVALID' | 'PRECONDI
 
 export class WorkflowError extends Error {
   readonly code: WorkflowErrorCode;
-  constructor(code: WorkflowErrorCode, message: string) {
+  /** The API error code when it is not the one `code` maps to (e.g. ERR_INSTANCE_ID_TOO_LONG). */
+  readonly errorCode?: string;
+  constructor(code: WorkflowErrorCode, message: string, errorCode?: string) {
     super(message);
     this.name = 'WorkflowError';
     this.code = code;
+    this.errorCode = errorCode;
   }
 }
 

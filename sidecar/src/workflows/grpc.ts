@@ -6,13 +6,30 @@ import * as grpc from '@grpc/grpc-js';
 import { GrpcServer } from '../grpc/server.ts';
 import { isTerminal } from './record.ts';
 import { WorkflowError, toStateMessage, type Engine } from './engine.ts';
-import { fromTimestamp, type ActivityResponse, type HistoryEvent, type OrchestratorResponse, type RuntimeStatus, type StringValue, type Timestamp, type WorkItem } from './proto.ts';
+import { fromTimestamp, sv, type ActivityResponse, type HistoryEvent, type OrchestratorResponse, type RuntimeStatus, type StringValue, type Timestamp, type WorkItem } from './proto.ts';
 import { checkInstanceId } from './ids.ts';
+import { listInstances, pageSizeOf, statusesOf, timeOf, type InstanceFilter } from './listing.ts';
 
 /** Events per StreamInstanceHistory message. */
 const HISTORY_CHUNK = 200;
 
 type Unary<Req, Res> = (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => void;
+
+interface PurgeFilter {
+  createdTimeFrom?: Timestamp;
+  createdTimeTo?: Timestamp;
+  runtimeStatus?: number[];
+}
+
+interface InstanceQuery {
+  runtimeStatus?: number[];
+  createdTimeFrom?: Timestamp;
+  createdTimeTo?: Timestamp;
+  maxInstanceCount?: number;
+  continuationToken?: StringValue;
+  instanceIdPrefix?: StringValue;
+  fetchInputsAndOutputs?: boolean;
+}
 
 interface RerunRequest {
   sourceInstanceID?: string;
@@ -104,12 +121,29 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
       return {};
     }),
 
-    PurgeInstances: unary<{ instanceId?: string; purgeInstanceFilter?: unknown; recursive?: boolean }, unknown>(async (req) => {
-      if (req.purgeInstanceFilter && !req.instanceId) {
-        // instances are found through their id; there is no listing of finished instances to filter
-        throw Object.assign(new Error('purging by filter is not supported: purge instances by id'), { grpcCode: grpc.status.UNIMPLEMENTED });
-      }
+    PurgeInstances: unary<{ instanceId?: string; purgeInstanceFilter?: PurgeFilter; recursive?: boolean }, unknown>(async (req) => {
+      if (req.purgeInstanceFilter && !req.instanceId) return { deletedInstanceCount: await purgeMatching(engine, req.purgeInstanceFilter, req.recursive ?? false), isComplete: { value: true } };
       return { deletedInstanceCount: await engine.purge(requireId(req.instanceId), req.recursive ?? false) };
+    }),
+
+    QueryInstances: unary<{ query?: InstanceQuery }, unknown>(async (req) => {
+      const q = req.query ?? {};
+      const filter: InstanceFilter = { statuses: statusesOf(q.runtimeStatus), createdFrom: timeOf(q.createdTimeFrom), createdTo: timeOf(q.createdTimeTo), idPrefix: q.instanceIdPrefix?.value };
+      const page = await listInstances(engine.table, filter, q.continuationToken?.value || undefined, pageSizeOf(q.maxInstanceCount));
+      return { orchestrationState: page.records.map((r) => toStateMessage(r, q.fetchInputsAndOutputs ?? false)), continuationToken: sv(page.next) };
+    }),
+
+    // the Microsoft protocol's name, with status and completion-time filters
+    ListInstanceIds: unary<{ runtimeStatus?: number[]; completedTimeFrom?: Timestamp; completedTimeTo?: Timestamp; pageSize?: number; lastInstanceKey?: StringValue }, unknown>(async (req) => {
+      const filter: InstanceFilter = { statuses: statusesOf(req.runtimeStatus), completedFrom: timeOf(req.completedTimeFrom), completedTo: timeOf(req.completedTimeTo) };
+      const page = await listInstances(engine.table, filter, req.lastInstanceKey?.value || undefined, pageSizeOf(req.pageSize));
+      return { instanceIds: page.records.map((r) => r.id), lastInstanceKey: sv(page.next) };
+    }),
+
+    // the Dapr protocol's name: pages only
+    ListInstanceIDs: unary<{ continuationToken?: string; pageSize?: number }, unknown>(async (req) => {
+      const page = await listInstances(engine.table, {}, req.continuationToken || undefined, pageSizeOf(req.pageSize));
+      return { instanceIds: page.records.map((r) => r.id), continuationToken: page.next };
     }),
 
     GetInstanceHistory: unary<{ instanceId?: string }, unknown>(async (req) => ({ events: await engine.history(requireId(req.instanceId)) })),
@@ -200,4 +234,19 @@ function requireId(id: string | undefined, field = 'instanceId'): string {
 function requireToken(token: string | undefined): string {
   if (!token) throw new WorkflowError('INVALID', 'completionToken (from the work item) is required');
   return token;
+}
+
+/** Purge by filter: every finished instance that matches (unfinished ones are left alone). */
+async function purgeMatching(engine: Engine, f: PurgeFilter, recursive: boolean): Promise<number> {
+  const statuses = statusesOf(f.runtimeStatus);
+  const { records } = await listInstances(engine.table, { statuses, createdFrom: timeOf(f.createdTimeFrom), createdTo: timeOf(f.createdTimeTo) }, undefined, 0);
+  let n = 0;
+  for (const r of records) {
+    if (!isTerminal(r.status)) continue;
+    n += await engine.purge(r.id, recursive).catch((e) => {
+      if (e instanceof WorkflowError) return 0; // purged or restarted meanwhile
+      throw e;
+    });
+  }
+  return n;
 }

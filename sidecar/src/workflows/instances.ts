@@ -15,6 +15,7 @@
  */
 import type { Logger } from 'pino';
 import type { StateItem, StateStore, StateTransactionOperation } from '../components/types.ts';
+import { Catalog } from './catalog.ts';
 import type { HistoryEvent } from './proto.ts';
 import type { InstanceRecord } from './record.ts';
 
@@ -93,6 +94,8 @@ export class InstanceTable {
   private readonly indexShards: Set<string>[] = [];
   private readonly dirtyShards = new Set<number>();
   private idle: (() => void)[] = [];
+  /** Every instance created, for listings (see catalog.ts); written like the index shards. */
+  readonly catalog: Catalog;
 
   constructor(o: InstanceTableOptions) {
     this.store = o.store;
@@ -100,6 +103,7 @@ export class InstanceTable {
     this.shared = o.shared;
     this.replicaId = o.replicaId;
     this.log = o.log;
+    this.catalog = new Catalog(o.store, o.prefix, o.replicaId, o.log);
     for (let i = 0; i < INDEX_SHARDS; i++) this.indexShards.push(new Set());
   }
 
@@ -171,6 +175,13 @@ export class InstanceTable {
   evict(id: string): void {
     const c = this.cache.get(id);
     if (c && c.pending.length === 0) this.cache.delete(id);
+  }
+
+  /** Records as stored now, read without caching them (listings). */
+  async readMany(ids: string[]): Promise<(InstanceRecord | undefined)[]> {
+    if (ids.length === 0) return [];
+    const items = await this.store.bulkGet(ids.map((id) => this.metaKey(id)));
+    return items.map((it) => (it ? parseRecord(it) : undefined));
   }
 
   /** The record as stored now (fresh read for shared stores, cache otherwise). */
@@ -305,20 +316,22 @@ export class InstanceTable {
     const plans = batch.map((c) => this.plan(c));
     const ops = plans.flatMap((p) => p.ops);
     const shards = this.indexWriting ? [] : [...this.dirtyShards];
-    const shardOps = this.indexOps(shards);
+    // the catalog is appended in the same transaction, by one write at a time like the index
+    const cat = this.indexWriting ? undefined : this.catalog.takeOps();
+    const shardOps = [...this.indexOps(shards), ...(cat?.ops ?? [])];
     if (ops.length === 0 && shardOps.length === 0) {
       for (const p of plans) this.finish(p);
       return;
     }
     if (shardOps.length) this.indexWriting = true;
     try {
-      await this.commit(plans, ops, shardOps, shards);
+      await this.commit(plans, ops, shardOps, shards, cat?.undo);
     } finally {
       if (shardOps.length) this.indexWriting = false;
     }
   }
 
-  private async commit(plans: Plan[], ops: StateTransactionOperation[], shardOps: StateTransactionOperation[], shards: number[]): Promise<void> {
+  private async commit(plans: Plan[], ops: StateTransactionOperation[], shardOps: StateTransactionOperation[], shards: number[], undoCatalog?: () => void): Promise<void> {
     // 3. one transaction; when it fails (an etag moved), write instance by instance
     try {
       await this.write([...ops, ...shardOps]);
@@ -337,6 +350,7 @@ export class InstanceTable {
       await this.write(shardOps).catch((e) => {
         this.log.warn({ err: e }, 'writing the workflow index failed; retried with the next write');
         for (const n of shards) this.dirtyShards.add(n);
+        undoCatalog?.();
       });
     }
     for (const p of plans) {
@@ -378,6 +392,7 @@ export class InstanceTable {
     }
     const ops: StateTransactionOperation[] = [];
     if (d.purge || (d.changed && !d.rec)) d.index = 'remove';
+    if (d.changed && d.rec && !c.rec && !d.purge) this.catalog.created(c.id);
     if (d.index) {
       const shard = shardOf(c.id);
       const set = this.indexShards[shard];

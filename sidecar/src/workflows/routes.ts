@@ -22,7 +22,7 @@ function httpError(e: unknown, op: string): unknown {
     case 'NOT_FOUND':
       return new ApiError(404, 'ERR_INSTANCE_ID_NOT_FOUND', e.message);
     case 'INVALID':
-      return new ApiError(400, 'ERR_INSTANCE_ID_INVALID', e.message);
+      return new ApiError(400, e.errorCode ?? 'ERR_INSTANCE_ID_INVALID', e.message);
     case 'CONFLICT':
     case 'PRECONDITION':
       return new ApiError(409, `ERR_${op}_WORKFLOW`, e.message);
@@ -121,7 +121,7 @@ export async function registerRoutes(http: FastifyInstance, engine: Engine): Pro
       op('purge', 'PURGE', (id) => engine.purge(id, true));
       op('raiseEvent/:eventName', 'RAISE_EVENT', (id, req) => {
         const name = (req.params as Params).eventName;
-        if (!name) throw badRequest('ERR_EVENT_NAME_MISSING', 'the event name is missing from the path');
+        if (!name) throw badRequest('ERR_WORKFLOW_EVENT_NAME_MISSING', 'the event name is missing from the path');
         return engine.raiseEvent(id, name, bodyText(req));
       });
 

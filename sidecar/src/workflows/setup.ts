@@ -95,6 +95,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     unlock?.();
   });
 
+  await table.catalog.init();
   await engine.recover();
   await registry?.start();
 }
