@@ -163,15 +163,15 @@ export class Operator {
   // ------------------------------------------------------------------ serving sidecars
 
   private async serve(call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>): Promise<void> {
-    const auth = String(call.metadata.get('authorization')[0] ?? '');
-    const token = auth.replace(/^Bearer\s+/i, '');
+    const auth = String(call.metadata.get('authorization')[0] ?? '').trim();
+    const token = /^Bearer\s+(\S+)$/i.exec(auth)?.[1] ?? '';
     let caller: Caller;
     try {
       caller = await this.identity.identify(token);
     } catch (e) {
       const refused = e instanceof IdentityError;
       this.log.warn(`sidecar refused: ${(e as Error).message}`);
-      call.destroy(Object.assign(new Error(refused ? (e as Error).message : `cannot check the token: ${(e as Error).message}`), { code: refused ? grpc.status.UNAUTHENTICATED : grpc.status.UNAVAILABLE }));
+      fail(call, refused ? grpc.status.UNAUTHENTICATED : grpc.status.UNAVAILABLE, refused ? (e as Error).message : `cannot check the token: ${(e as Error).message}`);
       return;
     }
     const req = call.request;
@@ -183,7 +183,7 @@ export class Operator {
           : undefined;
     if (mismatch) {
       this.log.warn(`sidecar of pod ${caller.namespace}/${caller.podName} refused: ${mismatch}`);
-      call.destroy(Object.assign(new Error(`refused: ${mismatch}`), { code: grpc.status.PERMISSION_DENIED }));
+      fail(call, grpc.status.PERMISSION_DENIED, `refused: ${mismatch}`);
       return;
     }
     const sub: Subscriber = { caller, digest: '', version: 0, send: (s) => call.write(s) };
@@ -228,4 +228,9 @@ export class Operator {
     if (type === 'delete') this.watchdog.forget(pod);
     else void this.watchdog.observe(pod);
   }
+}
+
+/** Ends a server stream with a status (grpc-js sends an emitted error as the call's status). */
+function fail(call: grpc.ServerWritableStream<unknown, unknown>, code: grpc.status, details: string): void {
+  call.emit('error', { code, details, metadata: new grpc.Metadata() } satisfies Partial<grpc.StatusObject>);
 }

@@ -1,0 +1,123 @@
+/**
+ * The operator's suites: one real kube-apiserver with the CRDs, an `rt operator` (in-process, TLS
+ * from a test CA) and sidecar identities made the way a pod gets them — a ServiceAccount, a Pod
+ * annotated with its app id, and `kubectl create token --audience rt.io/operator
+ * --bound-object-kind Pod`.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import pino from 'pino';
+import { stringify } from 'yaml';
+import { Operator } from '../../operator/src/operator.ts';
+import { operatorClient, type ResourceSnapshot } from '../../operator/src/proto.ts';
+import { makeTestCa, type TestCa } from '../services/ca.ts';
+import { startKube, type KubeCluster } from '../services/kube.ts';
+
+export const CRDS = join(import.meta.dirname, '../../crds');
+
+export interface OperatorBed {
+  kube: KubeCluster;
+  ca: TestCa;
+  dir: string;
+  operator: Operator;
+  port: number;
+  kubectl(args: string[], input?: string): Promise<string>;
+  apply(...objects: object[]): Promise<void>;
+  /** Namespace without the controller manager's default service account. */
+  namespace(name: string): Promise<void>;
+  /** A ServiceAccount + Pod with rt.io/app-id, and a token bound to that pod; returns the token file. */
+  identity(ns: string, pod: string, appId: string, opts?: { audience?: string }): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export async function startOperatorBed(opts: { watchdogDeleteUninjected?: boolean } = {}): Promise<OperatorBed> {
+  const kube = await startKube({ controllers: false });
+  const ca = makeTestCa();
+  const dir = mkdtempSync(join(tmpdir(), 'rt-operator-'));
+  let operator: Operator | undefined;
+  const stop = async () => {
+    await operator?.close().catch(() => undefined);
+    await kube.stop();
+    ca.remove();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const kubectl = async (args: string[], input?: string) => {
+      const r = await kube.kubectl(args, { input });
+      if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
+      return r.stdout;
+    };
+    await kubectl(['apply', '-f', CRDS]);
+    await kubectl(['wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/components.rt.io', 'crd/configurations.rt.io', 'crd/subscriptions.rt.io', 'crd/httpendpoints.rt.io']);
+    writeFileSync(join(dir, 'tls.crt'), ca.cert);
+    writeFileSync(join(dir, 'tls.key'), ca.key);
+    operator = new Operator({
+      kubeconfig: kube.kubeconfig,
+      grpcPort: 0,
+      listenAddress: '127.0.0.1',
+      tlsCertFile: join(dir, 'tls.crt'),
+      tlsKeyFile: join(dir, 'tls.key'),
+      watchdogDeleteUninjected: opts.watchdogDeleteUninjected,
+      watchdogDeleteIntervalMs: 200,
+      log: pino({ level: process.env.RT_TEST_LOG ?? 'silent' }),
+    });
+    const port = await operator.start();
+    const bed: OperatorBed = {
+      kube,
+      ca,
+      dir,
+      operator,
+      port,
+      kubectl,
+      apply: async (...objects) => void (await kubectl(['apply', '-f', '-'], objects.map((o) => stringify(o)).join('---\n'))),
+      namespace: async (name) => void (await kubectl(['create', 'namespace', name])),
+      identity: async (ns, pod, appId, o = {}) => {
+        await bed.apply(
+          { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: pod, namespace: ns } },
+          {
+            apiVersion: 'v1',
+            kind: 'Pod',
+            metadata: { name: pod, namespace: ns, annotations: { 'rt.io/app-id': appId } },
+            spec: { serviceAccountName: pod, automountServiceAccountToken: false, containers: [{ name: 'app', image: 'app:1' }] },
+          },
+        );
+        const token = (await kubectl(['create', 'token', pod, '-n', ns, '--audience', o.audience ?? 'rt.io/operator', '--bound-object-kind', 'Pod', '--bound-object-name', pod])).trim();
+        const file = join(dir, `${ns}-${pod}.token`);
+        writeFileSync(file, token);
+        return file;
+      },
+      stop,
+    };
+    return bed;
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+/** A WatchResources call as a sidecar makes it: TLS with the test CA, the token as a bearer. */
+export function watchAs(bed: OperatorBed, token: string, req: { namespace?: string; appId?: string } = {}) {
+  const client = operatorClient(`127.0.0.1:${bed.port}`, grpc.credentials.createSsl(Buffer.from(bed.ca.caPem)));
+  const md = new grpc.Metadata();
+  if (token) md.set('authorization', `Bearer ${token}`);
+  const call = client.WatchResources({ namespace: req.namespace ?? '', appId: req.appId ?? '', podName: '' }, md);
+  const snapshots: ResourceSnapshot[] = [];
+  let error: grpc.ServiceError | undefined;
+  call.on('data', (s: ResourceSnapshot) => snapshots.push(s));
+  call.on('error', (e: grpc.ServiceError) => (error = e));
+  return {
+    snapshots,
+    error: () => error,
+    /** The objects of the latest snapshot, by kind/name. */
+    latest(): Map<string, Record<string, unknown>> {
+      const s = snapshots.at(-1);
+      return new Map((s?.resources ?? []).map((r) => [`${r.kind}/${r.name}`, JSON.parse(Buffer.from(r.json).toString('utf8')) as Record<string, unknown>]));
+    },
+    close() {
+      call.cancel();
+      client.close();
+    },
+  };
+}

@@ -1,0 +1,171 @@
+/**
+ * `rt operator` against the real kube-apiserver: Component status conditions, the resources served
+ * to sidecars (scopes, Kubernetes secrets and their rotation), identity refusals, and watches that
+ * survive an API server restart.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { requireService } from '../services/ci.ts';
+import { kubeUnavailable } from '../services/kube.ts';
+import { startProcess } from '../services/kube/processes.ts';
+import { type OperatorBed, startOperatorBed, watchAs } from './helpers.ts';
+
+const why = kubeUnavailable();
+const available = requireService('Kubernetes control plane', why === undefined, why ?? '');
+
+const component = (ns: string, name: string, type: string, metadata: object[], extra: object = {}) => ({
+  apiVersion: 'rt.io/v1alpha1',
+  kind: 'Component',
+  metadata: { name, namespace: ns },
+  spec: { type, version: 'v1', metadata },
+  ...extra,
+});
+
+describe.skipIf(!available)('rt operator on a real kube-apiserver', () => {
+  let bed: OperatorBed;
+
+  beforeAll(async () => {
+    bed = await startOperatorBed();
+  }, 180_000);
+
+  afterAll(async () => {
+    await bed?.stop();
+  });
+
+  const ready = async (ns: string, name: string) => {
+    const o = JSON.parse(await bed.kubectl(['get', 'components.rt.io', name, '-n', ns, '-o', 'json']));
+    const c = (o.status?.conditions ?? []).find((x: { type: string }) => x.type === 'Ready');
+    return { generation: o.metadata.generation as number, observedGeneration: o.status?.observedGeneration as number | undefined, ...c } as {
+      generation: number;
+      observedGeneration?: number;
+      status?: string;
+      reason?: string;
+      message?: string;
+    };
+  };
+
+  it('sets Ready True, or False with reason Invalid and a message naming the field, with observedGeneration', async () => {
+    const ns = 'status';
+    await bed.namespace(ns);
+    await bed.apply(
+      component(ns, 'good', 'state.redis', [{ name: 'redisHost', value: 'localhost:6379' }]),
+      component(ns, 'no-host', 'state.redis', [{ name: 'redisDB', value: '1' }]),
+      component(ns, 'unknown', 'lock.nope', []),
+      component(ns, 'plug', 'state.my-plugin', []),
+    );
+    await vi.waitFor(async () => expect(await ready(ns, 'good')).toMatchObject({ status: 'True', reason: 'Valid', observedGeneration: 1 }), { timeout: 15_000 });
+    await vi.waitFor(async () => expect(await ready(ns, 'no-host')).toMatchObject({ status: 'False', reason: 'Invalid', observedGeneration: 1 }), { timeout: 15_000 });
+    expect((await ready(ns, 'no-host')).message).toMatch(/spec\.metadata: state\.redis needs "redisHost"/);
+    await vi.waitFor(async () => expect(await ready(ns, 'unknown')).toMatchObject({ status: 'False', reason: 'Invalid' }), { timeout: 15_000 });
+    expect((await ready(ns, 'unknown')).message).toMatch(/spec\.type: unknown type "lock\.nope"/);
+    await vi.waitFor(async () => expect(await ready(ns, 'plug')).toMatchObject({ status: 'True', reason: 'Pluggable' }), { timeout: 15_000 });
+
+    // fixed: a new generation, observed
+    await bed.apply(component(ns, 'no-host', 'state.redis', [{ name: 'redisHost', value: 'h:6379' }]));
+    await vi.waitFor(async () => expect(await ready(ns, 'no-host')).toMatchObject({ status: 'True', generation: 2, observedGeneration: 2 }), { timeout: 15_000 });
+    // printer columns show it
+    expect(await bed.kubectl(['get', 'components.rt.io', '-n', ns])).toMatch(/no-host\s+state\.redis\s+True/);
+  });
+
+  it('serves a sidecar its namespace resources filtered by scopes, Kubernetes secrets resolved, and follows rotation', async () => {
+    const ns = 'serve';
+    await bed.namespace(ns);
+    await bed.apply(
+      { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'redis', namespace: ns }, stringData: { password: 'first-pass' } },
+      component(ns, 'everyone', 'state.in-memory', []),
+      component(ns, 'mine', 'state.redis', [{ name: 'redisHost', value: 'h:1' }, { name: 'redisPassword', secretKeyRef: { name: 'redis', key: 'password' } }], { scopes: ['orders'] }),
+      component(ns, 'theirs', 'state.in-memory', [], { scopes: ['billing'] }),
+      { apiVersion: 'rt.io/v2alpha1', kind: 'Subscription', metadata: { name: 'sub', namespace: ns }, spec: { pubsubname: 'ps', topic: 't', routes: { default: '/t' } }, scopes: ['orders'] },
+      { apiVersion: 'rt.io/v1alpha1', kind: 'HTTPEndpoint', metadata: { name: 'api', namespace: ns }, spec: { baseUrl: 'https://example.invalid' } },
+    );
+    const token = readFileSync(await bed.identity(ns, 'orders-pod', 'orders'), 'utf8');
+    const w = watchAs(bed, token);
+    try {
+      await vi.waitFor(() => expect([...w.latest().keys()].sort()).toEqual(['Component/everyone', 'Component/mine', 'HTTPEndpoint/api', 'Subscription/sub']), { timeout: 15_000 });
+      expect(w.snapshots.at(-1)!.appId).toBe('orders');
+      const mine = w.latest().get('Component/mine') as { spec: { metadata: { name: string; value?: string; secretKeyRef?: unknown }[] }; metadata: { annotations: Record<string, string> } };
+      expect(mine.spec.metadata).toContainEqual({ name: 'redisPassword', value: 'first-pass' });
+      expect(mine.metadata.annotations['rt.io/resolved-secrets']).toBe('redisPassword');
+
+      // rotation: the Secret changes, the sidecar gets the new value
+      await bed.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'redis', namespace: ns }, stringData: { password: 'second-pass' } });
+      await vi.waitFor(() => expect((w.latest().get('Component/mine') as typeof mine).spec.metadata).toContainEqual({ name: 'redisPassword', value: 'second-pass' }), { timeout: 15_000 });
+
+      // a component scoped to the app later appears; one removed disappears
+      await bed.apply(component(ns, 'theirs', 'state.in-memory', [], { scopes: ['billing', 'orders'] }));
+      await vi.waitFor(() => expect(w.latest().has('Component/theirs')).toBe(true), { timeout: 15_000 });
+      await bed.kubectl(['delete', 'components.rt.io', 'everyone', '-n', ns]);
+      await vi.waitFor(() => expect(w.latest().has('Component/everyone')).toBe(false), { timeout: 15_000 });
+    } finally {
+      w.close();
+    }
+  });
+
+  it('refuses a forged token, a token for another audience, another namespace and another app id', async () => {
+    const ns = 'idn';
+    await bed.namespace(ns);
+    await bed.namespace('idn-other');
+    const token = readFileSync(await bed.identity(ns, 'app-pod', 'app'), 'utf8');
+    const refusal = async (t: string, req: { namespace?: string; appId?: string } = {}) => {
+      const w = watchAs(bed, t, req);
+      try {
+        await vi.waitFor(() => expect(w.error()).toBeDefined(), { timeout: 15_000 });
+        expect(w.snapshots).toEqual([]);
+        return w.error()!;
+      } finally {
+        w.close();
+      }
+    };
+    // forged: a well-formed JWT signed by nobody the API server trusts
+    const [h, p] = token.split('.');
+    const forged = `${h}.${p}.${Buffer.from('not-the-signature').toString('base64url')}`;
+    expect(await refusal(forged)).toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+    expect(await refusal('')).toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+    const otherAudience = readFileSync(await bed.identity(ns, 'aud-pod', 'app', { audience: 'https://kubernetes.default.svc.cluster.local' }), 'utf8');
+    expect((await refusal(otherAudience)).details).toMatch(/token refused|audience/);
+    const e1 = await refusal(token, { namespace: 'idn-other' });
+    expect(e1.code).toBe(grpc.status.PERMISSION_DENIED);
+    expect(e1.details).toMatch(/namespace "idn-other" is not the namespace of its token \(idn\)/);
+    const e2 = await refusal(token, { namespace: ns, appId: 'payments' });
+    expect(e2.code).toBe(grpc.status.PERMISSION_DENIED);
+    expect(e2.details).toMatch(/app id "payments" is not the rt\.io\/app-id of its pod idn\/app-pod \("app"\)/);
+    // a token whose pod is gone is refused too
+    const gone = readFileSync(await bed.identity(ns, 'gone-pod', 'app'), 'utf8');
+    await bed.kubectl(['delete', 'pod', 'gone-pod', '-n', ns, '--wait=false']);
+    expect(await refusal(gone)).toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+    // the genuine token with matching claims is served
+    const ok = watchAs(bed, token, { namespace: ns, appId: 'app' });
+    try {
+      await vi.waitFor(() => expect(ok.snapshots.length).toBe(1), { timeout: 15_000 });
+    } finally {
+      ok.close();
+    }
+  });
+
+  it('keeps watching across a kube-apiserver restart', async () => {
+    const ns = 'restart';
+    await bed.namespace(ns);
+    const token = readFileSync(await bed.identity(ns, 'r-pod', 'r'), 'utf8');
+    const w = watchAs(bed, token);
+    try {
+      await bed.apply(component(ns, 'before', 'state.in-memory', []));
+      await vi.waitFor(() => expect(w.latest().has('Component/before')).toBe(true), { timeout: 15_000 });
+
+      // stop the API server and start it again with the same flags (etcd keeps the data)
+      const cp = bed.kube.controlPlane;
+      const i = cp.processes.findIndex((p) => p.name === 'kube-apiserver');
+      const old = cp.processes[i];
+      const [cmd, ...args] = old.proc.spawnargs;
+      await old.stop();
+      cp.processes[i] = startProcess(cp.dir, 'kube-apiserver', cmd, args);
+      await vi.waitFor(async () => expect((await bed.kube.request('GET', '/readyz')).status).toBe(200), { timeout: 90_000, interval: 250 });
+
+      await bed.apply(component(ns, 'after', 'state.redis', [{ name: 'redisHost', value: 'x:1' }]));
+      await vi.waitFor(() => expect(w.latest().has('Component/after')).toBe(true), { timeout: 30_000 });
+      await vi.waitFor(async () => expect(await ready(ns, 'after')).toMatchObject({ status: 'True', observedGeneration: 1 }), { timeout: 30_000 });
+    } finally {
+      w.close();
+    }
+  }, 150_000);
+});
