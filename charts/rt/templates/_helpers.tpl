@@ -1,0 +1,125 @@
+{{/* Names: <release> when it already contains "rt", else <release>-rt. */}}
+{{- define "rt.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "rt.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Selector labels of one component: (dict "root" $ "component" "operator") */}}
+{{- define "rt.selector" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "rt.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "rt.operatorAddress" -}}
+{{- if .Values.injector.controlPlaneAddress -}}
+{{- .Values.injector.controlPlaneAddress -}}
+{{- else -}}
+{{- printf "%s-operator.%s.svc.cluster.local:%d" (include "rt.fullname" .) .Release.Namespace (int .Values.operator.grpcPort) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod spec fields every control-plane pod shares. */}}
+{{- define "rt.podCommon" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if .Values.hostNetwork }}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- end -}}
+
+{{/* Scheduling fields of one component's values: (include "rt.placement" .Values.operator) */}}
+{{- define "rt.placement" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Env of the pods that call the Kubernetes API when kubernetesApi.host is set. */}}
+{{- define "rt.kubernetesApiEnv" -}}
+{{- if .Values.kubernetesApi.host }}
+{{- $port := int .Values.kubernetesApi.port }}
+{{- if eq $port 0 }}
+{{- $svc := lookup "v1" "Service" "default" "kubernetes" }}
+{{- if $svc }}
+{{- $port = int (index $svc.spec.ports 0).targetPort }}
+{{- else }}
+{{- $port = 443 }}
+{{- end }}
+{{- end }}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ .Values.kubernetesApi.host | quote }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ $port | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* A probe's host field, when probeHost is set. */}}
+{{- define "rt.probeHost" -}}
+{{- with .Values.probeHost }}
+host: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The serving certificates: one CA, made at install and read back at upgrade (lookup), signing the
+injector's and the operator's certificates. Computed once per render and kept in .Values.__rtPki,
+so the Secrets and the webhook's caBundle agree. Returns nothing; read (index .Values "__rtPki").
+*/}}
+{{- define "rt.pki" -}}
+{{- if not (hasKey .Values "__rtPki") -}}
+{{- $full := include "rt.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $days := int .Values.certificates.validityDays -}}
+{{- $ips := .Values.certificates.extraIPs -}}
+{{- $caSecret := lookup "v1" "Secret" $ns (printf "%s-ca" $full) -}}
+{{- $ca := dict -}}
+{{- if $caSecret -}}
+{{- $ca = buildCustomCert (index $caSecret.data "tls.crt") (index $caSecret.data "tls.key") -}}
+{{- else -}}
+{{- $ca = genCA (printf "%s-ca" $full) $days -}}
+{{- end -}}
+{{- $pki := dict "ca" (dict "cert" $ca.Cert "key" $ca.Key) -}}
+{{- range $name := list "injector" "operator" -}}
+{{- $svc := printf "%s-%s" $full $name -}}
+{{- $dns := concat (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns)) $.Values.certificates.extraDNSNames -}}
+{{- $existing := lookup "v1" "Secret" $ns (printf "%s-tls" $svc) -}}
+{{- if and $caSecret $existing -}}
+{{- $_ := set $pki $name (dict "cert" (index $existing.data "tls.crt" | b64dec) "key" (index $existing.data "tls.key" | b64dec)) -}}
+{{- else -}}
+{{- $c := genSignedCert (printf "%s.%s.svc" $svc $ns) $ips $dns $days $ca -}}
+{{- $_ := set $pki $name (dict "cert" $c.Cert "key" $c.Key) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set .Values "__rtPki" $pki -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,200 @@
+/**
+ * The Helm chart, rendered by the real helm: `helm lint --strict`, every object of the default,
+ * HA, minimal and loopback-cluster renders valid against the Kubernetes schema, the webhook and
+ * RBAC as the issue asks, one CA signing both serving certificates, and values.schema.json
+ * refusing bad values before anything is rendered.
+ */
+import { X509Certificate } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CHART, find, helm, LOCAL_VALUES, ROOT, template, validateObject, type K8sObject } from './render.ts';
+
+interface PodTemplateOwner {
+  spec: { replicas?: number; template: { spec: PodSpec }; volumeClaimTemplates?: unknown[] };
+}
+interface PodSpec {
+  hostNetwork?: boolean;
+  automountServiceAccountToken?: boolean;
+  containers: Array<{ name: string; image: string; imagePullPolicy: string; args: string[]; env?: Array<{ name: string; value?: string }> }>;
+  volumes?: Array<{ name: string; emptyDir?: object; secret?: { secretName: string } }>;
+}
+interface Webhook {
+  name: string;
+  sideEffects: string;
+  reinvocationPolicy: string;
+  failurePolicy: string;
+  admissionReviewVersions: string[];
+  clientConfig: { url?: string; service?: { name: string; namespace: string; path: string }; caBundle: string };
+  namespaceSelector: { matchExpressions: Array<{ key: string; operator: string; values: string[] }>; matchLabels?: Record<string, string> };
+  objectSelector: { matchExpressions: Array<{ key: string; operator: string; values: string[] }> };
+  rules: Array<{ operations: string[]; resources: string[] }>;
+}
+interface Rule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+}
+
+const pod = (objects: K8sObject[], kind: string, name: string) => find<PodTemplateOwner>(objects, kind, name).spec.template.spec;
+const webhook = (objects: K8sObject[]) => find<{ webhooks: Webhook[] }>(objects, 'MutatingWebhookConfiguration', 'rt-injector').webhooks[0];
+const rules = (objects: K8sObject[], name: string) => find<{ rules: Rule[] }>(objects, 'ClusterRole', name).rules;
+const secretPem = (objects: K8sObject[], name: string, key: string) => Buffer.from(find<{ data: Record<string, string> }>(objects, 'Secret', name).data[key], 'base64').toString();
+/** Every verb the role grants on one resource. */
+const verbsOn = (rs: Rule[], group: string, resource: string) => rs.filter((r) => r.apiGroups.includes(group) && r.resources.includes(resource)).flatMap((r) => r.verbs).sort();
+
+const HA = ['scheduler.replicas=3', 'scheduler.etcdEndpoints={etcd-0.etcd:2379,etcd-1.etcd:2379,etcd-2.etcd:2379}', 'operator.watchdog.deleteUninjected=true', 'injector.webhook.failurePolicy=Fail', 'injector.replicas=2'];
+const MINIMAL = ['crds.install=false', 'scheduler.enabled=false', 'operator.tls=false', 'operator.metricsPort=0'];
+
+let renders: Record<'default' | 'ha' | 'minimal' | 'local', K8sObject[]>;
+beforeAll(async () => {
+  const [d, ha, minimal, local] = await Promise.all([template(), template({ set: HA }), template({ set: MINIMAL }), template({ values: [LOCAL_VALUES] })]);
+  renders = { default: d, ha, minimal, local };
+}, 60_000);
+
+describe('the rt chart', () => {
+  it('passes helm lint --strict with the default values and with e2e/values-local.yaml', async () => {
+    for (const extra of [[], ['-f', LOCAL_VALUES]]) {
+      const r = await helm(['lint', '--strict', CHART, ...extra]);
+      expect(r.stdout + r.stderr, r.stdout + r.stderr).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
+      expect(r.code).toBe(0);
+    }
+  });
+
+  it('carries the repo crds/ unchanged (npm run chart:sync copies them)', () => {
+    const yaml = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort();
+    const repo = join(ROOT, 'crds');
+    const chart = join(CHART, 'files', 'crds');
+    expect(yaml(chart)).toEqual(yaml(repo));
+    for (const f of yaml(repo)) expect(readFileSync(join(chart, f), 'utf8'), `charts/rt/files/crds/${f} differs from crds/${f}: run npm run chart:sync`).toBe(readFileSync(join(repo, f), 'utf8'));
+  });
+
+  it('renders only objects the Kubernetes schema accepts, for the default, HA, minimal and loopback values', async () => {
+    for (const [name, objects] of Object.entries(renders)) {
+      expect(objects.length, name).toBeGreaterThan(5);
+      for (const o of objects) {
+        try {
+          await validateObject(o);
+        } catch (e) {
+          throw new Error(`${name}: ${o.kind}/${o.metadata.name}: ${(e as Error).message}`);
+        }
+      }
+    }
+    const kinds = (objects: K8sObject[]) => [...new Set(objects.map((o) => o.kind))].sort();
+    expect(kinds(renders.default)).toEqual(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'MutatingWebhookConfiguration', 'Secret', 'Service', 'ServiceAccount', 'StatefulSet']);
+    expect(renders.default.filter((o) => o.kind === 'CustomResourceDefinition').map((o) => o.metadata.name).sort()).toEqual(['components.rt.io', 'configurations.rt.io', 'httpendpoints.rt.io', 'subscriptions.rt.io']);
+    expect(kinds(renders.minimal)).not.toContain('CustomResourceDefinition');
+    expect(kinds(renders.minimal)).not.toContain('StatefulSet');
+  });
+
+  it('registers the injector as a mutating webhook for pod CREATE: sideEffects None, reinvocation IfNeeded, failurePolicy Ignore by default, never its own namespace', () => {
+    const w = webhook(renders.default);
+    expect(w).toMatchObject({ sideEffects: 'None', reinvocationPolicy: 'IfNeeded', failurePolicy: 'Ignore', admissionReviewVersions: ['v1'] });
+    expect(w.rules).toEqual([expect.objectContaining({ operations: ['CREATE'], resources: ['pods'] })]);
+    expect(w.clientConfig.service).toEqual({ name: 'rt-injector', namespace: 'rt-system', port: 443, path: '/mutate' });
+    expect(w.namespaceSelector.matchExpressions).toContainEqual({ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'rt-system'] });
+    expect(w.namespaceSelector.matchExpressions).toContainEqual({ key: 'rt.io/injection', operator: 'NotIn', values: ['disabled'] });
+    expect(w.objectSelector.matchExpressions).toContainEqual({ key: 'rt.io/injection', operator: 'NotIn', values: ['disabled'] });
+    expect(webhook(renders.ha).failurePolicy).toBe('Fail');
+  });
+
+  it('adds the user selectors to the webhook', async () => {
+    const objects = await template({ set: ['injector.webhook.namespaceSelector.matchLabels.team=payments', 'injector.webhook.objectSelector.matchExpressions[0].key=tier', 'injector.webhook.objectSelector.matchExpressions[0].operator=In', 'injector.webhook.objectSelector.matchExpressions[0].values={web}'] });
+    const w = webhook(objects);
+    expect(w.namespaceSelector.matchLabels).toEqual({ team: 'payments' });
+    expect(w.objectSelector.matchExpressions).toContainEqual({ key: 'tier', operator: 'In', values: ['web'] });
+    expect(w.objectSelector.matchExpressions).toHaveLength(2);
+  });
+
+  it('signs both serving certificates with one CA, whose bundle the webhook carries, naming the Services (and loopback in the local values)', () => {
+    for (const objects of [renders.default, renders.local]) {
+      const caPem = secretPem(objects, 'rt-ca', 'tls.crt');
+      const ca = new X509Certificate(caPem);
+      expect(ca.ca).toBe(true);
+      expect(Buffer.from(webhook(objects).clientConfig.caBundle, 'base64').toString()).toBe(caPem);
+      for (const name of ['injector', 'operator']) {
+        expect(secretPem(objects, `rt-${name}-tls`, 'ca.crt')).toBe(caPem);
+        const cert = new X509Certificate(secretPem(objects, `rt-${name}-tls`, 'tls.crt'));
+        expect(cert.verify(ca.publicKey)).toBe(true);
+        expect(cert.checkHost(`rt-${name}.rt-system.svc`)).toBe(`rt-${name}.rt-system.svc`);
+        expect(cert.checkHost(`rt-${name}.rt-system.svc.cluster.local`)).toBe(`rt-${name}.rt-system.svc.cluster.local`);
+      }
+    }
+    expect(new X509Certificate(secretPem(renders.local, 'rt-injector-tls', 'tls.crt')).checkIP('127.0.0.1')).toBe('127.0.0.1');
+    expect(new X509Certificate(secretPem(renders.local, 'rt-operator-tls', 'tls.crt')).checkIP('127.0.0.1')).toBe('127.0.0.1');
+    expect(new X509Certificate(secretPem(renders.default, 'rt-injector-tls', 'tls.crt')).checkIP('127.0.0.1')).toBeUndefined();
+  });
+
+  it('grants least privilege: the operator reads rt.io, Secrets and Pods, writes Component status, reviews tokens, records Events, and deletes pods only with the watchdog on', () => {
+    const op = rules(renders.default, 'rt-operator');
+    for (const plural of ['components', 'configurations', 'subscriptions', 'httpendpoints']) expect(verbsOn(op, 'rt.io', plural)).toEqual(['get', 'list', 'watch']);
+    expect(verbsOn(op, 'rt.io', 'components/status')).toEqual(['get', 'patch', 'update']);
+    expect(verbsOn(op, '', 'secrets')).toEqual(['get', 'list', 'watch']);
+    expect(verbsOn(op, '', 'pods')).toEqual(['get', 'list', 'watch']);
+    expect(verbsOn(op, 'authentication.k8s.io', 'tokenreviews')).toEqual(['create']);
+    expect(verbsOn(op, '', 'events')).toEqual(['create', 'patch']);
+    expect(verbsOn(rules(renders.ha, 'rt-operator'), '', 'pods')).toEqual(['delete', 'get', 'list', 'watch']);
+    expect(rules(renders.default, 'rt-injector')).toEqual([{ apiGroups: ['rt.io'], resources: ['components'], verbs: ['get', 'list', 'watch'] }]);
+    for (const objects of Object.values(renders)) {
+      for (const role of objects.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role')) {
+        for (const r of (role as unknown as { rules: Rule[] }).rules) expect([...r.verbs, ...r.resources, ...r.apiGroups]).not.toContain('*');
+      }
+    }
+    // the scheduler never calls the API: no token in its pod
+    expect(pod(renders.default, 'StatefulSet', 'rt-scheduler').automountServiceAccountToken).toBe(false);
+  });
+
+  it('runs the scheduler on SQLite with one replica by default, on etcd with several', () => {
+    const single = find<PodTemplateOwner>(renders.default, 'StatefulSet', 'rt-scheduler');
+    expect(single.spec.replicas).toBe(1);
+    expect(single.spec.volumeClaimTemplates).toHaveLength(1);
+    expect(single.spec.template.spec.containers[0].args).toContain('--data-dir=/var/lib/rt/scheduler');
+    const ha = find<PodTemplateOwner>(renders.ha, 'StatefulSet', 'rt-scheduler');
+    expect(ha.spec.replicas).toBe(3);
+    expect(ha.spec.volumeClaimTemplates).toBeUndefined();
+    expect(ha.spec.template.spec.containers[0].args).toContain('--etcd-endpoints=etcd-0.etcd:2379,etcd-1.etcd:2379,etcd-2.etcd:2379');
+    expect(ha.spec.template.spec.containers[0].args.some((a) => a.startsWith('--data-dir'))).toBe(false);
+  });
+
+  it('wires the operator TLS into the injector (which hands sidecars the CA) and leaves it out when operator.tls is off', () => {
+    const injector = pod(renders.default, 'Deployment', 'rt-injector').containers[0];
+    expect(injector.args).toContain('--operator-ca-file=/var/run/rt/tls/ca.crt');
+    expect(injector.args).toContain('--control-plane-address=rt-operator.rt-system.svc.cluster.local:6500');
+    expect(pod(renders.default, 'Deployment', 'rt-operator').containers[0].args).toContain('--tls-cert-file=/var/run/rt/tls/tls.crt');
+    expect(pod(renders.minimal, 'Deployment', 'rt-operator').containers[0].args.some((a) => a.startsWith('--tls'))).toBe(false);
+    expect(pod(renders.minimal, 'Deployment', 'rt-injector').containers[0].args.some((a) => a.startsWith('--operator-ca-file'))).toBe(false);
+  });
+
+  it('makes e2e/values-local.yaml fit a single loopback node: rt:dev never pulled, host network, webhook by url, everything on 127.0.0.1', () => {
+    const local = renders.local;
+    for (const [kind, name] of [['Deployment', 'rt-operator'], ['Deployment', 'rt-injector'], ['StatefulSet', 'rt-scheduler']]) {
+      const spec = pod(local, kind, name);
+      expect(spec.hostNetwork, name).toBe(true);
+      expect(spec.containers[0]).toMatchObject({ image: 'rt:dev', imagePullPolicy: 'Never' });
+      expect(spec.containers[0].args).toContain('--listen-address=127.0.0.1');
+      expect(spec.volumes?.every((v) => !('persistentVolumeClaim' in v))).toBe(true);
+    }
+    expect(find<PodTemplateOwner>(local, 'StatefulSet', 'rt-scheduler').spec.volumeClaimTemplates).toBeUndefined();
+    expect(webhook(local).clientConfig).toMatchObject({ url: 'https://127.0.0.1:4443/mutate' });
+    expect(webhook(local).clientConfig.service).toBeUndefined();
+    const injector = pod(local, 'Deployment', 'rt-injector').containers[0];
+    expect(injector.args).toContain('--control-plane-address=127.0.0.1:6500');
+    expect(injector.args).toContain('--sidecar-image=rt:dev');
+    expect(injector.env).toContainEqual({ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' });
+  });
+
+  it.each([
+    ['an unknown key', 'operatr.replicas=2', /additional properties 'operatr' not allowed/],
+    ['a failurePolicy other than Ignore or Fail', 'injector.webhook.failurePolicy=Sometimes', /failurePolicy.*one of 'Ignore', 'Fail'/],
+    ['a port out of range', 'operator.grpcPort=70000', /grpcPort.*maximum/],
+    ['a pull policy helm does not know', 'image.pullPolicy=Sometimes', /pullPolicy/],
+    ['a webhook url that is not https', 'injector.webhook.url=http://127.0.0.1:4443/mutate', /url.*does not match pattern/],
+    ['an IP that is not one', 'certificates.extraIPs={not-an-ip}', /extraIPs\/0/],
+    ['several SQLite schedulers', 'scheduler.replicas=2', /etcdEndpoints.*minItems/],
+    ['a log level rt does not have', 'logLevel=verbose', /logLevel/],
+  ])('refuses %s before rendering (values.schema.json)', async (_what, set, message) => {
+    const r = await helm(['template', 'rt', CHART, '--set', set]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(message);
+  });
+});
