@@ -32,6 +32,35 @@ describe.skipIf(!available)('etcd job store (real etcd)', () => {
     await etcd.stop();
   });
 
+  it('skips stored jobs that cannot be loaded (the others load, list and fire); a retried create with its request id succeeds', async () => {
+    const prefix = `/rt-test/${randomUUID()}`;
+    const { Etcd3 } = await import('etcd3');
+    const client = new Etcd3({ hosts: etcd.endpoints });
+    const at = (name: string) => `${prefix}/jobs/ns/a//${name}`;
+    await client.put(at('torn')).value('{not json');
+    await client.put(at('far')).value(JSON.stringify({ spec: { schedule: '@every 3000000000h' }, createdAt: Date.now(), gen: 'g', count: 0, nextAt: 10_800_000_000_000_000 }));
+    await client.put(at('good')).value(JSON.stringify({ spec: { dueTime: '0s', dataJson: '1' }, createdAt: Date.now(), gen: 'g', count: 0, nextAt: Date.now() }));
+    const engine = new SchedulerEngine({ log: silent, store: new EtcdJobStore({ endpoints: etcd.endpoints, prefix, partitions: 2, leaseTtlSec: 2, replicaId: 'solo', log: silent }) });
+    await engine.start();
+    const got: Trigger[] = [];
+    const disconnect = engine.connect({ namespace: 'ns', appId: 'a' }, { name: 't', send: (t) => (got.push(t), engine.ack(t.id, true)) });
+    try {
+      await waitFor(() => got.some((t) => t.key.name === 'good'), 10_000, 'the good job to fire');
+      expect(got.map((t) => t.key.name)).toEqual(['good']);
+      expect((await engine.list({ namespace: 'ns', appId: 'a', owner: '' })).map((r) => r.key.name)).toEqual([]);
+      await expect(engine.get({ namespace: 'ns', appId: 'a', owner: '', name: 'far' })).rejects.toMatchObject({ kind: 'not_found' });
+      const key = { namespace: 'ns', appId: 'a', owner: '', name: 'once' };
+      await engine.schedule(key, { dueTime: '1h' }, false, 'req-1');
+      await expect(engine.schedule(key, { dueTime: '1h' }, false, 'req-1')).resolves.toBeUndefined();
+      await expect(engine.schedule(key, { dueTime: '1h' }, false, 'req-2')).rejects.toMatchObject({ kind: 'exists' });
+    } finally {
+      disconnect();
+      await engine.close();
+      await client.delete().prefix(prefix);
+      client.close();
+    }
+  });
+
   it('stores, replaces, lists and deletes jobs, and fires them from the owning engine', async () => {
     const prefix = `/rt-test/${randomUUID()}`;
     const engine = new SchedulerEngine({ log: silent, store: new EtcdJobStore({ endpoints: etcd.endpoints, prefix, partitions: 4, leaseTtlSec: 2, replicaId: 'solo', log: silent }) });
