@@ -18,7 +18,9 @@ import { freePort, waitForPort } from '../../test/services/net.ts';
 import { ROOT } from '../rt-process.ts';
 import { killed, lines, quietSdkLogs, startWorker, waitUntil } from './harness.ts';
 
-const unshareWorks = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status === 0;
+// --kill-child: rt dies with its unshare parent, so nothing outlives the suite
+const UNSHARE = ['--pid', '--fork', '--kill-child', '--mount-proc'];
+const unshareWorks = spawnSync('unshare', [...UNSHARE, 'true']).status === 0;
 const available = requireService('unshare', unshareWorks, 'needs util-linux unshare and root (CAP_SYS_ADMIN) for a PID namespace');
 
 /** One `unshare … node cli/rt.ts sidecar` run: the unshare process and rt's output. */
@@ -30,6 +32,8 @@ interface Pid1Sidecar {
 let dataDir: string;
 let restore: () => void;
 const procs: ChildProcess[] = [];
+/** Host pids of every rt started, killed at the end whatever happened to their unshare. */
+const rtPids: number[] = [];
 
 /** Both ports answer (HTTP may open before gRPC). */
 async function ready(s: Pid1Sidecar, httpPort: number, grpcPort: number): Promise<void> {
@@ -42,7 +46,7 @@ async function ready(s: Pid1Sidecar, httpPort: number, grpcPort: number): Promis
 }
 
 function startPid1Sidecar(appId: string, httpPort: number, grpcPort: number): Pid1Sidecar {
-  const args = ['--pid', '--fork', '--mount-proc', process.execPath, join(ROOT, 'cli/rt.ts'), 'sidecar', '--app-id', appId];
+  const args = [...UNSHARE, process.execPath, join(ROOT, 'cli/rt.ts'), 'sidecar', '--app-id', appId];
   args.push('--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--data-dir', dataDir, '--log-level', 'warn');
   const unshare = spawn('unshare', args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   procs.push(unshare);
@@ -57,7 +61,9 @@ function rtPid(s: Pid1Sidecar): number {
   const pid = s.unshare.pid!;
   const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
   if (children.length !== 1) throw new Error(`unshare ${pid} has children [${children.join(', ')}]`);
-  return Number(children[0]);
+  const rt = Number(children[0]);
+  if (!rtPids.includes(rt)) rtPids.push(rt);
+  return rt;
 }
 
 function procState(pid: number): string {
@@ -74,6 +80,14 @@ beforeAll(() => {
 });
 
 afterAll(async () => {
+  for (const pid of rtPids) {
+    try {
+      // only if that pid is still our rt (a pid can be reused once its process is gone)
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dataDir)) process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
   for (const p of procs) {
     if (p.exitCode === null && p.signalCode === null) p.kill('SIGCONT');
     await killed(p);
@@ -111,6 +125,7 @@ async function killAndRestart(appId: string, beforeRestart: (old: Pid1Sidecar) =
     await beforeRestart(first);
     second = startPid1Sidecar(appId, httpPort, grpcPort);
     await ready(second, httpPort, grpcPort);
+    rtPid(second); // noted for the cleanup
     worker = startWorker(address, markers, { SLOW_MS: '100', TIMER_S: '2' });
     procs.push(worker);
     const seen = () => `quick ${lines(markers, 'quick')}, slow ${lines(markers, 'slow')}\nrt printed:\n${second?.out()}`;
