@@ -197,6 +197,15 @@ describe('versions, history and restart', () => {
   it('answers NOT_FOUND for the history of an unknown instance', async () => {
     const { err } = await raw.call('GetInstanceHistory', { instanceId: 'nobody-here' });
     expect(err?.code).toBe(5);
+    for (const instanceId of ['nobody-here', '']) {
+      const code = await new Promise<number>((resolve) => {
+        const s = raw.stream('StreamInstanceHistory', { instanceId });
+        s.on('data', () => undefined);
+        s.on('error', (e: { code: number }) => resolve(e.code));
+        s.on('end', () => resolve(0));
+      });
+      expect(code).toBe(instanceId ? 5 : 3);
+    }
   });
 
   it('restarts a finished instance under its id, or under a new id', async () => {
