@@ -52,7 +52,6 @@ export const REFERENCE_FLAG_SPECS: Record<string, ReferenceFlag> = {
   'profile-port': { type: 'string', ignored: 'rt has no profiling endpoint; use node --inspect' },
   'enable-mtls': { type: 'boolean', ignored: 'rt has no sentry or mTLS between sidecars' },
   'sentry-address': { type: 'string', ignored: 'rt has no sentry or mTLS between sidecars' },
-  'control-plane-address': { type: 'string', ignored: 'rt reads components from --resources-path (or the operator in a cluster)' },
   'dapr-graceful-shutdown-seconds': { type: 'string', ignored: 'rt lets in-flight requests finish on SIGTERM without a fixed bound' },
   'dapr-block-shutdown-duration': { type: 'string', ignored: 'rt does not delay its shutdown for the app' },
   'unix-domain-socket': { type: 'string', ignored: 'rt serves its APIs on TCP ports only' },

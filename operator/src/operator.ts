@@ -103,11 +103,9 @@ export class Operator {
     this.watchdog.stop();
     clearTimeout(this.flushTimer);
     await Promise.all([...this.kinds.values(), this.secrets, this.pods].map((w) => w.stop().catch(() => undefined)));
-    if (this.server) {
-      const s = this.server;
-      await new Promise<void>((r) => s.tryShutdown(() => r()));
-      s.forceShutdown();
-    }
+    // sidecars' watch streams never end by themselves: cut them (they reconnect to another replica)
+    this.server?.forceShutdown();
+    this.subscribers.clear();
   }
 
   private credentials(): grpc.ServerCredentials {

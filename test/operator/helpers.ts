@@ -25,7 +25,7 @@ export interface OperatorBed {
   port: number;
   kubectl(args: string[], input?: string): Promise<string>;
   apply(...objects: object[]): Promise<void>;
-  /** Namespace without the controller manager's default service account. */
+  /** A namespace with its default service account (no controller manager makes it here). */
   namespace(name: string): Promise<void>;
   /** A ServiceAccount + Pod with rt.io/app-id, and a token bound to that pod; returns the token file. */
   identity(ns: string, pod: string, appId: string, opts?: { audience?: string }): Promise<string>;
@@ -72,7 +72,11 @@ export async function startOperatorBed(opts: { watchdogDeleteUninjected?: boolea
       port,
       kubectl,
       apply: async (...objects) => void (await kubectl(['apply', '-f', '-'], objects.map((o) => stringify(o)).join('---\n'))),
-      namespace: async (name) => void (await kubectl(['create', 'namespace', name])),
+      namespace: async (name) => {
+        await kubectl(['create', 'namespace', name]);
+        // the service-account controller is not running here: pods need their default account made
+        await kubectl(['create', 'serviceaccount', 'default', '-n', name]);
+      },
       identity: async (ns, pod, appId, o = {}) => {
         await bed.apply(
           { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: pod, namespace: ns } },
