@@ -97,6 +97,7 @@ export class ComponentRegistry {
   private readonly listeners: Listener[] = [];
   private readonly queues = new Map<string, Promise<void>>();
   private readonly retiring = new Set<Promise<void>>();
+  private readonly typeResolvers: ((type: string) => void)[] = [];
   readonly catalog: ComponentCatalog;
   private readonly ctx: ComponentContext;
   private readonly log: Logger;
@@ -172,7 +173,13 @@ export class ComponentRegistry {
     void done.finally(() => this.retiring.delete(done));
   }
 
+  /** Called with a type the catalog does not know, before create() gives up (pluggable discovery). */
+  onUnknownType(fn: (type: string) => void): void {
+    this.typeResolvers.push(fn);
+  }
+
   private async create(spec: ComponentSpec): Promise<Component> {
+    if (!this.catalog.has(spec.type)) for (const r of this.typeResolvers) r(spec.type);
     const info = this.catalog.get(spec.type);
     if (!info) {
       throw new ComponentInitError(spec, new Error(`unknown component type "${spec.type}"; known types: ${this.catalog.list().join(', ')}`));

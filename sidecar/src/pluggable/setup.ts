@@ -49,11 +49,14 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   }
 
   // components whose socket is not there yet: their init waits for it (up to initTimeout)
-  for (const c of ctx.resources.components) {
-    const category = ComponentCatalog.categoryOf(c.spec.type);
-    if (!isPluggableApi(category) || catalog.has(c.spec.type)) continue;
+  const registerMissing = (type: string): void => {
+    const category = ComponentCatalog.categoryOf(type);
+    if (!isPluggableApi(category) || catalog.has(type)) return;
     const builtins = catalog.list().filter((t) => t.startsWith(`${category}.`));
-    const hint = `"${c.spec.type}" is not a built-in type either (built-in ${category} types: ${builtins.join(', ') || 'none'})`;
-    register(category, c.spec.type.slice(category.length + 1), { ...host, missingHint: hint });
-  }
+    const hint = `"${type}" is not a built-in type either (built-in ${category} types: ${builtins.join(', ') || 'none'})`;
+    register(category, type.slice(category.length + 1), { ...host, missingHint: hint });
+  };
+  for (const c of ctx.resources.components) registerMissing(c.spec.type);
+  // a Component added later (hot update) may name a socket that appeared since start
+  ctx.components.onUnknownType(registerMissing);
 }

@@ -52,8 +52,8 @@ export class FileSource implements ResourceSource {
         );
       }, DEBOUNCE_MS);
     };
-    for (const p of this.paths) {
-      void stat(p)
+    const installed = this.paths.map((p) =>
+      stat(p)
         .then((s) => {
           if (this.closed) return;
           // a single file is watched through its folder: editors replace files (rename), which ends a file watch
@@ -61,8 +61,10 @@ export class FileSource implements ResourceSource {
           w.on('error', (e) => this.log.warn({ err: e, path: p }, 'watching resource files failed'));
           this.watchers.push(w);
         })
-        .catch((e: Error) => this.log.warn({ path: p }, `cannot watch resources path: ${e.message}`));
-    }
+        .catch((e: Error) => this.log.warn({ path: p }, `cannot watch resources path: ${e.message}`)),
+    );
+    // a change made between the first read and the watch would be missed: read once more (a no-op when unchanged)
+    if (installed.length > 0) void Promise.all(installed).then(reload);
   }
 
   problem(): string | undefined {
