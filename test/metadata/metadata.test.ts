@@ -171,7 +171,8 @@ describe('framework errors', () => {
     try {
       const bad = await fetch(`${base}/v1.0/metadata/%zz`, { method: 'PUT', body: 'x' });
       expect(bad.status).toBe(400);
-      expect(await bad.json()).toMatchObject({ errorCode: 'ERR_MALFORMED_REQUEST', details: [] });
+      // details carry a google.rpc.ErrorInfo with the code as its reason (the ecosystem's rich error model)
+      expect(await bad.json()).toMatchObject({ errorCode: 'ERR_MALFORMED_REQUEST', details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'ERR_MALFORMED_REQUEST', domain: 'rt.io' }] });
       const none = await fetch(`${base}/v1.0/nothing-here`);
       expect(none.status).toBe(404);
       expect(await none.json()).toMatchObject({ errorCode: 'ERR_NOT_FOUND' });

@@ -1,7 +1,35 @@
 /**
  * The one error shape every API answers with: {"errorCode", "message", "details"}.
  * Building blocks throw ApiError; the HTTP layer turns it (and anything else) into JSON.
+ * `details` ends with a google.rpc.ErrorInfo whose reason is the errorCode, as the ecosystem's
+ * rich error model has it (the gRPC API sends the same in grpc-status-details-bin); what a
+ * block put in `details` itself stays first, where its readers look.
  */
+
+export const ERROR_DOMAIN = 'rt.io';
+export const ERROR_INFO_TYPE = 'type.googleapis.com/google.rpc.ErrorInfo';
+
+export interface ErrorInfoDetail {
+  '@type': typeof ERROR_INFO_TYPE;
+  reason: string;
+  domain: string;
+  metadata: Record<string, string>;
+}
+
+export function errorInfo(reason: string, metadata: Record<string, string> = {}): ErrorInfoDetail {
+  return { '@type': ERROR_INFO_TYPE, reason, domain: ERROR_DOMAIN, metadata };
+}
+
+/** `details` with an ErrorInfo for `errorCode` added last, unless the thrower already gave one. */
+export function withErrorInfo(errorCode: string, details: unknown[]): unknown[] {
+  const has = details.some((d) => typeof d === 'object' && d !== null && (d as { '@type'?: unknown })['@type'] === ERROR_INFO_TYPE);
+  return has ? details : [...details, errorInfo(errorCode)];
+}
+
+/** An error body as every API answers it. */
+export function errorBody(errorCode: string, message: string, details: unknown[] = []): ErrorBody {
+  return { errorCode, message, details: withErrorInfo(errorCode, details) };
+}
 export class ApiError extends Error {
   readonly status: number;
   readonly errorCode: string;
@@ -16,7 +44,7 @@ export class ApiError extends Error {
   }
 
   toJSON(): ErrorBody {
-    return { errorCode: this.errorCode, message: this.message, details: this.details };
+    return errorBody(this.errorCode, this.message, this.details);
   }
 }
 

@@ -4,7 +4,8 @@
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { ApiError } from './errors.ts';
+import { ApiError, errorBody } from './errors.ts';
+import { unimplementedBlock } from './unimplemented.ts';
 import { tokenMatches } from './auth.ts';
 import { REQUEST_TIMEOUT_MS, decodeContentEncoding, useDepthLimitedJson } from './body.ts';
 
@@ -37,7 +38,7 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     // errors fastify raises before routing (bad percent-encoding, over-long segments) get our shape too
     frameworkErrors: (err: FastifyError, _req: FastifyRequest, reply: FastifyReply) => {
       const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400;
-      void reply.status(status).type('application/json').send({ errorCode: 'ERR_MALFORMED_REQUEST', message: err.message, details: [] });
+      void reply.status(status).type('application/json').send(errorBody('ERR_MALFORMED_REQUEST', err.message));
     },
   });
 
@@ -62,11 +63,15 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     if (body.status >= 500 && !(err instanceof ApiError)) req.log.error({ err, url: req.url }, body.message);
     else if (body.status >= 500) req.log.warn({ url: req.url, errorCode: body.errorCode }, body.message);
     else req.log.debug({ url: req.url, errorCode: body.errorCode }, body.message);
-    reply.status(body.status).type('application/json').send({ errorCode: body.errorCode, message: body.message, details: body.details });
+    reply.status(body.status).type('application/json').send(errorBody(body.errorCode, body.message, body.details));
   });
 
   app.setNotFoundHandler((req, reply) => {
-    reply.status(404).send({ errorCode: 'ERR_NOT_FOUND', message: `no API route for ${req.method} ${req.url.split('?')[0]}`, details: [] });
+    const path = req.url.split('?')[0];
+    // a building block of the ecosystem that rt does not have: 501 naming it, not a bare 404
+    const block = unimplementedBlock(path);
+    if (block) return reply.status(501).send(errorBody('ERR_API_UNIMPLEMENTED', `${req.method} ${path}: rt has no ${block} building block; this sidecar serves state, bindings, secrets, metadata, jobs and workflows`));
+    return reply.status(404).send(errorBody('ERR_NOT_FOUND', `no API route for ${req.method} ${path}`));
   });
 
   // Bodies that are not JSON reach handlers as Buffers; JSON parse errors become 400 JSON errors.

@@ -2,10 +2,13 @@
  * How the runtime API answers failures: every handler throws what the building blocks throw
  * (ApiError with an HTTP status, or a block's own error) and `toStatus` turns it into a gRPC
  * status. The message is the ApiError's message; its errorCode travels in the trailing
- * metadata `rt-error-code`, so clients can branch on it as on the HTTP body's errorCode.
+ * metadata `rt-error-code`, and as the reason of a google.rpc.ErrorInfo in
+ * `grpc-status-details-bin` (the ecosystem's rich error model), so clients can branch on it as on
+ * the HTTP body's errorCode.
  */
 import * as grpc from '@grpc/grpc-js';
-import { ApiError, errorMessage } from '../../http/errors.ts';
+import { ApiError, ERROR_DOMAIN, errorMessage } from '../../http/errors.ts';
+import { statusDetails } from '../../pluggable/errors.ts';
 
 /** A failure with an explicit gRPC code (where the HTTP status does not say enough). */
 export class GrpcError extends Error {
@@ -63,10 +66,11 @@ export function toStatus(err: unknown): Partial<grpc.StatusObject> {
     errorCode = 'ERR_INTERNAL';
     message = errorMessage(err);
   }
-  const metadata = new grpc.Metadata();
-  metadata.set('rt-error-code', errorCode);
   // grpc-js sends details as a header: keep it to one line of reasonable length
-  return { code, details: oneLine(message), metadata };
+  const details = oneLine(message);
+  const metadata = statusDetails(code, details, { reason: errorCode, domain: ERROR_DOMAIN, metadata: {} });
+  metadata.set('rt-error-code', errorCode);
+  return { code, details, metadata };
 }
 
 /**

@@ -5,6 +5,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { GrpcServer } from '../server.ts';
+import { GrpcError, toStatus } from './errors.ts';
 import { SERVICE_NAME } from './proto.ts';
 
 type Kind = 'unary' | 'server-stream' | 'bidi';
@@ -50,7 +51,7 @@ const UNSUPPORTED: Record<string, [string, Kind]> = {
 export const UNSUPPORTED_METHODS = Object.keys(UNSUPPORTED);
 
 function status(method: string, block: string): Partial<grpc.StatusObject> {
-  return { code: grpc.status.UNIMPLEMENTED, details: `${method}: rt has no ${block} building block; this sidecar serves state, bindings, secrets, metadata, jobs and workflows` };
+  return toStatus(new GrpcError(grpc.status.UNIMPLEMENTED, 'ERR_API_UNIMPLEMENTED', `${method}: rt has no ${block} building block; this sidecar serves state, bindings, secrets, metadata, jobs and workflows`));
 }
 
 const raw = (b: Buffer) => b;

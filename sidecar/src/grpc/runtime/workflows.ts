@@ -35,7 +35,7 @@ async function run<T>(fn: () => Promise<T>): Promise<T> {
   } catch (e) {
     if (e instanceof WorkflowError) {
       const [code, errorCode] = CODES[e.code];
-      throw new GrpcError(code, errorCode, e.message);
+      throw new GrpcError(code, e.errorCode ?? errorCode, e.message);
     }
     throw e;
   }
@@ -104,7 +104,7 @@ export function workflowMethods(ctx: SidecarContext) {
     RaiseEventWorkflowBeta1: async (req: InstanceReq & { event_name: string; event_data: Buffer }) => {
       await run(async () => {
         const id = lookup(req);
-        if (!req.event_name) throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'ERR_EVENT_NAME_MISSING', 'event_name is required');
+        if (!req.event_name) throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'ERR_WORKFLOW_EVENT_NAME_MISSING', 'event_name is required');
         await engine().raiseEvent(id, req.event_name, text(req.event_data));
       });
       return {};

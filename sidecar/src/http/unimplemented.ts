@@ -1,0 +1,19 @@
+/**
+ * HTTP API paths of the ecosystem's building blocks that rt does not have. A call to one is
+ * answered 501 ERR_API_UNIMPLEMENTED naming the block, so a client learns what is missing
+ * rather than a bare 404 (the gRPC API does the same, grpc/runtime/unsupported.ts).
+ */
+const BLOCKS: [RegExp, string][] = [
+  [/^\/v1\.0\/invoke\//, 'service invocation'],
+  [/^\/v1\.0(-alpha1)?\/publish(\/|$)/, 'pub/sub'],
+  [/^\/v1\.0\/actors(\/|$)/, 'actors'],
+  [/^\/v1\.0(-alpha1)?\/configuration(\/|$)/, 'configuration'],
+  [/^\/v1\.0-alpha1\/(lock|unlock)(\/|$)/, 'distributed lock'],
+  [/^\/v1\.0-alpha1\/crypto(\/|$)/, 'cryptography'],
+  [/^\/v1\.0-alpha[12]\/conversation(\/|$)/, 'conversation'],
+];
+
+/** The building block a path belongs to, when rt does not have it. */
+export function unimplementedBlock(path: string): string | undefined {
+  return BLOCKS.find(([re]) => re.test(path))?.[1];
+}
