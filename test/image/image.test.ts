@@ -138,6 +138,19 @@ describe.skipIf(!available)('the rt image (rt:dev)', () => {
     expect(JSON.parse(out.stdout)).toEqual({ cli: true, fastify: true, vitest: false, typescript: false, nodeBinary: false, ts: [] });
   });
 
+  it('the pause image waits, as an unprivileged user, and exits 0 on SIGTERM', async () => {
+    const run = await d.docker(['run', '-d', '--network', 'none', '--read-only', images.pause], { check: true });
+    const id = run.stdout.trim();
+    try {
+      const state = await d.docker(['inspect', '--format', '{{.State.Running}} {{.Config.User}}', id], { check: true });
+      expect(state.stdout.trim()).toBe('true 65535:65535');
+      await d.docker(['kill', '--signal', 'TERM', id], { check: true });
+      expect((await d.docker(['wait', id], { check: true, timeoutMs: 10_000 })).stdout.trim()).toBe('0');
+    } finally {
+      await d.docker(['rm', '-f', id]);
+    }
+  });
+
   it('stops on SIGTERM with exit code 0', async () => {
     const { GenericContainer } = await import('testcontainers');
     const port = await freePort();

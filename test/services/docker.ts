@@ -12,7 +12,7 @@
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
 import type { Readable } from 'node:stream';
@@ -120,28 +120,39 @@ function alive(pid: number): boolean {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** mkdir is atomic: the lock is a folder holding its owner's pid; a dead owner's lock is taken over. */
-async function withLock<T>(fn: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + 120_000;
+/**
+ * Runs `fn` holding a lock between processes. mkdir is atomic: the lock is a folder holding its
+ * owner's pid; the lock of an owner that died is taken over.
+ */
+export async function withDirLock<T>(lock: string, fn: () => Promise<T>, timeoutMs = 120_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
-      mkdirSync(RUN, { recursive: true });
-      mkdirSync(LOCK);
-      writeFileSync(join(LOCK, 'pid'), String(process.pid));
+      mkdirSync(dirname(lock), { recursive: true });
+      mkdirSync(lock);
+      writeFileSync(join(lock, 'pid'), String(process.pid));
       break;
     } catch {
-      const owner = Number(readFileIfAny(join(LOCK, 'pid')));
-      if (owner && !alive(owner)) rmSync(LOCK, { recursive: true, force: true });
-      else if (Date.now() > deadline) throw new Error(`${LOCK} is held by pid ${owner || '?'} for 2 minutes`);
+      const owner = Number(readFileIfAny(join(lock, 'pid')));
+      if (owner && !alive(owner)) rmSync(lock, { recursive: true, force: true });
+      else if (Date.now() > deadline) throw new Error(`${lock} is held by pid ${owner || '?'} for ${timeoutMs / 1000} s`);
       else await sleep(100);
     }
   }
   try {
     return await fn();
   } finally {
-    rmSync(LOCK, { recursive: true, force: true });
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/** The engine lock; the run folder goes with it once nothing runs and nobody waits. */
+async function withLock<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await withDirLock(LOCK, fn);
+  } finally {
     try {
-      rmdirSync(RUN); // only when empty: nothing runs and nobody waits
+      rmdirSync(RUN); // only when empty
     } catch {
       // still in use
     }

@@ -13,7 +13,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import type { Docker } from './docker.ts';
+import { withDirLock, type Docker } from './docker.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const CACHE = process.env.RT_IMAGES_CACHE || join(homedir(), '.cache', 'rt-images');
@@ -71,10 +71,13 @@ async function ensureImage(
   const { context, args, cleanup } = await build();
   try {
     // --network host: the engine has no bridge; --force-rm: no intermediate container is left
-    await d.docker(['build', '--network', 'host', '--force-rm', '--label', `${LABEL}=${inputs}`, '-t', tag, ...args, context], {
+    const r = await d.docker(['build', '--network', 'host', '--force-rm', '--label', `${LABEL}=${inputs}`, '-t', tag, ...args, context], {
       check: true,
       timeoutMs: 30 * 60_000,
     });
+    // which steps ran and which came from the layer cache, for a build that took long
+    mkdirSync(CACHE, { recursive: true });
+    writeFileSync(join(CACHE, `build-${tag.replace(/[^\w.-]/g, '_')}.log`), r.stdout);
   } finally {
     cleanup?.();
   }
@@ -278,6 +281,11 @@ export async function buildRtImage(
 
 /** All images: pause, the Node base (runtime + build) and rt:dev; each rebuilt only when stale. */
 export async function buildImages(d: Docker, opts: BuildOptions = {}): Promise<BuiltImages> {
+  // suites in parallel share one engine: the second waits and then finds the images fresh
+  return withDirLock(join(CACHE, 'build.lock'), () => buildAll(d, opts), 40 * 60_000);
+}
+
+async function buildAll(d: Docker, opts: BuildOptions): Promise<BuiltImages> {
   const log = opts.log ?? (() => {});
   const pause = await buildPauseImage(d, log);
   const bases = await buildNodeBase(d, log);
@@ -292,21 +300,49 @@ export async function buildImages(d: Docker, opts: BuildOptions = {}): Promise<B
   return { pause, base: bases.base, buildBase: bases.buildBase, rt, ids, sizes };
 }
 
+/** How containerd names a Docker reference: `rt:dev` is `docker.io/library/rt:dev`. */
+export function containerdRef(image: string): string {
+  const first = image.split('/')[0]!;
+  const hasRegistry = image.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost');
+  if (hasRegistry) return image;
+  return `docker.io/${image.includes('/') ? '' : 'library/'}${image}`;
+}
+
+function ctr(address: string, args: string[]): string {
+  return execFileSync('ctr', ['-a', address, '-n', 'k8s.io', ...args], { encoding: 'utf8' });
+}
+
+/** Manifest digest per reference in containerd's k8s.io namespace (`ctr images ls`). */
+function containerdImages(address: string): Map<string, string> {
+  const refs = new Map<string, string>();
+  for (const line of ctr(address, ['images', 'ls']).split('\n').slice(1)) {
+    const [ref, , digest] = line.split(/\s+/);
+    if (ref && digest) refs.set(ref, digest);
+  }
+  return refs;
+}
+
 /**
  * Imports a Docker image into a containerd (namespace k8s.io, where the kubelet's CRI looks):
  * `docker save IMAGE | ctr -a ADDRESS -n k8s.io images import -`. Pods then run it with
- * `imagePullPolicy: Never`.
+ * `imagePullPolicy: Never`. Skipped when containerd already holds this very image under its name:
+ * the CRI plugin also names every image by its config digest, which is Docker's image id.
  */
-export async function importIntoContainerd(d: Docker, image: string, ctrAddress: string): Promise<void> {
-  const ctr = spawn('ctr', ['-a', ctrAddress, '-n', 'k8s.io', 'images', 'import', '-'], { stdio: ['pipe', 'ignore', 'pipe'] });
+export async function importIntoContainerd(d: Docker, image: string, ctrAddress: string): Promise<{ imported: boolean }> {
+  const id = await inspect(d, image, '{{.Id}}');
+  const held = containerdImages(ctrAddress);
+  const byName = held.get(containerdRef(image));
+  if (byName && byName === held.get(id)) return { imported: false };
+  const ctrProc = spawn('ctr', ['-a', ctrAddress, '-n', 'k8s.io', 'images', 'import', '-'], { stdio: ['pipe', 'ignore', 'pipe'] });
   let ctrErr = '';
-  ctr.stderr.on('data', (b: Buffer) => (ctrErr = (ctrErr + b.toString()).slice(-4000)));
+  ctrProc.stderr.on('data', (b: Buffer) => (ctrErr = (ctrErr + b.toString()).slice(-4000)));
   const ctrDone = new Promise<number>((resolve, reject) => {
-    ctr.once('error', reject);
-    ctr.once('close', (code) => resolve(code ?? 1));
+    ctrProc.once('error', reject);
+    ctrProc.once('close', (code) => resolve(code ?? 1));
   });
-  const saved = await d.docker(['save', image], { onStdout: (out) => out.pipe(ctr.stdin) });
+  const saved = await d.docker(['save', image], { onStdout: (out) => out.pipe(ctrProc.stdin) });
   const code = await ctrDone;
   if (saved.code !== 0) throw new Error(`docker save ${image} failed: ${saved.stderr.trim().slice(-1000)}`);
   if (code !== 0) throw new Error(`ctr images import of ${image} failed (${code}): ${ctrErr.trim().slice(-1000)}`);
+  return { imported: true };
 }
