@@ -80,6 +80,18 @@ describe.skipIf(!available)('rt sidecar --mode kubernetes with rt operator', () 
     await bed.kubectl(['delete', 'components.rt.io', 'extra', '-n', ns]);
     await vi.waitFor(async () => expect(await names(base)).toEqual(['store']), { timeout: 15_000 });
     expect(s.out()).not.toMatch(/"level":50/);
+
+    // no actor state store in a pod: said at start, and workflows are refused rather than kept in the pod's filesystem
+    expect(s.out()).toMatch(/workflows are refused: no actor state store is configured/);
+    const wf = await fetch(`${base}/v1.0-beta1/workflows/rt/order/start?instanceID=i1`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(wf.status).toBe(409);
+    expect(((await wf.json()) as { message: string }).message).toMatch(/pod's filesystem.*actorStateStore: "true"/);
+    // an actor state store added later is reported, not silently taken up under running instances
+    await bed.apply(component(ns, 'actors', 'state.sqlite', [{ name: 'connectionString', value: join(dataDir, 'actors.db') }, { name: 'actorStateStore', value: 'true' }]));
+    await vi.waitFor(
+      async () => expect(((await (await fetch(`${base}/v1.0/metadata`)).json()) as { extended: Record<string, string> }).extended.workflowStateStore).toBe('embedded (actors configured: restart to use it)'),
+      { timeout: 15_000 },
+    );
   });
 
   it('retries an operator that is not there at start, says so in /v1.0/healthz/outbound, and keeps its components when it goes away', async () => {

@@ -99,7 +99,11 @@ export class Engine {
 
   // ------------------------------------------------------------------ client operations
 
+  /** Set when new instances must not start (e.g. no durable store in a pod); the reason is the error. */
+  refuseStarts: string | undefined;
+
   async start(req: StartRequest): Promise<string> {
+    if (this.refuseStarts) throw new WorkflowError('PRECONDITION', this.refuseStarts);
     const id = req.instanceId || randomUUID();
     const now = Date.now();
     await this.table.mutate(id, (d) => {

@@ -73,6 +73,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   const timers = new Timers(getInternalJobs(ctx), log);
   const engine = new Engine(table, workers, timers, log);
   ctx.services.workflows = engine;
+  watchActorStore(ctx, engine, actor?.name, log);
 
   ctx.grpc.addService(taskHubService(), taskHubImplementation(engine, ctx.grpc));
   await registerRoutes(ctx.http, engine);
@@ -98,6 +99,27 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   await table.catalog.init();
   await engine.recover();
   await registry?.start();
+}
+
+/**
+ * In a pod, workflow state in the embedded file would be lost with the pod: without an actor state
+ * store, new workflows are refused. The store is chosen at start; a change later (a resource hot
+ * update) is reported and refused until the sidecar restarts, so running instances keep theirs.
+ */
+function watchActorStore(ctx: SidecarContext, engine: Engine, inUse: string | undefined, log: SidecarContext['log']): void {
+  const kubernetes = ctx.options.mode === 'kubernetes';
+  if (kubernetes && !inUse) {
+    engine.refuseStarts =
+      'no actor state store is configured: in a pod, workflow state would live in the pod\'s filesystem and be lost with it; add a state store Component with metadata actorStateStore: "true" and restart the pod';
+    log.warn(`workflows are refused: ${engine.refuseStarts}`);
+  }
+  ctx.metadata.setExtended('workflowStateStore', inUse ?? 'embedded');
+  ctx.components.onChange(() => {
+    const now = ctx.components.actorStateStore()?.name;
+    if (now === inUse) return;
+    log.error(`the actor state store changed from ${inUse ?? 'none (embedded file)'} to ${now ?? 'none'}: workflows keep using ${inUse ?? 'the embedded file'} until the sidecar restarts`);
+    ctx.metadata.setExtended('workflowStateStore', `${inUse ?? 'embedded'} (${now ?? 'none'} configured: restart to use it)`);
+  });
 }
 
 /** The replica id kept in the data dir, so a restarted sidecar recognises its own leases. */
