@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { RESOURCE_GROUPS } from '../../crds/validate.ts';
 import { RESOURCE_KINDS, type ComponentObject, type Condition, type RtResourceObject } from '../../crds/types.ts';
 import { checkComponent } from './check.ts';
 import { type Caller, IdentityChecker, IdentityError } from './identity.ts';
@@ -70,10 +71,14 @@ export class Operator {
     this.watchdog = new Watchdog(this.kc, this.log, !!opts.watchdogDeleteUninjected, opts.watchdogDeleteIntervalMs);
     this.queue = new WorkQueue((key) => this.reconcile(key));
 
-    for (const k of RESOURCE_KINDS) {
-      const list = () => this.custom.listClusterCustomObject({ group: GROUP, version: k.version, plural: k.plural });
-      const w = new Watched<RtResourceObject>(this.kc, `${k.plural}.${GROUP}`, `/apis/${GROUP}/${k.version}/${k.plural}`, list, this.log, (type, o) => this.onResource(k.kind, type, o));
-      this.kinds.set(k.kind, w);
+    for (const group of RESOURCE_GROUPS) {
+      for (const k of RESOURCE_KINDS) {
+        const list = () => this.custom.listClusterCustomObject({ group, version: k.version, plural: k.plural });
+        const w = new Watched<RtResourceObject>(this.kc, `${k.plural}.${group}`, `/apis/${group}/${k.version}/${k.plural}`, list, this.log, (type, o) =>
+          this.onResource(group, k.kind, type, o),
+        );
+        this.kinds.set(`${group}/${k.kind}`, w);
+      }
     }
     this.secrets = new Watched<k8s.V1Secret>(this.kc, 'secrets', '/api/v1/secrets', () => core.listSecretForAllNamespaces(), this.log, (_t, s) => this.touch(s.metadata?.namespace));
     this.pods = new Watched<k8s.V1Pod>(this.kc, 'pods', '/api/v1/pods', () => core.listPodForAllNamespaces(), this.log, (t, p) => this.onPod(t, p));
@@ -81,6 +86,15 @@ export class Operator {
 
   /** Starts the watches, waits for their first lists, then serves sidecars. Returns the gRPC port. */
   async start(): Promise<number> {
+    // the ecosystem's dapr.io kinds are read too, where their CRDs are installed
+    for (const k of RESOURCE_KINDS) {
+      const key = `dapr.io/${k.kind}`;
+      const installed = await this.custom.listClusterCustomObject({ group: 'dapr.io', version: k.version, plural: k.plural, limit: 1 }).then(
+        () => true,
+        () => false,
+      );
+      if (!installed) this.kinds.delete(key);
+    }
     const all = [...this.kinds.values(), this.secrets, this.pods];
     await Promise.all(all.map((w) => w.start()));
     await Promise.all(all.map((w) => w.whenSynced()));
@@ -119,16 +133,34 @@ export class Operator {
 
   // ------------------------------------------------------------------ reconcile
 
-  private onResource(kind: string, _type: WatchEvent, o: RtResourceObject): void {
+  private onResource(group: string, kind: string, type: WatchEvent, o: RtResourceObject): void {
     const ns = o.metadata?.namespace;
     this.touch(ns);
-    if (kind === 'Component' && _type !== 'delete') this.queue.add(`${ns}/${o.metadata.name}`);
+    // status is written on rt.io's own Components; dapr.io objects are only served
+    if (group === GROUP && kind === 'Component' && type !== 'delete') this.queue.add(`${ns}/${o.metadata.name}`);
+  }
+
+  /** A namespace's objects; an rt.io object wins over a dapr.io one of the same kind and name. */
+  private objectsOf(ns: string): RtResourceObject[] {
+    const seen = new Set<string>();
+    const out: RtResourceObject[] = [];
+    for (const group of RESOURCE_GROUPS) {
+      for (const k of RESOURCE_KINDS) {
+        for (const o of this.kinds.get(`${group}/${k.kind}`)?.list(ns) ?? []) {
+          const id = `${k.kind}/${o.metadata.name}`;
+          if (seen.has(id)) continue;
+          seen.add(id);
+          out.push(o);
+        }
+      }
+    }
+    return out;
   }
 
   /** Level-triggered and idempotent: reads the cached object, writes status only when it differs. */
   private async reconcile(key: string): Promise<void> {
     const [ns, name] = key.split('/');
-    const c = this.kinds.get('Component')!.get(name, ns) as ComponentObject | undefined;
+    const c = this.kinds.get(`${GROUP}/Component`)!.get(name, ns) as ComponentObject | undefined;
     if (!c) return;
     const v = checkComponent(c);
     const generation = c.metadata.generation ?? 0;
@@ -198,7 +230,7 @@ export class Operator {
     const { namespace, appId } = sub.caller;
     const snap = buildSnapshot(
       {
-        objects: (ns) => [...this.kinds.values()].flatMap((w) => w.list(ns)),
+        objects: (ns) => this.objectsOf(ns),
         secret: (ns, name) => this.secrets.get(name, ns),
       },
       namespace,

@@ -17,6 +17,18 @@ import { startKube, type KubeCluster } from '../services/kube.ts';
 
 export const CRDS = join(import.meta.dirname, '../../crds');
 
+const DAPR_COMPONENT_CRD = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: 'components.dapr.io' },
+  spec: {
+    group: 'dapr.io',
+    scope: 'Namespaced',
+    names: { kind: 'Component', listKind: 'ComponentList', plural: 'components', singular: 'component' },
+    versions: [{ name: 'v1alpha1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+  },
+};
+
 export interface OperatorBed {
   kube: KubeCluster;
   ca: TestCa;
@@ -51,6 +63,9 @@ export async function startOperatorBed(opts: { watchdogDeleteUninjected?: boolea
     };
     await kubectl(['apply', '-f', CRDS]);
     await kubectl(['wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/components.rt.io', 'crd/configurations.rt.io', 'crd/subscriptions.rt.io', 'crd/httpendpoints.rt.io']);
+    // the ecosystem's Component CRD as clusters that ran it have it (loose schema), so dapr.io objects exist too
+    await kubectl(['apply', '-f', '-'], stringify(DAPR_COMPONENT_CRD));
+    await kubectl(['wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/components.dapr.io']);
     writeFileSync(join(dir, 'tls.crt'), ca.cert);
     writeFileSync(join(dir, 'tls.key'), ca.key);
     operator = new Operator({

@@ -78,12 +78,15 @@ describe.skipIf(!available)('rt operator on a real kube-apiserver', () => {
       component(ns, 'theirs', 'state.in-memory', [], { scopes: ['billing'] }),
       { apiVersion: 'rt.io/v2alpha1', kind: 'Subscription', metadata: { name: 'sub', namespace: ns }, spec: { pubsubname: 'ps', topic: 't', routes: { default: '/t' } }, scopes: ['orders'] },
       { apiVersion: 'rt.io/v1alpha1', kind: 'HTTPEndpoint', metadata: { name: 'api', namespace: ns }, spec: { baseUrl: 'https://example.invalid' } },
+      // the ecosystem's group is read too
+      { apiVersion: 'dapr.io/v1alpha1', kind: 'Component', metadata: { name: 'legacy', namespace: ns }, spec: { type: 'state.in-memory', version: 'v1', metadata: [] } },
     );
     const token = readFileSync(await bed.identity(ns, 'orders-pod', 'orders'), 'utf8');
     const w = watchAs(bed, token);
     try {
-      await vi.waitFor(() => expect([...w.latest().keys()].sort()).toEqual(['Component/everyone', 'Component/mine', 'HTTPEndpoint/api', 'Subscription/sub']), { timeout: 15_000 });
+      await vi.waitFor(() => expect([...w.latest().keys()].sort()).toEqual(['Component/everyone', 'Component/legacy', 'Component/mine', 'HTTPEndpoint/api', 'Subscription/sub']), { timeout: 15_000 });
       expect(w.snapshots.at(-1)!.appId).toBe('orders');
+      expect(w.latest().get('Component/legacy')?.apiVersion).toBe('dapr.io/v1alpha1');
       const mine = w.latest().get('Component/mine') as { spec: { metadata: { name: string; value?: string; secretKeyRef?: unknown }[] }; metadata: { annotations: Record<string, string> } };
       expect(mine.spec.metadata).toContainEqual({ name: 'redisPassword', value: 'first-pass' });
       expect(mine.metadata.annotations['rt.io/resolved-secrets']).toBe('redisPassword');
