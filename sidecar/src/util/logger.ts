@@ -32,13 +32,30 @@ export function logAsJsonFromEnv(env: NodeJS.ProcessEnv = process.env): boolean 
 
 export function createLogger(o: LoggerOptions = {}): Logger {
   const json = o.json ?? logAsJsonFromEnv() ?? false;
+  const level = o.level ?? 'info';
   const options = {
-    level: o.level ?? 'info',
+    level,
     base: { ...o.base },
     // a child that sets a key its parent already has (scope) replaces it: one key per line
     onChild: dedupeBindings,
   };
-  return json ? pino(options) : pino(options, readableStream());
+  if (json) return pino(options);
+  // readable: an error is its message on the event's line (as `error`); its stack, on lines of
+  // its own, only at debug and below
+  const verbose = level === 'debug' || level === 'trace';
+  return verbose ? pino(options, readableStream()) : pino({ ...options, formatters: { log: errorOnTheLine } }, readableStream());
+}
+
+function errorOnTheLine(o: Record<string, unknown>): Record<string, unknown> {
+  if (!('err' in o)) return o;
+  const { err, ...rest } = o;
+  return { ...rest, error: errorText(err) };
+}
+
+function errorText(e: unknown): unknown {
+  if (!(e instanceof Error)) return e;
+  const code = (e as NodeJS.ErrnoException).code;
+  return `${e.name && e.name !== 'Error' ? `${e.name}: ` : ''}${e.message}${code && !e.message.includes(code) ? ` (${code})` : ''}`;
 }
 
 const require = createRequire(import.meta.url);
@@ -53,6 +70,8 @@ function readableStream(): DestinationStream {
     translateTime: 'SYS:HH:MM:ss.l',
     ignore: 'pid,hostname,scope,app_id',
     messageFormat: '{if scope}{scope}{end} {msg}',
+    // `err` (pino's error key) prints as its stack; `error`, our one-line text, stays on the line
+    errorLikeObjectKeys: ['err'],
   });
 }
 
