@@ -87,6 +87,14 @@ describe('log lines', () => {
     expect(lines.some((l) => (JSON.parse(l) as { level: number }).level === 20)).toBe(true);
   });
 
+  it('a readable line keeps an error on the line; its stack comes only at debug', () => {
+    const logger = join(ROOT, 'sidecar/src/util/logger.ts');
+    const run = (level: string) =>
+      spawnSync(process.execPath, ['--input-type=module', '-e', `import { createLogger } from ${JSON.stringify(logger)}; createLogger({ level: '${level}', json: false, base: { scope: 'rt.test' } }).warn({ err: new Error('disk on fire'), n: 1 }, 'it failed');`], { encoding: 'utf8', env: { ...process.env, RT_LOG_AS_JSON: '' } }).stdout;
+    expect(run('info')).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] WARN: rt\.test it failed \{"n":1,"error":"disk on fire"\}\n$/);
+    expect(run('debug')).toMatch(/WARN: rt\.test it failed[^\n]*\n\s+err: \{[\s\S]*"stack":[\s\S]*at /);
+  });
+
   it('a child logger that sets its parent scope again writes the key once', () => {
     const out: string[] = [];
     const write = process.stdout.write;
