@@ -89,7 +89,7 @@ export interface ParsedSidecarArgs {
 export function parseSidecarArgs(argv: string[], allowPositionals: boolean): ParsedSidecarArgs {
   let parsed;
   try {
-    parsed = parseArgs({ args: normaliseReferenceArgs(argv, ALL_FLAGS), options: ALL_FLAGS, allowPositionals, strict: true });
+    parsed = parseArgs({ args: normaliseReferenceArgs(argv, ALL_FLAGS), options: ALL_FLAGS, allowPositionals, allowNegative: true, strict: true });
   } catch (e) {
     throw new UsageError((e as Error).message);
   }

@@ -109,7 +109,11 @@ export function normaliseReferenceArgs(argv: string[], known: Record<string, { t
     let arg = /^-[a-z][a-z0-9-]+(=|$)/.test(a) && known[a.slice(1).split('=')[0]] ? `-${a}` : a;
     const m = /^--([a-z0-9-]+)=(true|false)$/i.exec(arg);
     if (m && known[m[1]]?.type === 'boolean') {
-      if (m[2].toLowerCase() === 'false') continue;
+      // parseArgs takes an explicit false as --no-<flag> (allowNegative)
+      if (m[2].toLowerCase() === 'false') {
+        out.push(`--no-${m[1]}`);
+        continue;
+      }
       arg = `--${m[1]}`;
     }
     out.push(arg);

@@ -28,6 +28,12 @@ describe('sidecar flags', () => {
     expect(p.warnings).toEqual([expect.stringContaining('rt listens on one address; using 127.0.0.1, not ::1')]);
   });
 
+  it('an explicit --log-as-json=false wins over the env and the kubernetes default', () => {
+    const p = parseSidecarArgs(['--app-id', 'a', '--mode', 'kubernetes', '--log-as-json=false'], false);
+    expect(p.options.logAsJson).toBe(false);
+    expect(parseSidecarArgs(['--app-id', 'a', '--log-as-json'], false).options.logAsJson).toBe(true);
+  });
+
   it('our own flag wins over its alias; --max-body-size takes sizes', () => {
     const p = parseSidecarArgs(['--app-id', 'a', '--http-port', '1', '--dapr-http-port', '2', '--max-body-size', '16Mi'], false);
     expect(p.options.httpPort).toBe(1);
