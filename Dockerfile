@@ -12,21 +12,28 @@
 ARG BASE=node:24-bookworm-slim
 ARG BUILD_BASE=node:24-bookworm-slim
 
+# what npm ci reads, without the scripts and descriptions: editing those keeps the cached
+# dependency layers below (the classic builder keys COPY --from on content)
+FROM ${BUILD_BASE} AS manifest
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN node -e "const fs=require('fs'),p=JSON.parse(fs.readFileSync('package.json'));for(const k of ['scripts','description','bin'])delete p[k];fs.writeFileSync('package.json',JSON.stringify(p,null,2))"
+
 # production dependencies, in their own stage so a source change reuses this layer.
 # --omit=optional: no platform node binary (node-linux-*), no native extras (cpu-features);
 # --ignore-scripts: no dependency needs its install script at run time
 FROM ${BUILD_BASE} AS deps
 WORKDIR /src
-COPY package.json package-lock.json ./
+COPY --from=manifest /src/ ./
 RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error \
  && node -e "require('fs').mkdirSync('/rt-data')"
 
 # the compiled JavaScript (npm run build: tsc + the .proto files beside it)
 FROM ${BUILD_BASE} AS build
 WORKDIR /src
-COPY package.json package-lock.json ./
+COPY --from=manifest /src/ ./
 RUN npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
-# .dockerignore lets in only the sources of the build
+# .dockerignore lets in only the sources of the build (and the whole package.json, for npm run build)
 COPY . .
 RUN npm run build
 
@@ -34,9 +41,10 @@ FROM ${BASE}
 ENV NODE_ENV=production RT_DATA_DIR=/var/lib/rt HOME=/var/lib/rt
 WORKDIR /app
 COPY --from=deps /src/node_modules /app/node_modules
-COPY --from=build /src/dist /app/dist
 COPY --from=deps --chown=65532:65532 /rt-data /var/lib/rt
 COPY images/rt/rt /usr/local/bin/rt
+# last: the layer that changes with every source change
+COPY --from=build /src/dist /app/dist
 USER 65532:65532
 VOLUME ["/var/lib/rt"]
 # HTTP API, gRPC API, metrics
