@@ -1,36 +1,57 @@
 /**
  * `npm run cluster`: a real Kubernetes cluster on loopback for development — the same code the
- * suites use (test/services/kube.ts). Prints the kubeconfig and stays up until Ctrl-C, then
- * stops every process and removes its folders.
+ * suites use (test/services/kube.ts): etcd, kube-apiserver, kube-controller-manager and, unless
+ * `--no-node`, a node (containerd + kubelet + kube-scheduler) with the pause image and `rt:dev`
+ * built by a private Docker engine (rebuilt only when stale) and imported into it. Prints the
+ * kubeconfig and stays up until Ctrl-C, then stops every pod, process and mount it made.
  */
 // this cluster's folders are named for this process, so its sweep touches no other cluster
 process.env.RT_TEST_RUN_ID = `cluster-${process.pid}`;
 const { startKube } = await import('../test/services/kube.ts');
 const { sweepKubeLeftovers } = await import('../test/services/kube/sweep.ts');
+const { startDocker } = await import('../test/services/docker.ts');
+const { buildImages, importIntoContainerd } = await import('../test/services/images.ts');
 
 const args = process.argv.slice(2);
 if (args.includes('--help')) {
-  console.log('usage: npm run cluster [-- --no-controllers]\n  starts etcd, kube-apiserver and kube-controller-manager on loopback; Ctrl-C stops them');
+  console.log(`usage: npm run cluster [-- --no-node]
+  starts etcd, kube-apiserver, kube-controller-manager and a node (kubelet, containerd, kube-scheduler)
+  on loopback, with rt:dev built and imported; Ctrl-C stops and removes everything.
+  --no-node   the control plane only (no Docker engine, no images)`);
   process.exit(0);
 }
+const log = (s: string) => console.log(`[cluster] ${s}`);
 const started = Date.now();
-const kube = await startKube({ controllers: !args.includes('--no-controllers'), log: (s) => console.log(`[cluster] ${s}`) });
-console.log(`[cluster] ready in ${((Date.now() - started) / 1000).toFixed(1)} s: API server ${kube.server}, logs in ${kube.dir}`);
-console.log(`[cluster] kubeconfig: ${kube.kubeconfig}`);
-console.log(`export KUBECONFIG=${kube.kubeconfig}`);
-console.log(`[cluster] kubectl and helm: ${kube.controlPlane.kubectlBin}, ${kube.controlPlane.helmBin}`);
-
+const withNode = !args.includes('--no-node');
+const docker = withNode ? await startDocker() : undefined;
+let kube: Awaited<ReturnType<typeof startKube>> | undefined;
 let stopping = false;
-const stop = async (sig: string) => {
+const stop = async (why: string) => {
   if (stopping) return;
   stopping = true;
-  console.log(`\n[cluster] ${sig}: stopping`);
-  await kube.stop();
-  sweepKubeLeftovers((s) => console.log(`[cluster] ${s}`));
-  console.log('[cluster] stopped; nothing left running');
+  log(`${why}: stopping`);
+  await kube?.stop();
+  await docker?.stop();
+  sweepKubeLeftovers(log);
+  log('stopped; nothing left running');
   process.exit(0);
 };
 process.on('SIGINT', () => void stop('SIGINT'));
 process.on('SIGTERM', () => void stop('SIGTERM'));
-// stay up
+try {
+  const images = docker ? await buildImages(docker, { log }) : undefined;
+  kube = await startKube({
+    log,
+    node: images && docker
+      ? { sandboxImage: images.pause, importImages: async (socket) => { for (const i of [images.pause, images.rt]) await importIntoContainerd(docker, i, socket); } }
+      : undefined,
+  });
+} catch (e) {
+  console.error(`[cluster] could not start: ${(e as Error).message}`);
+  await stop('failed');
+}
+log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s: API server ${kube!.server}${withNode ? `, node ${kube!.node?.name} Ready (image rt:dev)` : ''}; logs in ${kube!.dir}`);
+log(`kubectl and helm: ${kube!.controlPlane.kubectlBin}, ${kube!.controlPlane.helmBin}`);
+console.log(`export KUBECONFIG=${kube!.kubeconfig}`);
+// stay up until a signal
 setInterval(() => {}, 1 << 30);

@@ -27,7 +27,7 @@ export type KubeCommand = (typeof KUBE_COMMANDS)[number];
 /** The k8s.io/kubernetes release the module pins, e.g. v1.35.4. */
 export function kubeVersion(): string {
   const mod = readFileSync(join(MODULE_DIR, 'go.mod'), 'utf8');
-  const m = /require k8s\.io\/kubernetes (v\d+\.\d+\.\d+)/.exec(mod);
+  const m = /^\s*(?:require\s+)?k8s\.io\/kubernetes (v\d+\.\d+\.\d+)/m.exec(mod);
   if (!m) throw new Error(`no k8s.io/kubernetes version in ${join(MODULE_DIR, 'go.mod')}`);
   return m[1];
 }
