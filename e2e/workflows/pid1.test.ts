@@ -8,13 +8,14 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TaskHubGrpcClient } from '@dapr/durabletask-js';
 import { OrchestrationStatus } from '@dapr/durabletask-js/orchestration/enum/orchestration-status.enum.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requireService } from '../../test/services/ci.ts';
-import { freePort, waitForPort } from '../../test/services/net.ts';
+import { waitForPort } from '../../test/services/net.ts';
 import { ROOT } from '../rt-process.ts';
 import { killed, lines, quietSdkLogs, startWorker, waitUntil } from './harness.ts';
 
@@ -35,11 +36,40 @@ const procs: ChildProcess[] = [];
 /** Host pids of every rt started, killed at the end whatever happened to their unshare. */
 const rtPids: number[] = [];
 
-/** Both ports answer (HTTP may open before gRPC). */
+/**
+ * A free port below the kernel's ephemeral range. The restarted sidecar binds the dead one's
+ * ports again; a port from freePort() (ephemeral) could be handed to another suite running in
+ * parallel during the gap, and the test would then talk to that suite's server.
+ */
+async function portOutsideEphemeralRange(): Promise<number> {
+  const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+  const top = Math.max(11_000, Math.min(low, 32_768));
+  for (;;) {
+    const port = 10_000 + Math.floor(Math.random() * (top - 10_000));
+    const free = await new Promise<boolean>((resolve) => {
+      const srv = createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port, '0.0.0.0', () => srv.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+}
+
+/**
+ * Both ports answer (HTTP may open before gRPC), and a live sidecar serves HTTP. A port that
+ * accepts is not enough: until the kernel has released a killed process's files (which can lag
+ * behind its becoming a zombie), its listening sockets still complete handshakes, and then
+ * reset those connections.
+ */
 async function ready(s: Pid1Sidecar, httpPort: number, grpcPort: number): Promise<void> {
   try {
     await waitForPort('127.0.0.1', httpPort, 30_000);
     await waitForPort('127.0.0.1', grpcPort, 10_000);
+    await waitUntil(
+      () => fetch(`http://127.0.0.1:${httpPort}/v1.0/healthz`, { signal: AbortSignal.timeout(1000) }).then((r) => r.ok, () => false),
+      30_000,
+      'the sidecar to answer /v1.0/healthz',
+    );
   } catch (e) {
     throw new Error(`${(e as Error).message}\nrt printed:\n${s.out()}`);
   }
@@ -47,7 +77,7 @@ async function ready(s: Pid1Sidecar, httpPort: number, grpcPort: number): Promis
 
 function startPid1Sidecar(appId: string, httpPort: number, grpcPort: number): Pid1Sidecar {
   const args = [...UNSHARE, process.execPath, join(ROOT, 'cli/rt.ts'), 'sidecar', '--app-id', appId];
-  args.push('--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--data-dir', dataDir, '--log-level', 'warn');
+  args.push('--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--data-dir', dataDir, '--log-level', process.env.RT_TEST_LOG ?? 'info');
   const unshare = spawn('unshare', args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   procs.push(unshare);
   let out = '';
@@ -60,7 +90,7 @@ function startPid1Sidecar(appId: string, httpPort: number, grpcPort: number): Pi
 function rtPid(s: Pid1Sidecar): number {
   const pid = s.unshare.pid!;
   const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-  if (children.length !== 1) throw new Error(`unshare ${pid} has children [${children.join(', ')}]`);
+  if (children.length !== 1) throw new Error(`unshare ${pid} (exit ${s.unshare.exitCode ?? s.unshare.signalCode}) has children [${children.join(', ')}]; rt printed:\n${s.out()}`);
   const rt = Number(children[0]);
   if (!rtPids.includes(rt)) rtPids.push(rt);
   return rt;
@@ -102,7 +132,7 @@ afterAll(async () => {
  * `beforeRestart`) and expects every instance to complete with the right output.
  */
 async function killAndRestart(appId: string, beforeRestart: (old: Pid1Sidecar) => Promise<void>): Promise<void> {
-  const [httpPort, grpcPort] = [await freePort(), await freePort()];
+  const [httpPort, grpcPort] = [await portOutsideEphemeralRange(), await portOutsideEphemeralRange()];
   const address = `127.0.0.1:${grpcPort}`;
   const markers = mkdtempSync(join(tmpdir(), 'rt-wf-pid1-markers-'));
   const first = startPid1Sidecar(appId, httpPort, grpcPort);
@@ -128,7 +158,9 @@ async function killAndRestart(appId: string, beforeRestart: (old: Pid1Sidecar) =
     rtPid(second); // noted for the cleanup
     worker = startWorker(address, markers, { SLOW_MS: '100', TIMER_S: '2' });
     procs.push(worker);
-    const seen = () => `quick ${lines(markers, 'quick')}, slow ${lines(markers, 'slow')}\nrt printed:\n${second?.out()}`;
+    const rt2 = rtPids[rtPids.length - 1];
+    const seen = () =>
+      `quick ${lines(markers, 'quick')}, slow ${lines(markers, 'slow')}; restarted rt ${rt2} is ${procState(rt2)}, its unshare exited ${second?.unshare.exitCode ?? second?.unshare.signalCode}\nrt printed:\n${second?.out()}`;
     after = new TaskHubGrpcClient(address);
     const states = await Promise.all(ids.map((id) => after!.waitForOrchestrationCompletion(id, true, 40))).catch((e: Error) => {
       throw new Error(`${e.message}; ${seen()}`);
