@@ -9,6 +9,7 @@ import { setup as jobs } from './jobs/setup.ts';
 import { setup as metadata } from './metadata/routes.ts';
 import { setup as metrics } from './metrics/setup.ts';
 import { setup as pluggable } from './pluggable/setup.ts';
+import { setup as pubsub } from './pubsub/setup.ts';
 import { setup as secrets } from './secrets/routes.ts';
 import { setup as state } from './state/routes.ts';
 import { setup as workflows } from './workflows/setup.ts';
@@ -19,4 +20,4 @@ export type BlockSetup = (ctx: SidecarContext) => Promise<void>;
 /** Run before components are created: they may add component types to the catalog. */
 export const preComponentHooks: BlockSetup[] = [pluggable];
 
-export const buildingBlocks: BlockSetup[] = [metrics, metadata, state, secrets, jobs, workflows, bindings, inputBindings, runtimeApi];
+export const buildingBlocks: BlockSetup[] = [metrics, metadata, state, secrets, jobs, workflows, bindings, inputBindings, pubsub, runtimeApi];

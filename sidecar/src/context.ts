@@ -9,6 +9,7 @@ import type { AppChannel } from './app/channel.ts';
 import type { ComponentRegistry } from './components/registry.ts';
 import type { GrpcServer } from './grpc/server.ts';
 import type { MetadataService } from './metadata/service.ts';
+import type { PublishService } from './pubsub/publish.ts';
 import type { Resources } from './resources/types.ts';
 import type { StateService } from './state/service.ts';
 import type { Engine } from './workflows/engine.ts';
@@ -85,6 +86,7 @@ export interface BlockServices {
   jobs?: SchedulerClient;
   workflows?: Engine;
   secrets?: SecretsService;
+  pubsub?: PublishService;
   /** Graceful stop of this sidecar, as its owner's close() does (the gRPC Shutdown call). */
   shutdown?: () => Promise<void>;
 }

@@ -6,7 +6,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { AppChannel } from './app/channel.ts';
-import { discoverConfig, discoverSubscriptions } from './app/discovery.ts';
+import { discoverConfig } from './app/discovery.ts';
 import { builtinCatalog, type ComponentCatalog } from './components/catalog.ts';
 import { ComponentRegistry } from './components/registry.ts';
 import type { SidecarContext, SidecarOptions } from './context.ts';
@@ -154,8 +154,8 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
       if (app.enabled) {
         const ok = await app.waitUntilReachable(Number.POSITIVE_INFINITY, abort.signal);
         if (!ok) return;
-        const [subs, cfg] = await Promise.all([discoverSubscriptions(app), discoverConfig(app)]);
-        metadata.addSubscriptionProvider(() => subs);
+        // programmatic subscriptions are discovered by the pub/sub block (pubsub/setup.ts)
+        const cfg = await discoverConfig(app);
         metadata.addActorProvider(() => cfg.entities.map((type) => ({ type, count: 0 })));
         app.startHealthProbes();
       }

@@ -45,6 +45,8 @@ export function builtinCatalog(): ComponentCatalog {
   c.add('state.sqlite', { category: 'state', load: async () => (await import('./state/sqlite/index.ts')).factory });
   c.add('state.redis', { category: 'state', load: async () => (await import('./state/redis/index.ts')).factory });
   c.add('state.postgresql', { category: 'state', load: async () => (await import('./state/postgresql/index.ts')).factory });
+  c.add('pubsub.in-memory', { category: 'pubsub', load: async () => (await import('./pubsub/in-memory/index.ts')).factory });
+  c.add('pubsub.redis', { category: 'pubsub', load: async () => (await import('./pubsub/redis/index.ts')).factory });
   c.add('bindings.sftp', { category: 'bindings', load: async () => (await import('./bindings/sftp/index.ts')).factory });
   return c;
 }

@@ -5,7 +5,6 @@
  */
 const BLOCKS: [RegExp, string][] = [
   [/^\/v1\.0\/invoke\//, 'service invocation'],
-  [/^\/v1\.0(-alpha1)?\/publish(\/|$)/, 'pub/sub'],
   [/^\/v1\.0\/actors(\/|$)/, 'actors'],
   [/^\/v1\.0(-alpha1)?\/configuration(\/|$)/, 'configuration'],
   [/^\/v1\.0-alpha1\/(lock|unlock)(\/|$)/, 'distributed lock'],

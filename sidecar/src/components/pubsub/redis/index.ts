@@ -1,0 +1,246 @@
+/**
+ * pubsub.redis: Redis Streams. A topic is a stream; publish is XADD (MAXLEN ~ maxLenApprox when
+ * set). Each app is a consumer group (consumerID, default the app id) and each sidecar one
+ * consumer in it (a name of its own per process), so replicas of one app share the messages.
+ * A message is acknowledged (XACK) only when the handler succeeds; one that stays pending longer
+ * than processingTimeout — its replica died, or the app never took it — is claimed (XAUTOCLAIM)
+ * by whichever replica looks next, every redeliverInterval: at-least-once.
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { parseDuration } from '../../../util/duration.ts';
+import { redisOptions } from '../../state/redis/index.ts';
+import type { ComponentContext, ComponentFactory, ComponentSpec } from '../../types.ts';
+import type { MessageHandler, PubSub, TopicSubscription } from '../types.ts';
+
+export interface StreamSettings {
+  consumerGroup: string;
+  processingTimeoutMs: number;
+  redeliverIntervalMs: number;
+  /** messages handled at once per topic. */
+  concurrency: number;
+  maxLenApprox?: number;
+}
+
+function positiveInt(md: Record<string, string>, key: string, fallback: number): number {
+  const raw = md[key];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`metadata ${key} "${raw}" must be a positive whole number`);
+  return n;
+}
+
+function duration(md: Record<string, string>, key: string, fallbackMs: number): number {
+  const raw = md[key];
+  if (raw === undefined || raw === '') return fallbackMs;
+  const ms = /^\d+$/.test(raw) ? Number(raw) * 1000 : parseDuration(raw);
+  if (ms === undefined || !(ms > 0)) throw new Error(`metadata ${key} "${raw}" must be a duration such as 30s or 1m`);
+  return ms;
+}
+
+export function streamSettings(md: Record<string, string>, appId: string): StreamSettings {
+  return {
+    consumerGroup: md.consumerID || appId,
+    processingTimeoutMs: duration(md, 'processingTimeout', 60_000),
+    redeliverIntervalMs: duration(md, 'redeliverInterval', 15_000),
+    concurrency: positiveInt(md, 'concurrency', 10),
+    maxLenApprox: md.maxLenApprox ? positiveInt(md, 'maxLenApprox', 0) : undefined,
+  };
+}
+
+type Entry = [id: Buffer, fields: Buffer[] | null];
+
+class RedisStreamsPubSub implements PubSub {
+  private client?: Redis;
+  private settings!: StreamSettings;
+  private log!: Logger;
+  private readonly consumer = `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
+  private readonly readers = new Set<TopicReader>();
+
+  async init(spec: ComponentSpec, ctx: ComponentContext): Promise<void> {
+    const opts = redisOptions(spec.metadata);
+    this.settings = streamSettings(spec.metadata, ctx.appId);
+    this.log = ctx.log.child({ component: spec.name });
+    const { Redis } = await import('ioredis');
+    const client = new Redis(opts);
+    client.on('error', () => undefined);
+    this.client = client;
+    await client.connect();
+    await client.ping();
+  }
+
+  capabilities(): string[] {
+    return [];
+  }
+
+  features(): string[] {
+    return [];
+  }
+
+  async ping(): Promise<void> {
+    await this.redis().ping();
+  }
+
+  async publish(topic: string, data: Uint8Array, metadata: Record<string, string> = {}, contentType?: string): Promise<void> {
+    const trim = this.settings.maxLenApprox ? ['MAXLEN', '~', String(this.settings.maxLenApprox)] : [];
+    const fields: (string | Buffer)[] = ['data', Buffer.from(data.buffer, data.byteOffset, data.byteLength)];
+    if (contentType) fields.push('contentType', contentType);
+    if (Object.keys(metadata).length > 0) fields.push('metadata', JSON.stringify(metadata));
+    await this.redis().call('XADD', topic, ...trim, '*', ...fields);
+  }
+
+  subscribe(topic: string, _metadata: Record<string, string>, handler: MessageHandler): TopicSubscription {
+    const reader = new TopicReader(this.redis(), topic, this.settings, this.consumer, handler, this.log);
+    this.readers.add(reader);
+    reader.start();
+    return {
+      close: () => {
+        this.readers.delete(reader);
+        reader.close();
+      },
+    };
+  }
+
+  private redis(): Redis {
+    if (!this.client) throw new Error('pubsub.redis is not initialised');
+    return this.client;
+  }
+
+  async close(): Promise<void> {
+    for (const r of this.readers) r.close();
+    this.readers.clear();
+    this.client?.disconnect();
+    this.client = undefined;
+  }
+}
+
+/** Reads one topic for one consumer: new messages, and pending ones others left behind. */
+class TopicReader {
+  private readonly blocking: Redis;
+  private closed = false;
+  private readonly inFlight = new Set<string>();
+  private wake?: () => void;
+  private claimTimer?: NodeJS.Timeout;
+
+  private readonly client: Redis;
+  private readonly topic: string;
+  private readonly s: StreamSettings;
+  private readonly consumer: string;
+  private readonly handler: MessageHandler;
+  private readonly log: Logger;
+
+  constructor(client: Redis, topic: string, s: StreamSettings, consumer: string, handler: MessageHandler, log: Logger) {
+    this.client = client;
+    this.topic = topic;
+    this.s = s;
+    this.consumer = consumer;
+    this.handler = handler;
+    this.log = log;
+    // XREADGROUP BLOCK holds its connection: one of its own per topic
+    this.blocking = client.duplicate();
+    this.blocking.on('error', () => undefined);
+  }
+
+  start(): void {
+    void this.readLoop();
+    const claim = async () => {
+      if (this.closed) return;
+      await this.claimIdle().catch((e: Error) => this.log.debug({ topic: this.topic }, `claiming pending messages: ${e.message}`));
+      if (!this.closed) {
+        this.claimTimer = setTimeout(() => void claim(), this.s.redeliverIntervalMs);
+        this.claimTimer.unref();
+      }
+    };
+    this.claimTimer = setTimeout(() => void claim(), Math.min(this.s.redeliverIntervalMs, 1000));
+    this.claimTimer.unref();
+  }
+
+  private async ensureGroup(): Promise<void> {
+    try {
+      // from the start of the stream: a group created after messages were published still gets them
+      await this.client.call('XGROUP', 'CREATE', this.topic, this.s.consumerGroup, '0', 'MKSTREAM');
+    } catch (e) {
+      if (!/BUSYGROUP/.test((e as Error).message)) throw e;
+    }
+  }
+
+  private async readLoop(): Promise<void> {
+    let groupReady = false;
+    while (!this.closed) {
+      try {
+        if (!groupReady) {
+          await this.ensureGroup();
+          groupReady = true;
+        }
+        const room = this.s.concurrency - this.inFlight.size;
+        if (room <= 0) {
+          await new Promise<void>((r) => (this.wake = r));
+          continue;
+        }
+        const res = (await this.blocking.callBuffer('XREADGROUP', 'GROUP', this.s.consumerGroup, this.consumer, 'COUNT', String(room), 'BLOCK', '1000', 'STREAMS', this.topic, '>')) as [Buffer, Entry[]][] | null;
+        for (const [, entries] of res ?? []) for (const e of entries) this.handle(e);
+      } catch (e) {
+        if (this.closed) return;
+        const msg = (e as Error).message;
+        if (/NOGROUP/.test(msg)) groupReady = false; // the stream or group was deleted: make it again
+        else this.log.warn({ topic: this.topic }, `reading the stream: ${msg}`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+
+  /** Takes over messages pending longer than processingTimeout on any consumer of the group. */
+  private async claimIdle(): Promise<void> {
+    let cursor = '0-0';
+    do {
+      const room = Math.max(this.s.concurrency - this.inFlight.size, 0);
+      if (room === 0 || this.closed) return;
+      const res = (await this.client.callBuffer('XAUTOCLAIM', this.topic, this.s.consumerGroup, this.consumer, String(this.s.processingTimeoutMs), cursor, 'COUNT', String(room))) as [Buffer, Entry[], unknown?];
+      cursor = res[0].toString();
+      for (const e of res[1]) this.handle(e);
+    } while (cursor !== '0-0');
+  }
+
+  private handle([idBuf, fields]: Entry): void {
+    const id = idBuf.toString();
+    if (!fields || this.inFlight.has(id)) return; // a trimmed entry, or one we are still handling
+    let data: Buffer = Buffer.alloc(0);
+    let contentType: string | undefined;
+    let metadata: Record<string, string> = {};
+    for (let i = 0; i + 1 < fields.length; i += 2) {
+      const k = fields[i].toString();
+      if (k === 'data') data = fields[i + 1];
+      else if (k === 'contentType') contentType = fields[i + 1].toString();
+      else if (k === 'metadata') {
+        try {
+          metadata = JSON.parse(fields[i + 1].toString()) as Record<string, string>;
+        } catch {
+          metadata = {};
+        }
+      }
+    }
+    this.inFlight.add(id);
+    this.handler({ topic: this.topic, data, metadata, contentType })
+      .then(
+        () => this.client.call('XACK', this.topic, this.s.consumerGroup, id),
+        () => undefined, // stays pending: claimed again after processingTimeout
+      )
+      .catch((e: Error) => this.log.warn({ topic: this.topic, id }, `acknowledging: ${e.message}`))
+      .finally(() => {
+        this.inFlight.delete(id);
+        this.wake?.();
+        this.wake = undefined;
+      });
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.claimTimer) clearTimeout(this.claimTimer);
+    this.wake?.();
+    this.blocking.disconnect();
+  }
+}
+
+export const factory: ComponentFactory = () => new RedisStreamsPubSub();

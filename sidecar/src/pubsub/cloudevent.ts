@@ -1,0 +1,127 @@
+/**
+ * The CloudEvents 1.0 envelope (JSON format) that published bodies travel in, and how a
+ * received message is read back into one for routing and delivery.
+ */
+import { randomUUID } from 'node:crypto';
+import { malformed } from '../http/errors.ts';
+import { parseJsonText } from '../http/body.ts';
+
+export const CLOUDEVENT_CONTENT_TYPE = 'application/cloudevents+json';
+/** `type` of events rt wraps itself (the ecosystem's is com.<product>.event.sent). */
+export const EVENT_TYPE = 'rt.event.sent';
+
+export type CloudEvent = Record<string, unknown> & { id: string; specversion: string; type: string; source: string };
+
+export interface EnvelopeInput {
+  appId: string;
+  pubsubname: string;
+  topic: string;
+  body: Uint8Array;
+  contentType?: string;
+  /** request metadata (metadata.* query parameters or gRPC metadata). */
+  metadata: Record<string, string>;
+  traceparent?: string;
+  tracestate?: string;
+}
+
+export function isJsonType(ct: string | undefined): boolean {
+  if (!ct) return false;
+  const base = ct.split(';')[0].trim().toLowerCase();
+  return base === 'application/json' || base.endsWith('+json') || base === 'text/json';
+}
+
+export function isCloudEventType(ct: string | undefined): boolean {
+  return (ct ?? '').split(';')[0].trim().toLowerCase() === CLOUDEVENT_CONTENT_TYPE;
+}
+
+/** metadata.ttlInSeconds as a positive whole number of seconds, or undefined; 400 when wrong. */
+export function ttlOf(metadata: Record<string, string>): number | undefined {
+  const raw = metadata.ttlInSeconds;
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^\d{1,10}$/.test(raw) || Number(raw) <= 0) throw malformed(`metadata.ttlInSeconds "${raw.slice(0, 40)}" must be a positive whole number of seconds`);
+  return Number(raw);
+}
+
+export function isRawPayload(metadata: Record<string, string>): boolean {
+  return (metadata.rawPayload ?? '').toLowerCase() === 'true';
+}
+
+/**
+ * The bytes to hand to the component for one published body: the body itself with
+ * rawPayload=true; a CloudEvent the caller sent, completed with what routing needs; otherwise a
+ * new CloudEvent around the body. Throws 400 when a JSON body does not parse.
+ */
+export function envelope(input: EnvelopeInput): { data: Buffer; contentType: string } {
+  const ttl = ttlOf(input.metadata);
+  const contentType = input.contentType || 'text/plain';
+  if (isRawPayload(input.metadata)) return { data: Buffer.from(input.body), contentType };
+  const text = () => Buffer.from(input.body).toString('utf8');
+  let event: Record<string, unknown>;
+  if (isCloudEventType(input.contentType)) {
+    const parsed = parseJsonText(text(), 'CloudEvent body');
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw malformed('a body sent as application/cloudevents+json must be a JSON object');
+    event = parsed as Record<string, unknown>;
+    // what the caller set stays; what routing and tracing need is filled in when missing
+    event.id ??= randomUUID();
+    event.specversion ??= '1.0';
+    event.source ??= input.appId;
+    event.type ??= EVENT_TYPE;
+  } else {
+    event = { specversion: '1.0', id: randomUUID(), source: input.appId, type: EVENT_TYPE, datacontenttype: contentType };
+    if (isJsonType(contentType)) {
+      if (input.body.length > 0) event.data = parseJsonText(text(), 'request body');
+    } else if (contentType.startsWith('text/')) {
+      event.data = text();
+    } else {
+      event.data_base64 = Buffer.from(input.body).toString('base64');
+    }
+    event.time = new Date().toISOString();
+  }
+  event.topic ??= input.topic;
+  event.pubsubname ??= input.pubsubname;
+  if (input.traceparent) {
+    event.traceparent ??= input.traceparent;
+    event.traceid ??= input.traceparent;
+  }
+  if (input.tracestate) event.tracestate ??= input.tracestate;
+  if (ttl !== undefined) event.expiration = new Date(Date.now() + ttl * 1000).toISOString();
+  return { data: Buffer.from(JSON.stringify(event)), contentType: CLOUDEVENT_CONTENT_TYPE };
+}
+
+/**
+ * A received message as a CloudEvent. Messages that are not one (raw payloads, other
+ * publishers) are wrapped, their bytes in data_base64, so the app always gets a CloudEvent.
+ */
+export function readEvent(data: Uint8Array, ctx: { topic: string; pubsubname: string; contentType?: string }): CloudEvent {
+  const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  if (buf.length > 0 && buf[0] === 0x7b /* { */) {
+    try {
+      const o = JSON.parse(buf.toString('utf8')) as Record<string, unknown>;
+      if (typeof o === 'object' && o !== null && typeof o.specversion === 'string' && typeof o.id === 'string') {
+        o.topic ??= ctx.topic;
+        o.pubsubname ??= ctx.pubsubname;
+        return o as CloudEvent;
+      }
+    } catch {
+      // not JSON: wrapped below
+    }
+  }
+  return {
+    specversion: '1.0',
+    id: randomUUID(),
+    source: ctx.pubsubname,
+    type: EVENT_TYPE,
+    datacontenttype: ctx.contentType || 'application/octet-stream',
+    data_base64: buf.toString('base64'),
+    topic: ctx.topic,
+    pubsubname: ctx.pubsubname,
+  };
+}
+
+/** The event's expiration (metadata.ttlInSeconds at publish) has passed. */
+export function expired(event: CloudEvent, now = Date.now()): boolean {
+  const e = event.expiration;
+  if (typeof e !== 'string') return false;
+  const t = Date.parse(e);
+  return Number.isFinite(t) && t <= now;
+}

@@ -1,0 +1,72 @@
+/**
+ * Delivery of one message to the app and what its answer means.
+ *
+ * The app answers with an HTTP status and, optionally, {"status": "SUCCESS" | "RETRY" | "DROP"}:
+ * 2xx without a status (or an unreadable body) is SUCCESS; 404 is DROP (the app has no such
+ * route, retrying cannot help); any other status, an unknown status word, or no answer is RETRY.
+ * RETRY is tried again with exponential backoff; when the attempts are spent the message goes to
+ * the dead-letter topic if there is one, else it is given back to the component, which delivers
+ * it again later (at-least-once).
+ */
+import type { Logger } from 'pino';
+import type { AppChannel } from '../app/channel.ts';
+import type { CloudEvent } from './cloudevent.ts';
+import { CLOUDEVENT_CONTENT_TYPE } from './cloudevent.ts';
+
+export type Outcome = 'SUCCESS' | 'RETRY' | 'DROP';
+
+export interface RetryPolicy {
+  /** retries after the first attempt. */
+  maxRetries: number;
+  initialDelayMs: number;
+  maxDelayMs: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { maxRetries: 3, initialDelayMs: 250, maxDelayMs: 5000 };
+
+export function outcomeOf(status: number, body: Buffer): Outcome {
+  if (status === 404) return 'DROP';
+  if (status < 200 || status >= 300) return 'RETRY';
+  if (body.length === 0) return 'SUCCESS';
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    return 'SUCCESS';
+  }
+  if (typeof parsed !== 'object' || parsed === null || !('status' in parsed)) return 'SUCCESS';
+  const s = String((parsed as { status: unknown }).status).toUpperCase();
+  if (s === '' || s === 'SUCCESS') return 'SUCCESS';
+  if (s === 'DROP') return 'DROP';
+  return 'RETRY';
+}
+
+/** One attempt: POSTs the CloudEvent to `path` on the app. */
+export async function sendToApp(app: AppChannel, path: string, event: CloudEvent, log: Logger): Promise<Outcome> {
+  const headers: Record<string, string> = { 'content-type': CLOUDEVENT_CONTENT_TYPE };
+  if (typeof event.traceparent === 'string') headers.traceparent = event.traceparent;
+  if (typeof event.tracestate === 'string') headers.tracestate = event.tracestate;
+  try {
+    const res = await app.invoke({ method: 'POST', path, body: JSON.stringify(event), headers });
+    const outcome = outcomeOf(res.status, res.body);
+    if (outcome !== 'SUCCESS') log.debug({ path, status: res.status, outcome, id: event.id }, 'app did not take the message');
+    return outcome;
+  } catch (e) {
+    log.warn({ path, id: event.id }, `delivering message: ${(e as Error).message}`);
+    return 'RETRY';
+  }
+}
+
+/**
+ * Tries `attempt` until it is not RETRY or the policy is spent; returns the last outcome.
+ * Stops early (RETRY) when `stopped` says the subscription is closing.
+ */
+export async function withRetries(attempt: () => Promise<Outcome>, policy: RetryPolicy, stopped: () => boolean): Promise<Outcome> {
+  let delay = policy.initialDelayMs;
+  for (let i = 0; ; i++) {
+    const o = await attempt();
+    if (o !== 'RETRY' || i >= policy.maxRetries || stopped()) return o;
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, policy.maxDelayMs);
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * Publishing, shared by the HTTP and gRPC APIs: checks, the CloudEvent envelope, the call to
+ * the component, and the errors a caller sees.
+ */
+import type { ComponentRegistry } from '../components/registry.ts';
+import type { BulkPublishEntry } from '../components/pubsub/types.ts';
+import { ApiError, errorMessage, malformed } from '../http/errors.ts';
+import { envelope } from './cloudevent.ts';
+import { requirePubsub } from './lookup.ts';
+
+export interface PublishRequest {
+  pubsubname: string;
+  topic: string;
+  data: Uint8Array;
+  contentType?: string;
+  metadata: Record<string, string>;
+  traceparent?: string;
+  tracestate?: string;
+}
+
+export interface BulkEntry {
+  entryId: string;
+  data: Uint8Array;
+  contentType?: string;
+  metadata: Record<string, string>;
+}
+
+export interface BulkPublishRequest {
+  pubsubname: string;
+  topic: string;
+  entries: BulkEntry[];
+  metadata: Record<string, string>;
+  traceparent?: string;
+}
+
+export interface FailedEntry {
+  entryId: string;
+  error: string;
+}
+
+/** Bulk requests past this many entries are a 400 (the state API's bound). */
+export const MAX_BULK_ENTRIES = 10_000;
+
+export class PublishService {
+  private readonly components: ComponentRegistry;
+  private readonly appId: string;
+
+  constructor(components: ComponentRegistry, appId: string) {
+    this.components = components;
+    this.appId = appId;
+  }
+
+  async publish(req: PublishRequest): Promise<void> {
+    const pubsub = requirePubsub(this.components, req.pubsubname);
+    checkTopic(req.topic);
+    const { data, contentType } = envelope({ appId: this.appId, pubsubname: req.pubsubname, topic: req.topic, body: req.data, contentType: req.contentType, metadata: req.metadata, traceparent: req.traceparent, tracestate: req.tracestate });
+    try {
+      await pubsub.publish(req.topic, data, req.metadata, contentType);
+    } catch (e) {
+      throw new ApiError(500, 'ERR_PUBSUB_PUBLISH_MESSAGE', `error publishing to topic "${req.topic}" of pub/sub "${req.pubsubname}": ${errorMessage(e)}`);
+    }
+  }
+
+  /** Publishes every entry; returns the ones that failed (none: all published). */
+  async bulkPublish(req: BulkPublishRequest): Promise<FailedEntry[]> {
+    const pubsub = requirePubsub(this.components, req.pubsubname);
+    checkTopic(req.topic);
+    if (req.entries.length > MAX_BULK_ENTRIES) throw malformed(`a bulk publish takes at most ${MAX_BULK_ENTRIES} entries; this one has ${req.entries.length}`);
+    const seen = new Set<string>();
+    const wrapped: BulkPublishEntry[] = req.entries.map((e, i) => {
+      if (!e.entryId) throw malformed(`entries[${i}].entryId is required`);
+      if (seen.has(e.entryId)) throw malformed(`entries[${i}].entryId "${e.entryId.slice(0, 80)}" is used twice; entry ids must be unique`);
+      seen.add(e.entryId);
+      const metadata = { ...req.metadata, ...e.metadata };
+      const env = envelope({ appId: this.appId, pubsubname: req.pubsubname, topic: req.topic, body: e.data, contentType: e.contentType, metadata, traceparent: req.traceparent });
+      return { entryId: e.entryId, event: env.data, contentType: env.contentType, metadata };
+    });
+    if (pubsub.bulkPublish) {
+      try {
+        return await pubsub.bulkPublish(req.topic, wrapped, req.metadata);
+      } catch (e) {
+        return wrapped.map((w) => ({ entryId: w.entryId, error: errorMessage(e) }));
+      }
+    }
+    const results = await Promise.allSettled(wrapped.map((w) => pubsub.publish(req.topic, w.event, w.metadata, w.contentType)));
+    return results.flatMap((r, i) => (r.status === 'rejected' ? [{ entryId: wrapped[i].entryId, error: errorMessage(r.reason) }] : []));
+  }
+}
+
+function checkTopic(topic: string): void {
+  if (!topic) throw new ApiError(404, 'ERR_TOPIC_NAME_EMPTY', 'the topic name is empty');
+}

@@ -1,0 +1,98 @@
+/**
+ * HTTP publish API:
+ *   POST /v1.0/publish/<pubsub>/<topic>               body = the event (any content type)
+ *   POST /v1.0-alpha1/publish/bulk/<pubsub>/<topic>   body = [{entryId, event, contentType?, metadata?}]
+ * Request metadata comes as `metadata.<key>=<value>` query parameters (rawPayload, ttlInSeconds,
+ * and whatever the component reads).
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { isJsonType } from './cloudevent.ts';
+import { errorBody, malformed } from '../http/errors.ts';
+import { parseJsonText } from '../http/body.ts';
+import { rawBodyRoutes } from '../http/server.ts';
+import type { BulkEntry, PublishService } from './publish.ts';
+
+type Params = { Params: { pubsub: string; topic: string }; Querystring: Record<string, string | string[]> };
+
+export async function publishRoutes(http: FastifyInstance, service: PublishService): Promise<void> {
+  await rawBodyRoutes(http, (scope) => {
+    scope.post<Params>('/v1.0/publish/:pubsub/*', async (req, reply) => {
+      const { pubsub, topic } = target(req);
+      await service.publish({
+        pubsubname: pubsub,
+        topic,
+        data: bodyOf(req),
+        contentType: header(req, 'content-type'),
+        metadata: metadataOf(req),
+        traceparent: header(req, 'traceparent'),
+        tracestate: header(req, 'tracestate'),
+      });
+      return reply.status(204).send();
+    });
+    scope.post<Params>('/v1.0-alpha1/publish/bulk/:pubsub/*', async (req, reply) => {
+      const { pubsub, topic } = target(req);
+      const body = bodyOf(req);
+      if (body.length === 0) throw malformed('the body must be a JSON array of {entryId, event, contentType, metadata}');
+      const list = parseJsonText(Buffer.from(body).toString('utf8'));
+      const failed = await service.bulkPublish({
+        pubsubname: pubsub,
+        topic,
+        entries: bulkEntries(list),
+        metadata: metadataOf(req),
+        traceparent: header(req, 'traceparent'),
+      });
+      if (failed.length === 0) return reply.status(204).send();
+      const message = `${failed.length} of the entries could not be published to topic "${topic}"`;
+      return reply.status(500).send({ ...errorBody('ERR_PUBSUB_PUBLISH_MESSAGE', message), failedEntries: failed });
+    });
+  });
+}
+
+/** The topic is the rest of the path, so topics may hold '/'. */
+function target(req: FastifyRequest<Params>): { pubsub: string; topic: string } {
+  const params = req.params as Record<string, string>;
+  return { pubsub: params.pubsub, topic: params['*'] ?? '' };
+}
+
+function bodyOf(req: FastifyRequest): Uint8Array {
+  const b = req.body;
+  if (b === undefined || b === null) return new Uint8Array();
+  return Buffer.isBuffer(b) ? b : Buffer.from(String(b));
+}
+
+function header(req: FastifyRequest, name: string): string | undefined {
+  const v = req.headers[name];
+  return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
+function metadataOf(req: FastifyRequest<Params>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.query ?? {})) {
+    if (!k.startsWith('metadata.') || k.length === 'metadata.'.length) continue;
+    Object.defineProperty(out, k.slice('metadata.'.length), { value: Array.isArray(v) ? v[v.length - 1] : v, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
+
+/** The bulk body's entries as bytes: JSON events become their JSON text, strings their UTF-8. */
+export function bulkEntries(list: unknown): BulkEntry[] {
+  if (!Array.isArray(list)) throw malformed('the body must be a JSON array of {entryId, event, contentType, metadata}');
+  return list.map((e: unknown, i) => {
+    if (typeof e !== 'object' || e === null || Array.isArray(e)) throw malformed(`entries[${i}] must be an object with entryId and event`);
+    const o = e as Record<string, unknown>;
+    if (typeof o.entryId !== 'string' || o.entryId === '') throw malformed(`entries[${i}].entryId is required and must be a string`);
+    if (!('event' in o)) throw malformed(`entries[${i}].event is required`);
+    if (o.contentType !== undefined && typeof o.contentType !== 'string') throw malformed(`entries[${i}].contentType must be a string`);
+    const contentType = (o.contentType as string | undefined) || (typeof o.event === 'string' ? 'text/plain' : 'application/json');
+    const metadata: Record<string, string> = {};
+    if (o.metadata !== undefined && o.metadata !== null) {
+      if (typeof o.metadata !== 'object' || Array.isArray(o.metadata)) throw malformed(`entries[${i}].metadata must be an object of strings`);
+      for (const [k, v] of Object.entries(o.metadata as Record<string, unknown>)) {
+        if (typeof v !== 'string') throw malformed(`entries[${i}].metadata.${k} must be a string`);
+        Object.defineProperty(metadata, k, { value: v, enumerable: true, writable: true, configurable: true });
+      }
+    }
+    const data = typeof o.event === 'string' && !isJsonType(contentType) ? Buffer.from(o.event) : Buffer.from(JSON.stringify(o.event ?? null));
+    return { entryId: o.entryId, data, contentType, metadata };
+  });
+}

@@ -1,0 +1,194 @@
+/**
+ * The app's subscriptions (DECLARATIVE Subscription resources, PROGRAMMATIC ones from the app's
+ * /rt/subscribe) kept open on their components. Reconciled whenever resources or components
+ * change: a subscription that changed, or whose component was replaced, is re-opened; one that
+ * went away is closed. One subscription per pub/sub and topic: a Subscription resource wins over
+ * the app's own entry for the same topic.
+ */
+import type { Logger } from 'pino';
+import type { AppChannel } from '../app/channel.ts';
+import type { ComponentRegistry } from '../components/registry.ts';
+import type { PubSub, PubSubMessage, TopicSubscription } from '../components/pubsub/types.ts';
+import type { SubscriptionInfo } from '../resources/types.ts';
+import { CLOUDEVENT_CONTENT_TYPE, expired, readEvent, type CloudEvent } from './cloudevent.ts';
+import { DEFAULT_RETRY, sendToApp, withRetries, type Outcome, type RetryPolicy } from './delivery.ts';
+import { pubsubByName } from './lookup.ts';
+import { compileRules, route, type CompiledRule } from './rules.ts';
+
+interface Active {
+  fingerprint: string;
+  instance: PubSub;
+  sub: TopicSubscription;
+  state: { closed: boolean };
+}
+
+export interface MessageTarget {
+  /** Sends the event to `path` once; the outcome decides about retries. */
+  send(path: string, event: CloudEvent): Promise<Outcome>;
+}
+
+/**
+ * The handler one subscription gives its component: route by the rules, deliver with retries,
+ * then the dead-letter topic. Resolving acknowledges the message, rejecting gives it back.
+ */
+export function messageHandler(
+  info: SubscriptionInfo,
+  rules: CompiledRule[],
+  pubsub: PubSub,
+  target: MessageTarget,
+  policy: RetryPolicy,
+  state: { closed: boolean },
+  log: Logger,
+): (m: PubSubMessage) => Promise<void> {
+  return async (m) => {
+    const event = readEvent(m.data, { topic: info.topic, pubsubname: info.pubsubname, contentType: m.contentType });
+    if (expired(event)) {
+      log.debug({ id: event.id, topic: info.topic }, 'message expired (ttlInSeconds) before delivery: dropped');
+      return;
+    }
+    const path = route(rules, event);
+    if (path === undefined) {
+      log.debug({ id: event.id, topic: info.topic }, 'no routing rule matches the message: dropped');
+      return;
+    }
+    // an event that expires while it is being retried is not offered again
+    const outcome = await withRetries(() => (expired(event) ? Promise.resolve<Outcome>('DROP') : target.send(path, event)), policy, () => state.closed);
+    if (outcome === 'DROP') log.warn({ id: event.id, topic: info.topic, path }, 'the app dropped the message');
+    if (outcome !== 'RETRY') return;
+    if (info.deadLetterTopic && !state.closed) {
+      await pubsub.publish(info.deadLetterTopic, Buffer.from(JSON.stringify(event)), {}, CLOUDEVENT_CONTENT_TYPE);
+      log.warn({ id: event.id, topic: info.topic, deadLetterTopic: info.deadLetterTopic }, 'message sent to the dead-letter topic after its retries');
+      return;
+    }
+    throw new Error(`message ${event.id} on ${info.pubsubname}/${info.topic} not taken by the app; the component will deliver it again`);
+  };
+}
+
+export class SubscriptionManager {
+  private readonly active = new Map<string, Active>();
+  private readonly problems = new Map<string, string>();
+  private programmatic: SubscriptionInfo[] = [];
+  private started = false;
+  private closed = false;
+  private running: Promise<void> | undefined;
+  private again = false;
+  private timer?: NodeJS.Timeout;
+
+  private readonly components: ComponentRegistry;
+  private readonly declarative: () => SubscriptionInfo[];
+  private readonly app: AppChannel;
+  private readonly log: Logger;
+  private readonly policy: RetryPolicy;
+
+  constructor(components: ComponentRegistry, declarative: () => SubscriptionInfo[], app: AppChannel, log: Logger, policy: RetryPolicy = DEFAULT_RETRY) {
+    this.components = components;
+    this.declarative = declarative;
+    this.app = app;
+    this.log = log;
+    this.policy = policy;
+    components.onChange(() => void this.reconcile());
+  }
+
+  /** The app is reachable: open the subscriptions, and follow changes from now on. */
+  start(programmatic: SubscriptionInfo[]): Promise<void> {
+    this.programmatic = programmatic;
+    this.started = true;
+    // resources swap their subscription list on hot updates; a cheap look once a second follows them
+    this.timer = setInterval(() => void this.reconcile(), 1000);
+    this.timer.unref();
+    return this.reconcile();
+  }
+
+  /** What the app declared, listed in the metadata even when it is not delivered to over HTTP. */
+  setProgrammatic(list: SubscriptionInfo[]): void {
+    this.programmatic = list;
+  }
+
+  programmaticList(): SubscriptionInfo[] {
+    return this.programmatic;
+  }
+
+  /** Topics with an open subscription, for tests and logs. */
+  openTopics(): string[] {
+    return [...this.active.keys()];
+  }
+
+  reconcile(): Promise<void> {
+    if (!this.started || this.closed) return Promise.resolve();
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        this.reconcileOnce();
+      } while (this.again);
+      this.running = undefined;
+    })();
+    return this.running;
+  }
+
+  private desired(): Map<string, SubscriptionInfo> {
+    const out = new Map<string, SubscriptionInfo>();
+    for (const s of [...this.declarative(), ...this.programmatic]) {
+      const key = `${s.pubsubname}/${s.topic}`;
+      if (!out.has(key)) out.set(key, s);
+    }
+    return out;
+  }
+
+  private reconcileOnce(): void {
+    const want = this.desired();
+    for (const [key, a] of this.active) {
+      const info = want.get(key);
+      const instance = info ? pubsubByName(this.components, info.pubsubname) : undefined;
+      if (!info || instance !== a.instance || JSON.stringify(info) !== a.fingerprint) this.stop(key, a);
+    }
+    for (const [key, info] of want) {
+      if (this.active.has(key)) continue;
+      const pubsub = pubsubByName(this.components, info.pubsubname);
+      if (!pubsub) {
+        this.problem(key, `subscription to topic "${info.topic}" waits: pub/sub "${info.pubsubname}" is not loaded`);
+        continue;
+      }
+      let rules: CompiledRule[];
+      try {
+        rules = compileRules(info.rules);
+      } catch (e) {
+        this.problem(key, `subscription to ${key} not opened: ${(e as Error).message}`);
+        continue;
+      }
+      const state = { closed: false };
+      const target: MessageTarget = { send: (path, event) => sendToApp(this.app, path, event, this.log) };
+      const handler = messageHandler(info, rules, pubsub, target, this.policy, state, this.log);
+      try {
+        const sub = pubsub.subscribe(info.topic, info.metadata, handler);
+        this.active.set(key, { fingerprint: JSON.stringify(info), instance: pubsub, sub, state });
+        this.problems.delete(key);
+        this.log.info({ pubsub: info.pubsubname, topic: info.topic, type: info.type }, 'subscribed');
+      } catch (e) {
+        this.problem(key, `subscribing to ${key}: ${(e as Error).message}`);
+      }
+    }
+  }
+
+  /** Logs a problem once (the reconcile loop runs every second). */
+  private problem(key: string, message: string): void {
+    if (this.problems.get(key) === message) return;
+    this.problems.set(key, message);
+    this.log.warn(message);
+  }
+
+  private stop(key: string, a: Active): void {
+    a.state.closed = true;
+    a.sub.close();
+    this.active.delete(key);
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    for (const [key, a] of this.active) this.stop(key, a);
+  }
+}

@@ -1,0 +1,238 @@
+/**
+ * The pub/sub API on a real sidecar with pubsub.in-memory and a real HTTP app: publish and the
+ * CloudEvent envelope, errors, DECLARATIVE (v2alpha1 rules, v1alpha1 route) and PROGRAMMATIC
+ * subscriptions, SUCCESS/RETRY/DROP, retries then the dead-letter topic, metadata, bulk publish
+ * and the app's concurrency limit.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { component, startApp, startPubSubSidecar, type PubSubSidecar, type TestApp } from './helpers.ts';
+
+const RESOURCES = [
+  component('mem', 'pubsub.in-memory'),
+  `apiVersion: rt.io/v2alpha1
+kind: Subscription
+metadata:
+  name: orders
+spec:
+  pubsubname: mem
+  topic: orders
+  routes:
+    rules:
+      - match: event.type == "order.big" && event.data.amount > 100
+        path: /orders/big
+      - match: event.data.kind == 'gift'
+        path: /orders/gift
+    default: /orders
+  deadLetterTopic: orders-dead
+`,
+  `apiVersion: rt.io/v1alpha1
+kind: Subscription
+metadata:
+  name: dead
+spec:
+  pubsubname: mem
+  topic: orders-dead
+  route: /dead
+`,
+  `apiVersion: rt.io/v1alpha1
+kind: Subscription
+metadata:
+  name: not-mine
+spec:
+  pubsubname: mem
+  topic: other
+  route: /other
+scopes: [someone-else]
+`,
+].join('---\n');
+
+let app: TestApp;
+let sc: PubSubSidecar;
+
+beforeAll(async () => {
+  app = await startApp();
+  app.subscribe = [
+    { pubsubname: 'mem', topic: 'prog', route: '/prog', metadata: { rawPayload: 'false' } },
+    { pubsubname: 'mem', topic: 'prog-rules', routes: { rules: [{ match: 'event.data.n == 2', path: '/two' }], default: '/rest' } },
+  ];
+  sc = await startPubSubSidecar(RESOURCES, { appId: 'pubber', appPort: app.port, appMaxConcurrency: 2 });
+  await app.discovered;
+});
+
+afterAll(async () => {
+  await sc?.close();
+  await app?.close();
+});
+
+const publish = (path: string, body: string | Buffer, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
+  fetch(`${sc.base}/v1.0/publish/${path}`, { method: 'POST', body, headers });
+
+function reset(): void {
+  app.deliveries.length = 0;
+  app.answer = () => ({ status: 200, body: { status: 'SUCCESS' } });
+}
+
+describe('publish', () => {
+  it('wraps a JSON body in a CloudEvent with the fields users expect, and passes traceparent', async () => {
+    reset();
+    const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const res = await publish('mem/orders', JSON.stringify({ amount: 5 }), { 'content-type': 'application/json', traceparent: tp });
+    expect(res.status).toBe(204);
+    const [d] = await app.waitFor((ds) => ds.length === 1);
+    expect(d.path).toBe('/orders');
+    expect(d.headers['content-type']).toBe('application/cloudevents+json');
+    expect(d.headers.traceparent).toBe(tp);
+    expect(d.body).toMatchObject({ specversion: '1.0', source: 'pubber', type: 'rt.event.sent', datacontenttype: 'application/json', data: { amount: 5 }, topic: 'orders', pubsubname: 'mem', traceparent: tp });
+    expect(typeof d.body.id).toBe('string');
+  });
+
+  it('passes a CloudEvent body as it is, adding only what routing needs', async () => {
+    reset();
+    const ce = { specversion: '1.0', id: 'my-id', source: 'elsewhere', type: 'order.big', data: { amount: 500 }, myext: 'x' };
+    expect((await publish('mem/orders', JSON.stringify(ce), { 'content-type': 'application/cloudevents+json' })).status).toBe(204);
+    const [d] = await app.waitFor((ds) => ds.length === 1);
+    expect(d.path).toBe('/orders/big');
+    expect(d.body).toMatchObject({ ...ce, topic: 'orders', pubsubname: 'mem' });
+  });
+
+  it('sends the raw body with metadata.rawPayload=true; the app gets it in data_base64', async () => {
+    reset();
+    expect((await publish('mem/orders?metadata.rawPayload=true', Buffer.from([1, 2, 3, 255]), { 'content-type': 'application/octet-stream' })).status).toBe(204);
+    const [d] = await app.waitFor((ds) => ds.length === 1);
+    expect(Buffer.from(d.body.data_base64 as string, 'base64')).toEqual(Buffer.from([1, 2, 3, 255]));
+  });
+
+  it('text bodies become string data; ttlInSeconds sets the expiration', async () => {
+    reset();
+    const before = Date.now();
+    expect((await publish('mem/orders?metadata.ttlInSeconds=30', 'hello', { 'content-type': 'text/plain' })).status).toBe(204);
+    const [d] = await app.waitFor((ds) => ds.length === 1);
+    expect(d.body.data).toBe('hello');
+    const exp = Date.parse(d.body.expiration as string);
+    expect(exp).toBeGreaterThanOrEqual(before + 29_000);
+    expect(exp).toBeLessThanOrEqual(Date.now() + 30_000);
+  });
+
+  it('an unknown pub/sub is 404 ERR_PUBSUB_NOT_FOUND; a malformed body or metadata is 400', async () => {
+    const r1 = await publish('nope/orders', '{}');
+    expect(r1.status).toBe(404);
+    expect(((await r1.json()) as { errorCode: string }).errorCode).toBe('ERR_PUBSUB_NOT_FOUND');
+    const r2 = await publish('mem/orders', '{"a":');
+    expect(r2.status).toBe(400);
+    expect(((await r2.json()) as { errorCode: string }).errorCode).toBe('ERR_MALFORMED_REQUEST');
+    const r3 = await publish('mem/orders', '[1]', { 'content-type': 'application/cloudevents+json' });
+    expect(r3.status).toBe(400);
+    const r4 = await publish('mem/orders?metadata.ttlInSeconds=soon', '{}');
+    expect(r4.status).toBe(400);
+  });
+
+  it('bulk publish delivers every entry; bad entries are 400', async () => {
+    reset();
+    const entries = [
+      { entryId: '1', event: { amount: 1 }, contentType: 'application/json' },
+      { entryId: '2', event: 'plain', contentType: 'text/plain' },
+      { entryId: '3', event: { specversion: '1.0', id: 'ce-3', source: 's', type: 't', data: 3 }, contentType: 'application/cloudevents+json' },
+    ];
+    const res = await fetch(`${sc.base}/v1.0-alpha1/publish/bulk/mem/orders`, { method: 'POST', body: JSON.stringify(entries), headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(204);
+    const ds = await app.waitFor((x) => x.length === 3);
+    expect(ds.map((d) => JSON.stringify(d.body.data)).sort()).toEqual(['"plain"', '3', '{"amount":1}']);
+    const bad = await fetch(`${sc.base}/v1.0-alpha1/publish/bulk/mem/orders`, { method: 'POST', body: JSON.stringify([{ entryId: '1', event: 1 }, { entryId: '1', event: 2 }]) });
+    expect(bad.status).toBe(400);
+    const notFound = await fetch(`${sc.base}/v1.0-alpha1/publish/bulk/nope/orders`, { method: 'POST', body: '[]' });
+    expect(notFound.status).toBe(404);
+  });
+});
+
+describe('subscriptions and delivery', () => {
+  it('routes by the CEL rules in order, the default last', async () => {
+    reset();
+    await publish('mem/orders', JSON.stringify({ specversion: '1.0', id: 'a', source: 's', type: 'order.big', data: { amount: 50, kind: 'gift' } }), { 'content-type': 'application/cloudevents+json' });
+    await publish('mem/orders', JSON.stringify({ specversion: '1.0', id: 'b', source: 's', type: 'order.big', data: { amount: 150, kind: 'gift' } }), { 'content-type': 'application/cloudevents+json' });
+    await publish('mem/orders', JSON.stringify({ kind: 'none' }));
+    const ds = await app.waitFor((x) => x.length === 3);
+    const byId = Object.fromEntries(ds.map((d) => [d.body.id, d.path]));
+    expect(byId.a).toBe('/orders/gift');
+    expect(byId.b).toBe('/orders/big');
+    expect(ds.filter((d) => d.path === '/orders')).toHaveLength(1);
+  });
+
+  it('programmatic subscriptions from /dapr/subscribe are delivered, rules included', async () => {
+    reset();
+    await publish('mem/prog', JSON.stringify({ n: 1 }));
+    await publish('mem/prog-rules', JSON.stringify({ n: 2 }));
+    await publish('mem/prog-rules', JSON.stringify({ n: 3 }));
+    const ds = await app.waitFor((x) => x.length === 3);
+    expect(ds.map((d) => d.path).sort()).toEqual(['/prog', '/rest', '/two']);
+  });
+
+  it('RETRY is retried with backoff until SUCCESS', async () => {
+    reset();
+    let n = 0;
+    app.answer = () => (++n < 3 ? { status: 200, body: { status: 'RETRY' } } : { status: 200, body: { status: 'SUCCESS' } });
+    await publish('mem/orders', JSON.stringify({ retry: true }));
+    const ds = await app.waitFor((x) => x.length === 3);
+    expect(new Set(ds.map((d) => d.body.id)).size).toBe(1);
+    expect(ds[1].at - ds[0].at).toBeGreaterThanOrEqual(200);
+    expect(ds[2].at - ds[1].at).toBeGreaterThan(ds[1].at - ds[0].at - 50);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(app.deliveries).toHaveLength(3);
+  });
+
+  it('an HTTP error status retries; when the attempts are spent the message goes to the dead-letter topic', async () => {
+    reset();
+    app.answer = (d) => (d.path === '/dead' ? { status: 200 } : { status: 500, body: { error: 'boom' } });
+    await publish('mem/orders', JSON.stringify({ doomed: true }));
+    const ds = await app.waitFor((x) => x.some((d) => d.path === '/dead'));
+    const tries = ds.filter((d) => d.path === '/orders');
+    expect(tries).toHaveLength(4); // the first attempt and 3 retries
+    const dead = ds.find((d) => d.path === '/dead')!;
+    expect(dead.body.id).toBe(tries[0].body.id);
+    expect(dead.body.data).toEqual({ doomed: true });
+  });
+
+  it('DROP and 404 are not retried', async () => {
+    reset();
+    app.answer = (d) => (d.body.data as { how: string }).how === 'drop' ? { status: 200, body: { status: 'DROP' } } : { status: 404 };
+    await publish('mem/orders', JSON.stringify({ how: 'drop' }));
+    await publish('mem/orders', JSON.stringify({ how: '404' }));
+    await app.waitFor((x) => x.length === 2);
+    await new Promise((r) => setTimeout(r, 700));
+    expect(app.deliveries).toHaveLength(2);
+    expect(app.deliveries.some((d) => d.path === '/dead')).toBe(false);
+  });
+
+  it('holds --app-max-concurrency', async () => {
+    reset();
+    let now = 0;
+    let max = 0;
+    app.answer = async () => {
+      max = Math.max(max, ++now);
+      await new Promise((r) => setTimeout(r, 40));
+      now--;
+      return { status: 200 };
+    };
+    for (let i = 0; i < 10; i++) await publish('mem/orders', JSON.stringify({ i }));
+    await app.waitFor((x) => x.length === 10);
+    expect(max).toBe(2);
+  });
+
+  it('metadata lists declarative and programmatic subscriptions with their fields; scoped-out ones are absent', async () => {
+    const md = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { subscriptions: Record<string, unknown>[] };
+    const orders = md.subscriptions.find((s) => s.topic === 'orders');
+    expect(orders).toEqual({
+      pubsubname: 'mem',
+      topic: 'orders',
+      metadata: {},
+      rules: [
+        { match: 'event.type == "order.big" && event.data.amount > 100', path: '/orders/big' },
+        { match: "event.data.kind == 'gift'", path: '/orders/gift' },
+        { match: '', path: '/orders' },
+      ],
+      deadLetterTopic: 'orders-dead',
+      type: 'DECLARATIVE',
+    });
+    expect(md.subscriptions.find((s) => s.topic === 'prog')).toMatchObject({ type: 'PROGRAMMATIC', rules: [{ match: '', path: '/prog' }], metadata: { rawPayload: 'false' } });
+    expect(md.subscriptions.find((s) => s.topic === 'other')).toBeUndefined();
+  });
+});

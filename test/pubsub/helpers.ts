@@ -1,0 +1,109 @@
+/** A real sidecar with pub/sub resources in a temp folder, and a real HTTP app that records deliveries. */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { startSidecar, type Sidecar, type StartOptions } from '../../sidecar/src/sidecar.ts';
+
+export interface Delivery {
+  path: string;
+  headers: IncomingMessage['headers'];
+  body: Record<string, unknown>;
+  at: number;
+}
+
+export type Answer = (d: Delivery) => { status: number; body?: unknown } | Promise<{ status: number; body?: unknown }>;
+
+export interface TestApp {
+  port: number;
+  deliveries: Delivery[];
+  /** Decides each answer; default 200 {"status":"SUCCESS"}. */
+  answer: Answer;
+  /** What GET /dapr/subscribe answers (the rt path answers 404, as an app built for the ecosystem does). */
+  subscribe: unknown[];
+  /** Resolves once the sidecar asked for the app's subscriptions (they open right after). */
+  discovered: Promise<void>;
+  waitFor(pred: (ds: Delivery[]) => boolean, timeoutMs?: number): Promise<Delivery[]>;
+  close(): Promise<void>;
+}
+
+export async function startApp(): Promise<TestApp> {
+  let onDiscovered: () => void = () => undefined;
+  const discovered = new Promise<void>((r) => (onDiscovered = r)).then(() => new Promise<void>((r) => setTimeout(r, 100)));
+  const app: TestApp = {
+    discovered,
+    port: 0,
+    deliveries: [],
+    answer: () => ({ status: 200, body: { status: 'SUCCESS' } }),
+    subscribe: [],
+    async waitFor(pred, timeoutMs = 10_000) {
+      const end = Date.now() + timeoutMs;
+      while (!pred(app.deliveries)) {
+        if (Date.now() > end) throw new Error(`timed out; deliveries so far: ${JSON.stringify(app.deliveries.map((d) => [d.path, d.body.id]))}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return app.deliveries;
+    },
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      void (async () => {
+        if (req.method === 'GET' && req.url === '/dapr/subscribe') {
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(app.subscribe));
+          onDiscovered();
+          return;
+        }
+        if (req.method !== 'POST') {
+          res.writeHead(404).end();
+          return;
+        }
+        const text = Buffer.concat(chunks).toString('utf8');
+        const d: Delivery = { path: req.url ?? '', headers: req.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {}, at: Date.now() };
+        app.deliveries.push(d);
+        const a = await app.answer(d);
+        res.writeHead(a.status, { 'content-type': 'application/json' }).end(a.body === undefined ? '' : JSON.stringify(a.body));
+      })();
+    });
+  });
+  server.keepAliveTimeout = 1000;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  app.port = (server.address() as { port: number }).port;
+  return app;
+}
+
+export interface PubSubSidecar {
+  sidecar: Sidecar;
+  base: string;
+  close(): Promise<void>;
+}
+
+/** Writes `yaml` into a resources folder and starts a sidecar on it; close() removes the folder. */
+export async function startPubSubSidecar(yaml: string, opts: Partial<StartOptions> & { appId: string }): Promise<PubSubSidecar> {
+  const dir = mkdtempSync(join(tmpdir(), 'rt-pubsub-'));
+  mkdirSync(join(dir, 'resources'));
+  writeFileSync(join(dir, 'resources', 'resources.yaml'), yaml);
+  let sidecar: Sidecar;
+  try {
+    sidecar = await startSidecar({ httpPort: 0, grpcPort: 0, enableMetrics: false, dataDir: join(dir, 'data'), resourcesPaths: [join(dir, 'resources')], logger: pino({ level: 'silent' }), ...opts });
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+  return {
+    sidecar,
+    base: `http://127.0.0.1:${sidecar.httpPort}`,
+    close: async () => {
+      await sidecar.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function component(name: string, type: string, metadata: Record<string, string> = {}): string {
+  const md = Object.entries(metadata).map(([n, v]) => `    - name: ${n}\n      value: ${JSON.stringify(v)}`);
+  return `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${name}\nspec:\n  type: ${type}\n  version: v1\n  metadata:${md.length ? `\n${md.join('\n')}` : ' []'}\n`;
+}
