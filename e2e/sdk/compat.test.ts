@@ -100,7 +100,6 @@ describe('the rich error model', () => {
     const published = await http.pubsub.publish('pubsub', 'orders', { id: 1 });
     expect(published.error).toBeDefined();
     for (const [path, block] of [
-      ['/v1.0/invoke/other/method/x', 'service invocation'],
       ['/v1.0/actors/T/1/method/m', 'actors'],
       ['/v1.0-alpha1/configuration/cfg', 'configuration'],
       ['/v1.0-alpha1/lock/l', 'distributed lock'],

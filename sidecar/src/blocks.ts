@@ -5,6 +5,7 @@
 import type { SidecarContext } from './context.ts';
 import { setup as bindings } from './bindings/routes.ts';
 import { setup as inputBindings } from './bindings/input.ts';
+import { setup as invoke } from './invoke/setup.ts';
 import { setup as jobs } from './jobs/setup.ts';
 import { setup as metadata } from './metadata/routes.ts';
 import { setup as metrics } from './metrics/setup.ts';
@@ -20,4 +21,4 @@ export type BlockSetup = (ctx: SidecarContext) => Promise<void>;
 /** Run before components are created: they may add component types to the catalog. */
 export const preComponentHooks: BlockSetup[] = [pluggable];
 
-export const buildingBlocks: BlockSetup[] = [metrics, metadata, state, secrets, jobs, workflows, bindings, inputBindings, pubsub, runtimeApi];
+export const buildingBlocks: BlockSetup[] = [metrics, metadata, state, secrets, jobs, workflows, bindings, inputBindings, invoke, pubsub, runtimeApi];

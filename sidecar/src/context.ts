@@ -13,6 +13,7 @@ import type { PublishService } from './pubsub/publish.ts';
 import type { Resources } from './resources/types.ts';
 import type { StateService } from './state/service.ts';
 import type { Engine } from './workflows/engine.ts';
+import type { Invoker } from './invoke/invoker.ts';
 import type { SchedulerClient } from '../../scheduler/src/client.ts';
 
 export interface SidecarOptions {
@@ -32,6 +33,8 @@ export interface SidecarOptions {
   listenAddress: string;
   httpPort: number;
   grpcPort: number;
+  /** Sidecar-to-sidecar invocation port; default 50002 on a cluster, a free one standalone. */
+  internalGrpcPort?: number;
   metricsPort: number;
   /** Serve Prometheus metrics on metricsPort (default true). */
   enableMetrics: boolean;
@@ -87,6 +90,8 @@ export interface BlockServices {
   workflows?: Engine;
   secrets?: SecretsService;
   pubsub?: PublishService;
+  /** Service invocation toward other apps (the gRPC InvokeService reuses it). */
+  invoke?: Invoker;
   /** Graceful stop of this sidecar, as its owner's close() does (the gRPC Shutdown call). */
   shutdown?: () => Promise<void>;
 }

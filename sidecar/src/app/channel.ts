@@ -2,7 +2,9 @@
  * The app channel: the sidecar's HTTP client toward its app (job triggers, input-binding
  * events, discovery), plus health probing with the contract's Health options.
  */
-import { Pool } from 'undici';
+import type { IncomingHttpHeaders } from 'node:http';
+import { finished, type Readable } from 'node:stream';
+import { Pool, type Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import type { SidecarOptions } from '../context.ts';
 
@@ -90,6 +92,35 @@ export class AppChannel {
       throw new AppUnavailableError(`app at ${this.opts.appChannelAddress}:${this.opts.appPort} did not answer ${req.method} ${req.path}: ${(e as Error).message}`, { cause: e });
     } finally {
       this.release();
+    }
+  }
+
+  /**
+   * Service invocation: the body goes to the app as it arrives and the answer comes back as a
+   * stream, neither buffered whole. The concurrency slot (--app-max-concurrency) is held until
+   * the answer's body has ended.
+   */
+  async invokeStream(req: { method: string; path: string; headers: Record<string, string | string[]>; body?: Readable; signal?: AbortSignal }): Promise<{ status: number; headers: IncomingHttpHeaders; body: Readable }> {
+    if (!this.pool) throw new AppUnavailableError('no app channel: the sidecar was started without an app port');
+    await this.acquire();
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.release();
+    };
+    try {
+      const headers = { ...req.headers };
+      if (this.opts.appApiToken) {
+        headers['rt-api-token'] = this.opts.appApiToken;
+        headers['dapr-api-token'] = this.opts.appApiToken;
+      }
+      const res = await this.pool.request({ method: req.method as Dispatcher.HttpMethod, path: req.path, headers, body: req.body, signal: req.signal });
+      finished(res.body, release);
+      return { status: res.statusCode, headers: res.headers, body: res.body };
+    } catch (e) {
+      release();
+      throw new AppUnavailableError(`app at ${this.opts.appChannelAddress}:${this.opts.appPort} did not answer ${req.method} ${req.path}: ${(e as Error).message}`, { cause: e });
     }
   }
 

@@ -4,7 +4,6 @@
  * rather than a bare 404 (the gRPC API does the same, grpc/runtime/unsupported.ts).
  */
 const BLOCKS: [RegExp, string][] = [
-  [/^\/v1\.0\/invoke\//, 'service invocation'],
   [/^\/v1\.0\/actors(\/|$)/, 'actors'],
   [/^\/v1\.0(-alpha1)?\/configuration(\/|$)/, 'configuration'],
   [/^\/v1\.0-alpha1\/(lock|unlock)(\/|$)/, 'distributed lock'],

@@ -1,0 +1,177 @@
+/**
+ * Service invocation between real `rt run` processes (standalone): the local registry under a
+ * private RT_HOME, the internal gRPC port between sidecars, streamed bodies, the errors users
+ * of this API expect, a target that is down or restarted, and the @dapr/dapr client's invoker.
+ */
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CommunicationProtocolEnum, DaprClient, HttpMethod, LogLevel } from '@dapr/dapr';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../test/services/net.ts';
+import { runRt, until, type RtProcess } from '../rt-process.ts';
+
+const APP = join(import.meta.dirname, 'fixtures', 'app.mjs');
+
+interface App {
+  id: string;
+  run: RtProcess;
+  httpPort: number;
+  grpcPort: number;
+  appPort: number;
+}
+
+describe('service invocation between rt run apps', () => {
+  let home: string;
+  const apps: App[] = [];
+
+  async function start(id: string, opts: { command?: boolean; appPort?: number; extra?: string[] } = {}): Promise<App> {
+    const [httpPort, grpcPort] = [await freePort(), await freePort()];
+    const appPort = opts.appPort ?? (await freePort());
+    const args = ['run', '--app-id', id, '--app-port', String(appPort), '--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--disable-metrics', '--data-dir', join(home, id), ...(opts.extra ?? [])];
+    if (opts.command !== false) args.push('--', process.execPath, APP);
+    const run = runRt(args, { RT_HOME: home, HOME: home });
+    const app = { id, run, httpPort, grpcPort, appPort };
+    apps.push(app);
+    await until(run, () => run.out().includes('rt sidecar ready') && (opts.command === false || run.out().includes(`[${id}] listening`)), 30_000);
+    return app;
+  }
+
+  const invoke = (from: App, path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${from.httpPort}${path}`, init);
+
+  beforeAll(async () => {
+    home = await mkdtemp(join(tmpdir(), 'rt-invoke-'));
+    await Promise.all([start('alpha'), start('beta'), start('gamma')]);
+  }, 90_000);
+  afterAll(async () => {
+    await Promise.all(apps.map((a) => a.run.stop()));
+    await rm(home, { recursive: true, force: true });
+  });
+  const app = (id: string) => apps.filter((a) => a.id === id).at(-1)!;
+
+  it('passes method, path, query, headers and body to the target app, and its status and headers back', async () => {
+    const res = await invoke(app('alpha'), '/v1.0/invoke/beta/method/echo/a%2Fb?x=1&y=two', { method: 'PUT', headers: { 'content-type': 'text/plain', 'x-custom': 'hello' }, body: 'payload' });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-app')).toBe('beta');
+    const got = (await res.json()) as { app: string; method: string; url: string; headers: Record<string, string>; body: string };
+    expect(got).toMatchObject({ app: 'beta', method: 'PUT', url: '/echo/a%2Fb?x=1&y=two', body: 'payload' });
+    expect(got.headers).toMatchObject({ 'x-custom': 'hello', 'content-type': 'text/plain', 'rt-caller-app-id': 'alpha', 'dapr-caller-app-id': 'alpha', 'dapr-callee-app-id': 'beta' });
+  });
+
+  it('routes a plain request with an rt-app-id or dapr-app-id header the same way', async () => {
+    for (const h of ['rt-app-id', 'dapr-app-id']) {
+      const res = await invoke(app('alpha'), '/echo?via=header', { method: 'POST', headers: { [h]: 'gamma' }, body: 'x' });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ app: 'gamma', url: '/echo?via=header', body: 'x' });
+    }
+    // without the header an unknown path stays a 404 of the sidecar's own API
+    const plain = await invoke(app('alpha'), '/echo');
+    expect(plain.status).toBe(404);
+  });
+
+  it("passes the target app's own 4xx and 5xx through unchanged", async () => {
+    for (const status of [404, 418, 500, 503]) {
+      const res = await invoke(app('alpha'), `/v1.0/invoke/beta/method/status/${status}`);
+      expect(res.status).toBe(status);
+      expect(await res.text()).toBe(`beta answered ${status}`);
+      expect(res.headers.getSetCookie()).toEqual(['a=1', 'b=2']);
+    }
+  });
+
+  it('answers 500 ERR_DIRECT_INVOKE for an unknown app id, saying what was tried', async () => {
+    const res = await invoke(app('alpha'), '/v1.0/invoke/nosuchapp/method/echo');
+    expect(res.status).toBe(500);
+    const body = (await res.json()) as { errorCode: string; message: string };
+    expect(body.errorCode).toBe('ERR_DIRECT_INVOKE');
+    expect(body.message).toContain('nosuchapp');
+    expect(body.message).toContain(join(home, 'registry'));
+    expect(body.message).toMatch(/running apps: .*alpha/);
+    const other = await invoke(app('alpha'), '/v1.0/invoke/beta.otherns/method/echo');
+    expect(other.status).toBe(500);
+    expect(((await other.json()) as { message: string }).message).toContain('namespace "otherns"');
+  });
+
+  it('refuses a malformed invoke path with 400', async () => {
+    for (const p of ['/v1.0/invoke/beta/method/', '/v1.0/invoke/beta/nomethod/x', '/v1.0/invoke/be%ZZta/method/x']) {
+      const res = await invoke(app('alpha'), p);
+      expect(res.status, p).toBe(400);
+      expect(((await res.json()) as { errorCode: string }).errorCode).toBe('ERR_MALFORMED_REQUEST');
+    }
+  });
+
+  it('chains three apps: alpha → beta, whose app calls gamma through its own sidecar', async () => {
+    const res = await invoke(app('alpha'), '/v1.0/invoke/beta/method/relay?to=gamma');
+    expect(res.status).toBe(200);
+    const got = (await res.json()) as { via: string; answer: { app: string; body: string; headers: Record<string, string> } };
+    expect(got.via).toBe('beta');
+    expect(got.answer).toMatchObject({ app: 'gamma', body: 'from beta' });
+    expect(got.answer.headers['rt-caller-app-id']).toBe('beta');
+  });
+
+  it('streams a 100 MB body each way without buffering it whole', async () => {
+    const size = 100 * 1024 * 1024;
+    const block = Buffer.alloc(1024 * 1024, 'xyz');
+    const hash = createHash('sha256');
+    for (let i = 0; i < size / block.length; i++) hash.update(block);
+    let sent = 0;
+    const upload = new ReadableStream<Uint8Array>({
+      pull(c) {
+        if (sent++ < size / block.length) c.enqueue(block);
+        else c.close();
+      },
+    });
+    const up = await invoke(app('alpha'), '/v1.0/invoke/beta/method/digest', { method: 'POST', body: upload, duplex: 'half', headers: { 'content-type': 'application/octet-stream' } } as RequestInit);
+    expect(up.status).toBe(200);
+    expect(await up.json()).toMatchObject({ bytes: size, sha256: hash.digest('hex') });
+
+    const down = await invoke(app('alpha'), `/v1.0/invoke/beta/method/bytes?n=${size}`);
+    expect(down.status).toBe(200);
+    let n = 0;
+    for await (const c of down.body!) n += c.length;
+    expect(n).toBe(size);
+  }, 60_000);
+
+  it('hands the first bytes of an answer on before the app has finished it', async () => {
+    const t0 = Date.now();
+    const res = await invoke(app('alpha'), '/v1.0/invoke/beta/method/slow');
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    expect(Buffer.from(first.value!).toString()).toBe('first;');
+    expect(Date.now() - t0).toBeLessThan(1200);
+    let rest = '';
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest += Buffer.from(r.value).toString();
+    expect(rest).toBe('second');
+  });
+
+  it('works with the @dapr/dapr client invoker over HTTP', async () => {
+    const client = new DaprClient({ daprHost: '127.0.0.1', daprPort: String(app('alpha').httpPort), communicationProtocol: CommunicationProtocolEnum.HTTP, logger: { level: LogLevel.Error } });
+    const got = (await client.invoker.invoke('gamma', 'echo', HttpMethod.POST, { hello: 'world' })) as { app: string; body: string; method: string };
+    expect(got.app).toBe('gamma');
+    expect(got.method).toBe('POST');
+    expect(JSON.parse(got.body)).toEqual({ hello: 'world' });
+  });
+
+  it('answers a clear 500 at once when the target app is down, and reaches it again once it is back', async () => {
+    // a sidecar whose app port has nothing listening
+    const appPort = await freePort();
+    await start('delta', { command: false, appPort });
+    const t0 = Date.now();
+    const res = await invoke(app('alpha'), '/v1.0/invoke/delta/method/echo');
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(res.status).toBe(500);
+    const body = (await res.json()) as { errorCode: string; message: string };
+    expect(body.errorCode).toBe('ERR_DIRECT_INVOKE');
+    expect(body.message).toMatch(/app "delta" did not answer/);
+
+    // beta stops: the call fails clearly; beta restarts on new ports: the call reaches it
+    await app('beta').run.stop();
+    const gone = await invoke(app('alpha'), '/v1.0/invoke/beta/method/echo');
+    expect(gone.status).toBe(500);
+    expect(((await gone.json()) as { errorCode: string }).errorCode).toBe('ERR_DIRECT_INVOKE');
+    await start('beta');
+    const back = await invoke(app('alpha'), '/v1.0/invoke/beta/method/echo');
+    expect(back.status).toBe(200);
+    expect(await back.json()).toMatchObject({ app: 'beta' });
+  }, 60_000);
+});

@@ -1,0 +1,41 @@
+/**
+ * Which headers cross a hop of service invocation. Hop-by-hop headers (RFC 9110 §7.6.1) and the
+ * caller's own sidecar token never reach the target; everything else passes through as sent,
+ * repeated headers included.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Header } from './proto.ts';
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'http2-settings']);
+/** The calling app's token for its own sidecar: the target gets its app token from its sidecar. */
+const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'rt-api-token', 'dapr-api-token']);
+
+/** Node's rawHeaders (name, value, name, value …) → headers to forward. */
+export function requestHeaders(raw: string[]): Header[] {
+  const out: Header[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i].toLowerCase();
+    if (!NOT_FORWARDED.has(name)) out.push({ name, value: raw[i + 1] });
+  }
+  return out;
+}
+
+/** An app's answer headers (undici's object, arrays for repeats) → headers to send back. */
+export function responseHeaders(h: IncomingHttpHeaders): Header[] {
+  const out: Header[] = [];
+  for (const [name, v] of Object.entries(h)) {
+    if (v === undefined || HOP_BY_HOP.has(name)) continue;
+    for (const value of Array.isArray(v) ? v : [v]) out.push({ name, value });
+  }
+  return out;
+}
+
+/** Header list → the object shape node/undici/fastify take (arrays for repeats). */
+export function headerObject(list: Header[]): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const { name, value } of list) {
+    const prev = out[name];
+    out[name] = prev === undefined ? value : Array.isArray(prev) ? [...prev, value] : [prev, value];
+  }
+  return out;
+}

@@ -1,0 +1,118 @@
+/**
+ * The receiving side of service invocation: the internal gRPC port (50002 on a cluster, a free
+ * one standalone). A call is checked against the Configuration's accessControl, then handed to
+ * this sidecar's app through the app channel, which adds the app's API token and holds
+ * --app-max-concurrency.
+ */
+import type { Duplex } from 'node:stream';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { AppChannel } from '../app/channel.ts';
+import { headerObject, responseHeaders } from './headers.ts';
+import { internalService, type InvokeChunk, type RequestHead, type ResponseHead } from './proto.ts';
+import { readBody, writeBody } from './stream.ts';
+
+/** Decides whether a caller may make a call; a string is the reason it may not. */
+export type AccessCheck = (head: RequestHead) => string | undefined;
+
+export interface InternalServerOptions {
+  appId: string;
+  namespace: string;
+  app: AppChannel;
+  log: Logger;
+  access: AccessCheck;
+}
+
+export class InternalServer {
+  private readonly server = new grpc.Server({ 'grpc.keepalive_permit_without_calls': 1 });
+  private boundPort = 0;
+  private readonly o: InternalServerOptions;
+
+  constructor(o: InternalServerOptions) {
+    this.o = o;
+    this.server.addService(internalService(), { CallStream: (call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>) => void this.serve(call) });
+  }
+
+  get port(): number {
+    return this.boundPort;
+  }
+
+  async listen(address: string, port: number): Promise<number> {
+    const host = address.includes(':') ? `[${address}]` : address;
+    this.boundPort = await new Promise<number>((resolve, reject) =>
+      this.server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    return this.boundPort;
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(() => {
+        this.server.forceShutdown();
+        resolve();
+      }, 3000);
+      this.server.tryShutdown(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+
+  private async serve(call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>): Promise<void> {
+    const abort = new AbortController();
+    call.on('cancelled', () => abort.abort());
+    const it = call[Symbol.asyncIterator]() as AsyncIterator<InvokeChunk>;
+    let headSent = false;
+    const answer = (head: Partial<ResponseHead>) => {
+      headSent = true;
+      call.write({ response: { status: 500, headers: [], error_code: '', message: '', ...head } });
+    };
+    try {
+      const first = await it.next();
+      const head = first.done ? undefined : first.value.request;
+      if (!head) {
+        call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: 'the first message of a call must be its request head' });
+        return;
+      }
+      if (head.target_app_id !== this.o.appId) {
+        answer({ error_code: 'ERR_DIRECT_INVOKE', message: `this sidecar serves app id "${this.o.appId}", not "${head.target_app_id}" (a stale registry entry or DNS record?)` });
+        call.end();
+        return;
+      }
+      const denied = this.o.access(head);
+      if (denied) {
+        answer({ status: 403, error_code: 'ERR_PERMISSION_DENIED', message: denied });
+        call.end();
+        return;
+      }
+      if (!this.o.app.enabled) {
+        answer({ error_code: 'ERR_DIRECT_INVOKE', message: `app "${this.o.appId}" has no app port: its sidecar was started without --app-port` });
+        call.end();
+        return;
+      }
+      const headers = headerObject(head.headers);
+      headers['rt-caller-app-id'] = headers['dapr-caller-app-id'] = head.caller?.app_id ?? '';
+      headers['rt-callee-app-id'] = headers['dapr-callee-app-id'] = this.o.appId;
+      const res = await this.o.app.invokeStream({
+        method: head.method,
+        path: head.query ? `${head.path}?${head.query}` : head.path,
+        headers,
+        body: head.has_body ? readBody(it) : undefined,
+        signal: abort.signal,
+      });
+      answer({ status: res.status, headers: responseHeaders(res.headers) });
+      await writeBody(res.body, call as unknown as Duplex);
+      call.end();
+    } catch (e) {
+      const message = `app "${this.o.appId}" did not answer: ${(e as Error).message}`;
+      if (abort.signal.aborted) return; // the caller went away: nobody to tell
+      this.o.log.debug({ err: (e as Error).message }, 'invocation failed');
+      if (!headSent) {
+        answer({ error_code: 'ERR_DIRECT_INVOKE', message });
+        call.end();
+      } else {
+        call.emit('error', { code: grpc.status.UNAVAILABLE, details: message });
+      }
+    }
+  }
+}

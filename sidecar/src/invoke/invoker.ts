@@ -1,0 +1,112 @@
+/**
+ * The calling side of service invocation: resolve the app id, open one stream to its sidecar's
+ * internal port, send the head and the body as it arrives, and hand back the answer's head with
+ * its body still streaming. Used by the HTTP routes and the gRPC InvokeService.
+ */
+import type { Duplex, Readable } from 'node:stream';
+import * as grpc from '@grpc/grpc-js';
+import { ApiError } from '../http/errors.ts';
+import { internalClient, type Caller, type Header, type InvokeChunk, type RequestHead } from './proto.ts';
+import { ResolveError, type Resolver } from './resolve.ts';
+import { readBody, writeBody } from './stream.ts';
+import type { AppTarget } from './target.ts';
+
+export interface InvokeCall {
+  method: string;
+  /** With a leading slash, percent-encoding as sent. */
+  path: string;
+  query: string;
+  headers: Header[];
+  body?: Readable;
+  signal?: AbortSignal;
+}
+
+export interface InvokeAnswer {
+  status: number;
+  headers: Header[];
+  body: Readable;
+}
+
+/** 500 ERR_DIRECT_INVOKE, the answer users of this API expect for any failed invocation. */
+export function directInvokeError(appId: string, reason: string): ApiError {
+  return new ApiError(500, 'ERR_DIRECT_INVOKE', `failed to invoke, id: ${appId}, err: ${reason}`);
+}
+
+export class Invoker {
+  private readonly clients = new Map<string, grpc.Client>();
+  private readonly resolver: Resolver;
+  private readonly caller: Caller;
+
+  constructor(resolver: Resolver, caller: Caller) {
+    this.resolver = resolver;
+    this.caller = caller;
+  }
+
+  async invoke(t: AppTarget, c: InvokeCall): Promise<InvokeAnswer> {
+    let address: string;
+    try {
+      address = await this.resolver.resolve(t);
+    } catch (e) {
+      if (e instanceof ResolveError) throw directInvokeError(t.appId, e.message);
+      throw e;
+    }
+    const head: RequestHead = { method: c.method, path: c.path, query: c.query, headers: c.headers, caller: this.caller, target_app_id: t.appId, has_body: c.body !== undefined };
+    const call = (this.client(address) as unknown as { CallStream(md: grpc.Metadata, o: grpc.CallOptions): grpc.ClientDuplexStream<InvokeChunk, InvokeChunk> }).CallStream(new grpc.Metadata(), {});
+    const cancel = () => call.cancel();
+    c.signal?.addEventListener('abort', cancel, { once: true });
+    call.write({ request: head });
+    // the body goes out while the answer is awaited: the app may answer before reading it all
+    const sending = (c.body ? writeBody(c.body, call as unknown as Duplex) : Promise.resolve()).then(
+      () => call.end(),
+      () => call.cancel(), // the caller's body broke off: the target sees the call cancelled
+    );
+    sending.catch(() => undefined);
+    const it = call[Symbol.asyncIterator]() as AsyncIterator<InvokeChunk>;
+    let first: IteratorResult<InvokeChunk>;
+    try {
+      first = await it.next();
+    } catch (e) {
+      const err = e as grpc.ServiceError;
+      if (err.code === grpc.status.UNAVAILABLE) {
+        this.resolver.failed(t);
+        this.drop(address);
+      }
+      throw directInvokeError(t.appId, `the sidecar of "${t.appId}" at ${address} did not answer: ${err.details || err.message}`);
+    }
+    const res = first.done ? undefined : first.value.response;
+    if (!res) throw directInvokeError(t.appId, `the sidecar of "${t.appId}" at ${address} ended the call without an answer`);
+    if (res.error_code) {
+      call.cancel();
+      throw new ApiError(res.status || 500, res.error_code, res.error_code === 'ERR_DIRECT_INVOKE' ? `failed to invoke, id: ${t.appId}, err: ${res.message}` : res.message);
+    }
+    const body = readBody(it);
+    body.on('close', () => c.signal?.removeEventListener('abort', cancel));
+    return { status: res.status, headers: res.headers, body };
+  }
+
+  private client(address: string): grpc.Client {
+    let c = this.clients.get(address);
+    if (!c) {
+      const Ctor = internalClient();
+      c = new Ctor(address, grpc.credentials.createInsecure(), {
+        'grpc.max_receive_message_length': -1,
+        'grpc.max_send_message_length': -1,
+        // the target restarted on the same port: reconnect at once rather than after a back-off
+        'grpc.initial_reconnect_backoff_ms': 100,
+        'grpc.max_reconnect_backoff_ms': 1000,
+      });
+      this.clients.set(address, c);
+    }
+    return c;
+  }
+
+  private drop(address: string): void {
+    this.clients.get(address)?.close();
+    this.clients.delete(address);
+  }
+
+  close(): void {
+    for (const c of this.clients.values()) c.close();
+    this.clients.clear();
+  }
+}

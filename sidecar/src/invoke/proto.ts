@@ -1,0 +1,53 @@
+/** Loads the internal sidecar-to-sidecar invocation proto (proto/invoke.proto) once per process. */
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+
+export const INTERNAL_SERVICE = 'rt.internal.v1.ServiceInvocation';
+
+export interface Header {
+  name: string;
+  value: string;
+}
+
+export interface Caller {
+  app_id: string;
+  namespace: string;
+  /** Empty until sidecars hold workload certificates; then it comes from the peer's certificate. */
+  trust_domain: string;
+}
+
+export interface RequestHead {
+  method: string;
+  path: string;
+  query: string;
+  headers: Header[];
+  caller: Caller;
+  target_app_id: string;
+  has_body: boolean;
+}
+
+export interface ResponseHead {
+  status: number;
+  headers: Header[];
+  error_code: string;
+  message: string;
+}
+
+export interface InvokeChunk {
+  request?: RequestHead | null;
+  response?: ResponseHead | null;
+  data?: Buffer | null;
+  part?: 'request' | 'response' | 'data';
+}
+
+let service: grpc.ServiceDefinition | undefined;
+
+export function internalService(): grpc.ServiceDefinition {
+  service ??= protoLoader.loadSync(join(import.meta.dirname, 'proto', 'invoke.proto'), { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true })[INTERNAL_SERVICE] as grpc.ServiceDefinition;
+  return service;
+}
+
+export function internalClient(): grpc.ServiceClientConstructor {
+  return grpc.makeGenericClientConstructor(internalService(), 'ServiceInvocation');
+}

@@ -1,0 +1,136 @@
+/**
+ * The standalone name-resolution registry: one JSON file per running sidecar in
+ * `<rt home>/registry/` (`~/.rt`, or `RT_HOME`), whatever each run's --data-dir. Written when a
+ * sidecar listens, removed when it stops; an entry whose process is gone is skipped (and swept).
+ * Discovery stays on this machine's files and loopback: no multicast.
+ */
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+export interface RegistryEntry {
+  appId: string;
+  namespace: string;
+  /** Host the sidecar's ports answer on (its listen address, 127.0.0.1 for 0.0.0.0). */
+  host: string;
+  httpPort: number;
+  grpcPort: number;
+  internalGrpcPort: number;
+  appPort: number;
+  appProtocol: string;
+  /** The sidecar's process. */
+  pid: number;
+  /** `rt run`'s process and the app's command, when rt run started it. */
+  cliPid?: number;
+  command?: string;
+  metricsPort?: number;
+  startedAt: string;
+}
+
+/** rt's per-user home: RT_HOME, or ~/.rt. */
+export function rtHome(env: NodeJS.ProcessEnv = process.env): string {
+  return env.RT_HOME || join(homedir(), '.rt');
+}
+
+export function registryDir(env: NodeJS.ProcessEnv = process.env): string {
+  return join(rtHome(env), 'registry');
+}
+
+/** Whether a process with this pid runs (EPERM: it runs, as another user). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Writes (or rewrites) this sidecar's entry; returns a function that removes it. */
+export function register(entry: RegistryEntry, dir = registryDir()): { update(e: Partial<RegistryEntry>): void; remove(): void } {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // pid + internal port: several sidecars may run in one process (tests, embedders)
+  const file = join(dir, `${safe(entry.appId)}-${entry.pid}-${entry.internalGrpcPort}.json`);
+  let current = entry;
+  const write = () => {
+    // a rename is atomic: a reader never sees half a file, and the folder's mtime moves
+    const tmp = `${file}.${process.pid}.tmp`;
+    writeFileSync(tmp, JSON.stringify(current, null, 2), { mode: 0o600 });
+    renameSync(tmp, file);
+  };
+  write();
+  return {
+    update(e) {
+      current = { ...current, ...e };
+      write();
+    },
+    remove() {
+      rmSync(file, { force: true });
+    },
+  };
+}
+
+/** The entries of running sidecars; files of dead processes are removed on the way. */
+export function listEntries(dir = registryDir()): RegistryEntry[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const out: RegistryEntry[] = [];
+  for (const name of names) {
+    if (!name.endsWith('.json')) continue;
+    const path = join(dir, name);
+    let e: RegistryEntry;
+    try {
+      e = JSON.parse(readFileSync(path, 'utf8')) as RegistryEntry;
+    } catch {
+      continue; // removed meanwhile, or not ours
+    }
+    if (typeof e.appId !== 'string' || typeof e.pid !== 'number') continue;
+    if (!processAlive(e.pid)) {
+      rmSync(path, { force: true });
+      continue;
+    }
+    out.push(e);
+  }
+  return out.sort((a, b) => a.appId.localeCompare(b.appId) || a.startedAt.localeCompare(b.startedAt));
+}
+
+/**
+ * Lookups for one sidecar: the folder is read again only when its mtime moved (an entry was
+ * added, rewritten or removed), so a call costs one stat, and a restarted target is seen at once.
+ */
+export class LocalRegistry {
+  private cache: RegistryEntry[] = [];
+  private mtime = -1;
+  readonly dir: string;
+  constructor(dir = registryDir()) {
+    this.dir = dir;
+  }
+
+  entries(): RegistryEntry[] {
+    let m: number;
+    try {
+      m = statSync(this.dir).mtimeMs;
+    } catch {
+      return [];
+    }
+    if (m !== this.mtime) {
+      this.cache = listEntries(this.dir);
+      this.mtime = m;
+    }
+    // a process that died without removing its file is skipped even before the folder changes
+    return this.cache.filter((e) => processAlive(e.pid));
+  }
+
+  /** Forget the cache (after a call to an address that did not answer). */
+  invalidate(): void {
+    this.mtime = -1;
+  }
+}
+
+function safe(s: string): string {
+  return s.replace(/[^A-Za-z0-9_.-]/g, '_');
+}

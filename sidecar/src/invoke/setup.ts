@@ -1,0 +1,64 @@
+/**
+ * The service invocation building block: the internal gRPC port other sidecars call, this
+ * sidecar's entry in the local registry (standalone), and the HTTP invoke routes.
+ */
+import type { SidecarContext } from '../context.ts';
+import { InternalServer } from './internal-server.ts';
+import { Invoker, type InvokeCall } from './invoker.ts';
+import { LocalRegistry, register } from './registry/local.ts';
+import { DnsResolver, INTERNAL_GRPC_PORT, LocalResolver } from './resolve.ts';
+import { invokeRoutes } from './routes.ts';
+import { parseAppTarget } from './target.ts';
+import { directInvokeError } from './invoker.ts';
+
+export async function setup(ctx: SidecarContext): Promise<void> {
+  const o = ctx.options;
+  const standalone = o.mode !== 'kubernetes';
+  const server = new InternalServer({ appId: o.appId, namespace: o.namespace, app: ctx.app, log: ctx.log, access: () => undefined });
+  // standalone sidecars share one machine: a free port each, found through the registry
+  const internalPort = await server.listen(o.listenAddress, o.internalGrpcPort ?? (standalone ? 0 : INTERNAL_GRPC_PORT));
+  ctx.onClose(() => server.close());
+  ctx.log.debug({ port: internalPort }, 'internal invocation port listening');
+
+  const registry = standalone ? new LocalRegistry() : undefined;
+  const resolver = registry ? new LocalResolver(registry) : new DnsResolver();
+  const invoker = new Invoker(resolver, { app_id: o.appId, namespace: o.namespace, trust_domain: '' });
+  ctx.onClose(() => invoker.close());
+  ctx.services.invoke = invoker;
+
+  const dispatch = async (target: string, call: InvokeCall) => {
+    const app = parseAppTarget(target, o.namespace);
+    if (!app) throw directInvokeError(target, `"${target}" is neither an app id (optionally .<namespace>) nor an HTTPEndpoint`);
+    return invoker.invoke(app, call);
+  };
+  await invokeRoutes(ctx.http, dispatch);
+
+  if (registry) {
+    let entry: ReturnType<typeof register> | undefined;
+    const host = o.listenAddress === '0.0.0.0' || o.listenAddress === '::' ? '127.0.0.1' : o.listenAddress;
+    ctx.http.addHook('onListen', async () => {
+      const address = ctx.http.server.address();
+      entry = register(
+        {
+          appId: o.appId,
+          namespace: o.namespace,
+          host,
+          httpPort: typeof address === 'object' && address ? address.port : o.httpPort,
+          grpcPort: o.grpcPort,
+          internalGrpcPort: internalPort,
+          appPort: o.appPort,
+          appProtocol: o.appProtocol,
+          metricsPort: o.enableMetrics ? o.metricsPort : undefined,
+          pid: process.pid,
+          cliPid: Number(o.extended.cliPID) || undefined,
+          command: o.extended.appCommand || undefined,
+          startedAt: new Date().toISOString(),
+        },
+        registry.dir,
+      );
+    });
+    // the gRPC port is known once it listens, which is after the HTTP port
+    ctx.onAppReady(() => entry?.update({ grpcPort: ctx.grpc.port || o.grpcPort }));
+    ctx.onClose(() => entry?.remove());
+  }
+}
