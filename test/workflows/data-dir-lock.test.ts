@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { tryLockFile } from '../../sidecar/src/workflows/data-dir-lock.ts';
+import { lockFileWithin, tryLockFile } from '../../sidecar/src/workflows/data-dir-lock.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'rt-wf-lock-'));
 const children: ChildProcess[] = [];
@@ -56,6 +56,20 @@ describe('data-dir lock', () => {
     });
     const mine = await tryLockFile(path);
     expect(mine).toBeTypeOf('function');
+    mine!();
+  });
+
+  it('waits for a holder that goes away, and gives up on one that stays', async () => {
+    const path = join(dir, 'c.owner');
+    const holder = await holderProcess(path);
+    const t0 = Date.now();
+    expect(await lockFileWithin(path, 300)).toBeUndefined();
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
+    let waited = false;
+    setTimeout(() => holder.kill('SIGKILL'), 300);
+    const mine = await lockFileWithin(path, 10_000, () => (waited = true));
+    expect(mine).toBeTypeOf('function');
+    expect(waited).toBe(true);
     mine!();
   });
 });

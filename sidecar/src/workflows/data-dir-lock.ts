@@ -34,3 +34,18 @@ export async function tryLockFile(path: string): Promise<(() => void) | undefine
     db.close(); // rolls back the empty transaction and unlocks
   };
 }
+
+/**
+ * Takes the lock, waiting up to `waitMs` while it is busy. A holder that was just killed can
+ * keep its files (and so its lock) a little longer than its process lasts, e.g. while it is a
+ * zombie PID 1; a restarted sidecar must not take that for another live sidecar.
+ */
+export async function lockFileWithin(path: string, waitMs: number, onWait?: () => void): Promise<(() => void) | undefined> {
+  const deadline = Date.now() + waitMs;
+  for (let first = true; ; first = false) {
+    const release = await tryLockFile(path);
+    if (release || Date.now() >= deadline) return release;
+    if (first) onWait?.();
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { SidecarContext } from '../context.ts';
 import type { StateStore } from '../components/types.ts';
 import { getInternalJobs } from '../jobs/internal.ts';
-import { tryLockFile } from './data-dir-lock.ts';
+import { lockFileWithin } from './data-dir-lock.ts';
 import { Engine } from './engine.ts';
 import { taskHubImplementation } from './grpc.ts';
 import { InstanceTable } from './instances.ts';
@@ -18,6 +18,9 @@ import { ReplicaRegistry } from './replicas.ts';
 import { registerRoutes } from './routes.ts';
 import { Timers } from './timers.ts';
 import { Workers } from './workers.ts';
+
+/** How long a busy data-dir lock is waited for before the store is shared (see data-dir-lock.ts). */
+const LOCK_WAIT_MS = 10_000;
 
 /** Work items in flight per connected worker (the SDK workers queue at most ~110 before dropping). */
 export const MAX_ITEMS_PER_WORKER = 100;
@@ -60,7 +63,9 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     closeStore = () => store.close();
     // the embedded file is ours alone unless another live sidecar of this app uses the same data
     // dir (`.owner`, not the `.lock` pid file of older versions, which is no SQLite file)
-    const lock = await tryLockFile(join(dataDir, `${fileBase}.owner`));
+    const lock = await lockFileWithin(join(dataDir, `${fileBase}.owner`), LOCK_WAIT_MS, () =>
+      log.info({ path }, 'the workflow data dir is locked (by a sidecar that is still running or just died): waiting'),
+    );
     unlock = lock ?? undefined;
     shared = lock === undefined;
     replicaId = shared ? randomUUID() : 'local';
