@@ -41,7 +41,7 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
   const spec = out.spec;
 
   // pluggable component containers: injected from Components, and named existing ones
-  const components_: ComponentContainer[] = [];
+  const fromComponents: ComponentContainer[] = [];
   if (config.injectPluggableComponents) {
     if (!components.synced) return deny('rt injector: the Components are not listed yet (the injector just started); retry', warnings);
     const found = injectedComponents(components.list(namespace), appId);
@@ -52,7 +52,7 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
         warnings.push(`container "${cc.container.name}" of a Component is already in the pod; kept as it is`);
         continue;
       }
-      components_.push(cc);
+      fromComponents.push(cc);
     }
   }
   const manual: ComponentContainer[] = [];
@@ -62,7 +62,7 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
     // its socket is expected under the container's name
     manual.push({ container, sockets: [name] });
   }
-  const pluggable = [...manual, ...components_];
+  const pluggable = [...manual, ...fromComponents];
   const folder = config.socketsFolder;
 
   for (const v of [TOKEN_VOLUME, ...(pluggable.length ? [SOCKETS_VOLUME] : [])]) {
