@@ -3,6 +3,7 @@
  * sidecar's entry in the local registry (standalone), and the HTTP invoke routes.
  */
 import type { SidecarContext } from '../context.ts';
+import { EndpointCaller, endpointTarget } from './endpoints.ts';
 import { InternalServer } from './internal-server.ts';
 import { Invoker, type InvokeCall } from './invoker.ts';
 import { LocalRegistry, register } from './registry/local.ts';
@@ -26,7 +27,12 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   ctx.onClose(() => invoker.close());
   ctx.services.invoke = invoker;
 
+  const endpoints = new EndpointCaller(ctx.components, standalone ? undefined : 'kubernetes');
+  ctx.onClose(() => endpoints.close());
   const dispatch = async (target: string, call: InvokeCall) => {
+    // an HTTPEndpoint's name or a URL goes out of rt; anything else is an app id
+    const external = endpointTarget(target, ctx.resources.httpEndpoints);
+    if (external) return endpoints.call(external, call);
     const app = parseAppTarget(target, o.namespace);
     if (!app) throw directInvokeError(target, `"${target}" is neither an app id (optionally .<namespace>) nor an HTTPEndpoint`);
     return invoker.invoke(app, call);

@@ -152,7 +152,7 @@ function parseOne(doc: Record<string, unknown>, file: string, index: number, opt
     }
     case 'HTTPEndpoint': {
       if (!isObject(spec)) fail('spec', 'is required and must be a mapping');
-      out.httpEndpoints.push(parseHttpEndpoint(name!, spec as Record<string, unknown>, fail));
+      out.httpEndpoints.push(parseHttpEndpoint(name!, spec as Record<string, unknown>, fail, isObject(doc.auth) ? doc.auth : undefined));
       crdRules();
       return;
     }
@@ -294,7 +294,7 @@ function parseSubscription(apiVersion: string, spec: Record<string, unknown>, fa
   };
 }
 
-function parseHttpEndpoint(name: string, spec: Record<string, unknown>, fail: Fail): HttpEndpointResource {
+function parseHttpEndpoint(name: string, spec: Record<string, unknown>, fail: Fail, auth?: Record<string, unknown>): HttpEndpointResource {
   const base = spec.baseUrl;
   if (typeof base !== 'string' || !/^https?:\/\/.+/.test(base)) fail('spec.baseUrl', 'is required and must be an http(s) URL');
   try {
@@ -303,15 +303,38 @@ function parseHttpEndpoint(name: string, spec: Record<string, unknown>, fail: Fa
     fail('spec.baseUrl', `"${String(base)}" is not a valid URL`);
   }
   const headers: Record<string, string> = {};
+  const secretHeaders: NonNullable<HttpEndpointResource['secretHeaders']> = [];
   if (spec.headers !== undefined) {
     if (!Array.isArray(spec.headers)) fail('spec.headers', 'must be a list of {name, value}');
     (spec.headers as unknown[]).forEach((h, i) => {
       if (!isObject(h) || typeof h.name !== 'string') fail(`spec.headers[${i}].name`, 'is required');
       const hh = h as Record<string, unknown>;
-      headers[hh.name as string] = hh.value === undefined ? '' : String(hh.value);
+      const ref = secretRef(hh.secretKeyRef, `spec.headers[${i}].secretKeyRef`, fail);
+      if (ref) secretHeaders.push({ name: hh.name as string, secretName: ref.name, key: ref.key });
+      else headers[hh.name as string] = hh.value === undefined ? '' : String(hh.value);
     });
   }
-  return { name, baseUrl: base as string, headers };
+  let clientTLS: HttpEndpointResource['clientTLS'];
+  if (spec.clientTLS !== undefined) {
+    if (!isObject(spec.clientTLS)) fail('spec.clientTLS', 'must be a mapping of rootCA, certificate, privateKey');
+    clientTLS = {};
+    for (const part of ['rootCA', 'certificate', 'privateKey'] as const) {
+      const v = (spec.clientTLS as Record<string, unknown>)[part];
+      if (v === undefined) continue;
+      if (!isObject(v)) fail(`spec.clientTLS.${part}`, 'must be {value} or {secretKeyRef: {name, key}}');
+      const ref = secretRef(v.secretKeyRef, `spec.clientTLS.${part}.secretKeyRef`, fail);
+      clientTLS[part] = ref ? { secretKeyRef: ref } : { value: String(v.value ?? '') };
+    }
+  }
+  const secretStore = auth && typeof auth.secretStore === 'string' ? auth.secretStore : undefined;
+  return { name, baseUrl: base as string, headers, secretHeaders: secretHeaders.length ? secretHeaders : undefined, clientTLS, secretStore };
+}
+
+function secretRef(ref: unknown, field: string, fail: Fail): { name: string; key: string } | undefined {
+  if (ref === undefined) return undefined;
+  if (!isObject(ref) || typeof ref.name !== 'string' || ref.name === '') fail(`${field}.name`, 'is required');
+  const r = ref as Record<string, unknown>;
+  return { name: r.name as string, key: typeof r.key === 'string' && r.key !== '' ? r.key : (r.name as string) };
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

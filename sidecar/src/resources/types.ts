@@ -27,10 +27,22 @@ export interface SubscriptionInfo {
   type: 'DECLARATIVE' | 'STREAMING' | 'PROGRAMMATIC';
 }
 
+/** A value given inline or as a secret to look up in a secret store. */
+export interface ValueOrSecret {
+  value?: string;
+  secretKeyRef?: { name: string; key: string };
+}
+
 export interface HttpEndpointResource {
   name: string;
   baseUrl: string;
   headers: Record<string, string>;
+  /** Headers whose value is a secret, looked up when a call is made. */
+  secretHeaders?: { name: string; secretName: string; key: string }[];
+  /** TLS toward the endpoint: PEM root CA, client certificate and key. */
+  clientTLS?: { rootCA?: ValueOrSecret; certificate?: ValueOrSecret; privateKey?: ValueOrSecret };
+  /** auth.secretStore, the store secretKeyRef values come from. */
+  secretStore?: string;
 }
 
 /** A Component as read from a file, before secrets are resolved. */
