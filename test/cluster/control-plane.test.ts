@@ -4,7 +4,7 @@
  * the parts the operator, injector and chart rely on: CRDs and watches that resume, service
  * account tokens and TokenReview audiences, a mutating webhook called over loopback HTTPS, RBAC.
  */
-import { createServer, request, type Server } from 'node:https';
+import { createServer, type Server } from 'node:https';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -34,27 +34,7 @@ interface WatchEvent {
   object: { metadata: { name: string; resourceVersion: string }; spec?: { size?: number } };
 }
 
-/** A raw watch over HTTPS as the admin; `close()` drops the connection as a network fault would. */
-function watch(path: string, onEvent: (e: WatchEvent) => void): { close(): void } {
-  const cp = kube.controlPlane;
-  const req = request(new URL(path, kube.server), { ca: cp.ca.caPem, cert: cp.admin.certPem, key: cp.admin.keyPem }, (res) => {
-    let buf = '';
-    res.setEncoding('utf8');
-    res.on('data', (d: string) => {
-      buf += d;
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i).trim();
-        buf = buf.slice(i + 1);
-        if (line) onEvent(JSON.parse(line) as WatchEvent);
-      }
-    });
-    res.on('error', () => {});
-  });
-  req.on('error', () => {});
-  req.end();
-  return { close: () => req.destroy() };
-}
+const watch = (path: string, onEvent: (e: WatchEvent) => void) => kube.watch<WatchEvent>(path, onEvent);
 
 describe.skipIf(!available)('a real Kubernetes control plane', () => {
   it('reports the pinned release, which kubectl parses', async () => {

@@ -144,13 +144,14 @@ describe.skipIf(!available)('a real node', () => {
     // deleting the Deployment stops both containers well inside the 30 s grace period: rt ends on SIGTERM with exit code 0
     const sidecarLog = () => k.node!.podLog(ns, pod.metadata.name, 'rt-sidecar');
     expect(sidecarLog()).not.toBe('');
-    // watch the pod's container states while it goes: the kubelet reports the exit codes before it removes the pod
-    const { spawn } = await import('node:child_process');
-    const template = '{range .status.initContainerStatuses[*]}{.name}={.state.terminated.exitCode} {end}{range .status.containerStatuses[*]}{.name}={.state.terminated.exitCode} {end}{"\\n"}';
-    const watcher = spawn(k.controlPlane.kubectlBin, ['get', 'pod', pod.metadata.name, '-n', ns, '-w', '-o', `jsonpath=${template}`], { env: { ...process.env, KUBECONFIG: k.kubeconfig } });
-    cleanups.push(() => watcher.kill());
-    let watched = '';
-    watcher.stdout.on('data', (d: Buffer) => (watched += d.toString()));
+    // watch the pod while it goes: the kubelet reports its containers' exit codes before the pod is removed
+    const exits = new Map<string, number>();
+    const w = k.watch<{ type: string; object: PodStatus }>(`/api/v1/namespaces/${ns}/pods?watch=1&fieldSelector=metadata.name%3D${pod.metadata.name}`, (e) => {
+      for (const c of [...(e.object.status?.initContainerStatuses ?? []), ...(e.object.status?.containerStatuses ?? [])]) {
+        if (c.state.terminated) exits.set(c.name, c.state.terminated.exitCode);
+      }
+    });
+    cleanups.push(() => w.close());
     const started = Date.now();
     const deleted = await k.kubectl(['delete', 'deployment', 'smoke', '-n', ns, '--cascade=foreground', '--wait=true', '--timeout=60s']);
     expect(deleted.code).toBe(0);
@@ -159,9 +160,8 @@ describe.skipIf(!available)('a real node', () => {
       expect(r.stdout.trim()).toBe('');
     }, { timeout: 60_000, interval: 500 });
     expect(Date.now() - started).toBeLessThan(25_000);
-    watcher.kill();
-    expect(watched).toMatch(/rt-sidecar=0 /);
-    expect(watched).toMatch(/app=0 /);
+    w.close();
+    expect(Object.fromEntries(exits)).toEqual({ 'rt-sidecar': 0, app: 0 });
     await vi.waitFor(async () => {
       const containers = await k.node!.ctr(['containers', 'list', '-q']);
       expect(containers.stdout.trim()).toBe('');

@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { binariesUnavailable, ensureKubeBinaries, ensureKubectlAndHelm, helmPath, kubectlPath } from './kube/binaries.ts';
 import {
   apiRequest,
+  apiWatch,
   helmRunner,
   kubectlRunner,
   OPERATOR_AUDIENCE,
@@ -49,6 +50,8 @@ export interface KubeCluster {
   helm(args: string[], opts?: { input?: string }): Promise<CommandResult>;
   /** One API call as the admin: `request('GET', '/api/v1/namespaces')`. */
   request(method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown; text: string }>;
+  /** A raw watch (`?watch=1` in `path`): one callback per event; `close()` drops the connection. */
+  watch<E = { type: string; object: unknown }>(path: string, onEvent: (e: E) => void): { close(): void };
   /** Creates a namespace and waits for its `default` service account (pods need it). */
   createNamespace(name: string): Promise<void>;
   /** The control plane's internals, for suites that go deeper (certificates, binaries). */
@@ -96,6 +99,7 @@ export async function startKube(opts: { controllers?: boolean; node?: NodeImages
     kubectl,
     helm: helmRunner(cp),
     request: (method, path, body) => apiRequest(cp, method, path, body),
+    watch: (path, onEvent) => apiWatch(cp, path, onEvent),
     async createNamespace(name) {
       const r = await kubectl(['create', 'namespace', name]);
       if (r.code !== 0 && !r.stderr.includes('AlreadyExists')) throw new Error(`kubectl create namespace ${name}: ${r.stderr}`);

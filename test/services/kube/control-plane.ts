@@ -107,6 +107,27 @@ export function apiRequest(cp: ControlPlane, method: string, path: string, body?
   });
 }
 
+/** A raw watch over HTTPS as the admin, one JSON event per line; `close()` drops the connection as a network fault would. */
+export function apiWatch<E = { type: string; object: unknown }>(cp: ControlPlane, path: string, onEvent: (e: E) => void): { close(): void } {
+  const req = request(new URL(path, cp.server), { ca: cp.ca.caPem, cert: cp.admin.certPem, key: cp.admin.keyPem }, (res) => {
+    let buf = '';
+    res.setEncoding('utf8');
+    res.on('data', (d: string) => {
+      buf += d;
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i).trim();
+        buf = buf.slice(i + 1);
+        if (line) onEvent(JSON.parse(line) as E);
+      }
+    });
+    res.on('error', () => {});
+  });
+  req.on('error', () => {});
+  req.end();
+  return { close: () => req.destroy() };
+}
+
 export async function startControlPlane(opts: { controllers?: boolean; log?: (s: string) => void } = {}): Promise<ControlPlane> {
   const log = opts.log ?? (() => {});
   const [binDir, tools] = await Promise.all([ensureKubeBinaries(log), ensureKubectlAndHelm()]);
