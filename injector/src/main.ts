@@ -24,7 +24,7 @@ options:
   --sidecar-image IMG           image of the injected rt-sidecar (default rt:latest)
   --control-plane-address A     the operator's address given to sidecars
                                 (default rt-operator.rt-system.svc.cluster.local:6500)
-  --operator-ca-file F          the operator's CA (PEM), given to sidecars as RT_OPERATOR_CA
+  --operator-ca-file F          the operator's CA (PEM): sidecars read it from RT_OPERATOR_CA_FILE
   --native-sidecar true|false   default of rt.io/native-sidecar (default true: Kubernetes 1.29+)
   --log-level LEVEL             debug, info, warn, error (default info)
 environment: RT_INJECTOR_PORT, RT_INJECTOR_TLS_CERT_FILE, RT_INJECTOR_TLS_KEY_FILE, RT_SIDECAR_IMAGE,

@@ -7,14 +7,18 @@ import { injectionRequested, parseAnnotations, PREFIX } from './annotations.ts';
 import type { ComponentLister } from './components.ts';
 import { injectedComponents, prepareComponentContainer, type ComponentContainer } from './pluggable.ts';
 import { addEnv, alreadyInjected, defaultAppId, podShapeError, type Container, type Pod } from './pod.ts';
-import { appEnv, sidecarContainer, SOCKETS_VOLUME, TOKEN_AUDIENCE, TOKEN_VOLUME } from './sidecar-container.ts';
+import { appEnv, CA_ANNOTATION, sidecarContainer, SOCKETS_VOLUME, TOKEN_AUDIENCE, TOKEN_VOLUME } from './sidecar-container.ts';
 
 export interface InjectorSettings {
   sidecarImage: string;
   controlPlaneAddress: string;
   /** Default of `rt.io/native-sidecar` (clusters 1.29+). */
   nativeSidecar: boolean;
-  /** The operator's CA (PEM) for the sidecar, when the control plane uses its own CA. */
+  /**
+   * The operator's CA (PEM) for the sidecar, when the control plane uses its own CA. It goes
+   * into the pod's `rt.io/operator-ca` annotation and from there, by the downward API, into a
+   * file beside the token (a Secret or ConfigMap would have to exist in every namespace).
+   */
   operatorCaPem?: string;
 }
 
@@ -74,7 +78,7 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
     appId,
     image: config.sidecarImage ?? settings.sidecarImage,
     controlPlaneAddress: settings.controlPlaneAddress,
-    operatorCaPem: settings.operatorCaPem,
+    operatorCa: settings.operatorCaPem !== undefined,
     native,
     sockets: pluggable.length ? { folder, names: [...new Set(pluggable.flatMap((p) => p.sockets))] } : undefined,
   });
@@ -98,13 +102,20 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
   const volumes = [...(spec.volumes ?? [])];
   volumes.push({
     name: TOKEN_VOLUME,
-    projected: { sources: [{ serviceAccountToken: { audience: TOKEN_AUDIENCE, expirationSeconds: TOKEN_SECONDS, path: 'token' } }] },
+    projected: {
+      sources: [
+        { serviceAccountToken: { audience: TOKEN_AUDIENCE, expirationSeconds: TOKEN_SECONDS, path: 'token' } },
+        ...(settings.operatorCaPem ? [{ downwardAPI: { items: [{ path: 'ca.crt', fieldRef: { fieldPath: `metadata.annotations['${CA_ANNOTATION}']` } }] } }] : []),
+      ],
+    },
   });
   if (pluggable.length) volumes.push({ name: SOCKETS_VOLUME, emptyDir: {} });
   spec.volumes = volumes;
 
   // the operator reads the app id from this annotation of the pod the sidecar's token is bound to
-  out.metadata = { ...(out.metadata ?? {}), annotations: { ...annotations, [`${PREFIX}app-id`]: appId } };
+  const added: Record<string, string> = { [`${PREFIX}app-id`]: appId };
+  if (settings.operatorCaPem) added[CA_ANNOTATION] = settings.operatorCaPem;
+  out.metadata = { ...(out.metadata ?? {}), annotations: { ...annotations, ...added } };
 
   return { allowed: true, patch: fastJsonPatch.compare(pod, out), warnings };
 

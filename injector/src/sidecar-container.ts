@@ -9,6 +9,9 @@ import { SIDECAR_NAME, type Container, type EnvVar } from './pod.ts';
 /** Where the sidecar reads its projected service-account token (audience rt.io/operator). */
 export const TOKEN_DIR = '/var/run/secrets/rt.io';
 export const TOKEN_FILE = `${TOKEN_DIR}/token`;
+/** The operator's CA, projected from the pod's `rt.io/operator-ca` annotation into the same volume. */
+export const CA_FILE = `${TOKEN_DIR}/ca.crt`;
+export const CA_ANNOTATION = 'rt.io/operator-ca';
 export const TOKEN_AUDIENCE = 'rt.io/operator';
 export const TOKEN_VOLUME = 'rt-identity-token';
 export const SOCKETS_VOLUME = 'rt-components-sockets';
@@ -19,8 +22,8 @@ export interface SidecarSettings {
   appId: string;
   image: string;
   controlPlaneAddress: string;
-  /** The operator's CA (PEM), handed to the sidecar as RT_OPERATOR_CA. */
-  operatorCaPem?: string;
+  /** The pod carries the operator's CA: the sidecar reads it from CA_FILE. */
+  operatorCa: boolean;
   native: boolean;
   /** Socket folder and the sockets to wait for, when the pod has pluggable components. */
   sockets?: { folder: string; names: string[] };
@@ -51,7 +54,7 @@ export function sidecarContainer(s: SidecarSettings): Container {
     { name: 'RT_CONTROL_PLANE_ADDRESS', value: s.controlPlaneAddress },
     { name: 'RT_OPERATOR_TOKEN_FILE', value: TOKEN_FILE },
   ];
-  if (s.operatorCaPem) env.push({ name: 'RT_OPERATOR_CA', value: s.operatorCaPem });
+  if (s.operatorCa) env.push({ name: 'RT_OPERATOR_CA_FILE', value: CA_FILE });
   if (c.apiTokenSecret) env.push(secretEnv('RT_API_TOKEN', c.apiTokenSecret));
   if (c.appTokenSecret) env.push(secretEnv('RT_APP_API_TOKEN', c.appTokenSecret));
   if (s.sockets) env.push({ name: 'RT_COMPONENTS_SOCKETS_FOLDER', value: s.sockets.folder });

@@ -65,7 +65,8 @@ beforeAll(async () => {
       keyFile: join(dir, 'tls.key'),
       kubeconfig: kube.kubeconfig,
       logLevel: 'warn',
-      settings: { sidecarImage: 'rt:dev', controlPlaneAddress: 'rt-operator.rt-system.svc:6500', nativeSidecar: true },
+      // any PEM will do as the operator's CA: the API server must accept its downward-API projection
+      settings: { sidecarImage: 'rt:dev', controlPlaneAddress: 'rt-operator.rt-system.svc:6500', nativeSidecar: true, operatorCaPem: ca.caPem },
     },
     pino({ level: 'debug' }, { write: (line: string) => void outcomes.push(...(/"msg":"admission (\w+)"/.exec(line)?.slice(1) ?? [])) }),
   );
@@ -172,6 +173,9 @@ describe.skipIf(!available)('rt injector called by the real kube-apiserver', () 
     expect(vols.get('rt-identity-token')?.projected?.sources?.[0]?.serviceAccountToken).toMatchObject({ audience: 'rt.io/operator', path: 'token' });
     expect(vols.get('rt-components-sockets')?.emptyDir).toEqual({});
     expect(p.metadata?.annotations?.['rt.io/app-id']).toBe('orders');
+    expect(p.metadata?.annotations?.['rt.io/operator-ca']).toBe(ca.caPem);
+    expect(vols.get('rt-identity-token')?.projected?.sources?.[1]?.downwardAPI?.items?.[0]).toMatchObject({ path: 'ca.crt', fieldRef: { fieldPath: "metadata.annotations['rt.io/operator-ca']" } });
+    expect(envOf(sidecar, 'RT_OPERATOR_CA_FILE')?.value).toBe('/var/run/secrets/rt.io/ca.crt');
     // reinvocation: the second webhook (and the API server's reinvocation pass) got the injected
     // pod, and every later call left it as it was
     const calls = outcomes.slice(seen);

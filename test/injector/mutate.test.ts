@@ -128,9 +128,15 @@ describe('injector: the sidecar container', () => {
     expect(s.livenessProbe?.httpGet?.path).toBe('/v1.0/healthz');
   });
 
-  it('hands the operator CA to the sidecar when the injector has one', () => {
-    const s = sidecarOf(admit(pod(), { settings: { operatorCaPem: '-----BEGIN CERTIFICATE-----\nx\n' } }).pod);
-    expect(envOf(s, 'RT_OPERATOR_CA')?.value).toContain('BEGIN CERTIFICATE');
+  it('hands the operator CA to the sidecar as a file (pod annotation → downward API) when the injector has one', () => {
+    const pem = '-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n';
+    const p = admit(pod(), { settings: { operatorCaPem: pem } }).pod;
+    expect(envOf(sidecarOf(p), 'RT_OPERATOR_CA_FILE')?.value).toBe('/var/run/secrets/rt.io/ca.crt');
+    expect(p.metadata?.annotations?.['rt.io/operator-ca']).toBe(pem);
+    const sources = p.spec.volumes?.find((v) => v.name === 'rt-identity-token')?.projected?.sources;
+    expect(sources?.[1]?.downwardAPI?.items).toEqual([{ path: 'ca.crt', fieldRef: { fieldPath: "metadata.annotations['rt.io/operator-ca']" } }]);
+    // without one, the sidecar gets no CA setting
+    expect(envOf(sidecarOf(admit(pod()).pod), 'RT_OPERATOR_CA_FILE')).toBeUndefined();
   });
 
   it('gives app containers the ports unless they set them', () => {
