@@ -179,7 +179,7 @@ class TopicReader {
           await new Promise<void>((r) => (this.wake = r));
           continue;
         }
-        const res = (await this.blocking.callBuffer('XREADGROUP', 'GROUP', this.s.consumerGroup, this.consumer, 'COUNT', String(room), 'BLOCK', '1000', 'STREAMS', this.topic, '>')) as [Buffer, Entry[]][] | null;
+        const res = (await this.blocking.xreadgroupBuffer('GROUP', this.s.consumerGroup, this.consumer, 'COUNT', room, 'BLOCK', 1000, 'STREAMS', this.topic, '>')) as [Buffer, Entry[]][] | null;
         for (const [, entries] of res ?? []) for (const e of entries) this.handle(e);
       } catch (e) {
         if (this.closed) return;
@@ -197,7 +197,9 @@ class TopicReader {
     do {
       const room = Math.max(this.s.concurrency - this.inFlight.size, 0);
       if (room === 0 || this.closed) return;
-      const res = (await this.client.callBuffer('XAUTOCLAIM', this.topic, this.s.consumerGroup, this.consumer, String(this.s.processingTimeoutMs), cursor, 'COUNT', String(room))) as [Buffer, Entry[], unknown?];
+      // the Buffer form exists at run time but not in ioredis' types
+      const claim = (this.client as unknown as { xautoclaimBuffer(...a: (string | number)[]): Promise<unknown> }).xautoclaimBuffer.bind(this.client);
+      const res = (await claim(this.topic, this.s.consumerGroup, this.consumer, this.s.processingTimeoutMs, cursor, 'COUNT', room)) as [Buffer, Entry[], unknown?];
       cursor = res[0].toString();
       for (const e of res[1]) this.handle(e);
     } while (cursor !== '0-0');

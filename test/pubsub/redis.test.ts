@@ -1,0 +1,129 @@
+/**
+ * pubsub.redis against a real Redis: publish/subscribe through a consumer group, acknowledge on
+ * success only, pending messages of a consumer that went away claimed after processingTimeout,
+ * replicas of one app sharing a topic, maxLenApprox trimming, and metadata errors.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { factory, streamSettings } from '../../sidecar/src/components/pubsub/redis/index.ts';
+import type { PubSub, PubSubMessage } from '../../sidecar/src/components/pubsub/types.ts';
+import { requireService } from '../services/ci.ts';
+import { redisMetadata, redisTarget } from '../services/redis.ts';
+import { componentContext, spec } from '../state/helpers.ts';
+
+const target = await redisTarget();
+const available = requireService('Redis', target.available, `nothing answers at ${target.url} (set RT_TEST_REDIS_URL)`);
+
+const opened: PubSub[] = [];
+async function open(extra: Record<string, string> = {}, appId = 'app'): Promise<PubSub> {
+  const p = factory() as PubSub;
+  await p.init(spec('pubsub.redis', { ...redisMetadata(target), ...extra }), { ...componentContext, appId });
+  opened.push(p);
+  return p;
+}
+
+const topicName = (t: string) => `rt-test-${t}-${Date.now()}-${Math.random().toString(16).slice(2, 8)}`;
+
+async function until(check: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe.skipIf(!available)('pubsub.redis against a real Redis', () => {
+  let redis: Redis;
+  const topics: string[] = [];
+  beforeAll(() => {
+    redis = new Redis({ host: target.host, port: target.port, db: target.db, username: target.username, password: target.password });
+  });
+  afterAll(async () => {
+    for (const p of opened) await p.close();
+    if (topics.length) await redis.del(...topics);
+    redis.disconnect();
+  });
+
+  it('delivers what is published, with content type and metadata, and acknowledges it', async () => {
+    const topic = topicName('basic');
+    topics.push(topic);
+    const p = await open();
+    const got: PubSubMessage[] = [];
+    p.subscribe(topic, {}, async (m) => void got.push(m));
+    await p.publish(topic, Buffer.from('{"a":1}'), { k: 'v' }, 'application/json');
+    await until(() => got.length === 1);
+    expect(Buffer.from(got[0].data).toString()).toBe('{"a":1}');
+    expect(got[0]).toMatchObject({ topic, contentType: 'application/json', metadata: { k: 'v' } });
+    await until(async () => ((await redis.xpending(topic, 'app')) as [number])[0] === 0);
+  });
+
+  it('a failed message stays pending and is delivered again after processingTimeout', async () => {
+    const topic = topicName('retry');
+    topics.push(topic);
+    const p = await open({ processingTimeout: '300ms', redeliverInterval: '100ms' });
+    let calls = 0;
+    p.subscribe(topic, {}, async () => {
+      if (++calls < 3) throw new Error('not yet');
+    });
+    await p.publish(topic, Buffer.from('x'));
+    await until(() => calls >= 3);
+    await until(async () => ((await redis.xpending(topic, 'app')) as [number])[0] === 0);
+  });
+
+  it("claims the pending messages of a consumer that went away (another replica of the app)", async () => {
+    const topic = topicName('claim');
+    topics.push(topic);
+    const p = await open({ processingTimeout: '500ms', redeliverInterval: '200ms' }, 'claimer');
+    await redis.xgroup('CREATE', topic, 'claimer', '0', 'MKSTREAM');
+    for (let i = 0; i < 5; i++) await p.publish(topic, Buffer.from(`m${i}`));
+    // a "dead" replica reads everything and never acknowledges
+    const read = (await redis.xreadgroup('GROUP', 'claimer', 'dead-replica', 'COUNT', 100, 'STREAMS', topic, '>')) as [string, unknown[]][];
+    expect(read[0][1]).toHaveLength(5);
+    const got = new Set<string>();
+    p.subscribe(topic, {}, async (m) => void got.add(Buffer.from(m.data).toString()));
+    await until(() => got.size === 5);
+    await until(async () => ((await redis.xpending(topic, 'claimer')) as [number])[0] === 0);
+  });
+
+  it('replicas in one consumer group share the messages; another app gets all of them', async () => {
+    const topic = topicName('share');
+    topics.push(topic);
+    const [a, b, other] = [await open({}, 'shared'), await open({}, 'shared'), await open({}, 'other-app')];
+    const seenA: string[] = [];
+    const seenB: string[] = [];
+    const seenOther: string[] = [];
+    a.subscribe(topic, {}, async (m) => void seenA.push(Buffer.from(m.data).toString()));
+    b.subscribe(topic, {}, async (m) => void seenB.push(Buffer.from(m.data).toString()));
+    other.subscribe(topic, {}, async (m) => void seenOther.push(Buffer.from(m.data).toString()));
+    await new Promise((r) => setTimeout(r, 200));
+    for (let i = 0; i < 50; i++) await a.publish(topic, Buffer.from(String(i)));
+    await until(() => seenA.length + seenB.length === 50 && seenOther.length === 50);
+    expect(new Set([...seenA, ...seenB]).size).toBe(50);
+  });
+
+  it('maxLenApprox trims the stream', async () => {
+    const topic = topicName('trim');
+    topics.push(topic);
+    const p = await open({ maxLenApprox: '100' });
+    for (let i = 0; i < 1000; i++) await p.publish(topic, Buffer.from(String(i)));
+    const len = await redis.xlen(topic);
+    expect(len).toBeLessThan(300);
+    expect(len).toBeGreaterThanOrEqual(100);
+  });
+
+  it('fails to start with a clear message when Redis is not there', async () => {
+    const p = factory() as PubSub;
+    await expect(p.init(spec('pubsub.redis', { redisHost: '127.0.0.1:1' }), componentContext)).rejects.toThrow(/ECONNREFUSED|connect/i);
+    await p.close();
+  });
+});
+
+describe('pubsub.redis metadata', () => {
+  it('reads durations, counts and the consumer group, and names what is wrong', () => {
+    expect(streamSettings({}, 'app1')).toEqual({ consumerGroup: 'app1', processingTimeoutMs: 60_000, redeliverIntervalMs: 15_000, concurrency: 10, maxLenApprox: undefined });
+    expect(streamSettings({ consumerID: 'g', processingTimeout: '5s', redeliverInterval: '2', concurrency: '3', maxLenApprox: '1000' }, 'x')).toEqual({ consumerGroup: 'g', processingTimeoutMs: 5000, redeliverIntervalMs: 2000, concurrency: 3, maxLenApprox: 1000 });
+    expect(() => streamSettings({ processingTimeout: 'soon' }, 'a')).toThrow(/processingTimeout/);
+    expect(() => streamSettings({ concurrency: '0' }, 'a')).toThrow(/concurrency/);
+    expect(() => streamSettings({ maxLenApprox: '-5' }, 'a')).toThrow(/maxLenApprox/);
+  });
+});
