@@ -81,7 +81,7 @@ export class InternalServer {
       }
       const denied = this.o.access(head);
       if (denied) {
-        answer({ status: 403, error_code: 'ERR_PERMISSION_DENIED', message: denied });
+        answer({ status: 403, error_code: 'ERR_DIRECT_INVOKE', message: denied });
         call.end();
         return;
       }

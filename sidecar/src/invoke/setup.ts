@@ -4,7 +4,8 @@
  */
 import type { SidecarContext } from '../context.ts';
 import { EndpointCaller, endpointTarget } from './endpoints.ts';
-import { InternalServer } from './internal-server.ts';
+import { checkAccess, parseAccessControl, type AccessControl } from './access-control.ts';
+import { InternalServer, type AccessCheck } from './internal-server.ts';
 import { Invoker, type InvokeCall } from './invoker.ts';
 import { LocalRegistry, register } from './registry/local.ts';
 import { DnsResolver, INTERNAL_GRPC_PORT, LocalResolver } from './resolve.ts';
@@ -15,7 +16,7 @@ import { directInvokeError } from './invoker.ts';
 export async function setup(ctx: SidecarContext): Promise<void> {
   const o = ctx.options;
   const standalone = o.mode !== 'kubernetes';
-  const server = new InternalServer({ appId: o.appId, namespace: o.namespace, app: ctx.app, log: ctx.log, access: () => undefined });
+  const server = new InternalServer({ appId: o.appId, namespace: o.namespace, app: ctx.app, log: ctx.log, access: accessCheck(ctx) });
   // standalone sidecars share one machine: a free port each, found through the registry
   const internalPort = await server.listen(o.listenAddress, o.internalGrpcPort ?? (standalone ? 0 : INTERNAL_GRPC_PORT));
   ctx.onClose(() => server.close());
@@ -67,4 +68,24 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     ctx.onAppReady(() => entry?.update({ grpcPort: ctx.grpc.port || o.grpcPort }));
     ctx.onClose(() => entry?.remove());
   }
+}
+
+/** accessControl of the Configuration in force now (hot updates included), parsed once per version. */
+function accessCheck(ctx: SidecarContext): AccessCheck {
+  let seen: unknown = null;
+  let parsed: { ac?: AccessControl; error?: string } = {};
+  return (head) => {
+    const spec = ctx.resources.configuration?.spec;
+    if (spec !== seen) {
+      seen = spec;
+      try {
+        parsed = { ac: parseAccessControl(spec) };
+      } catch (e) {
+        // a policy that cannot be read must not open the app to every caller
+        parsed = { error: `the Configuration's accessControl is invalid, so every call is refused: ${(e as Error).message}` };
+        ctx.log.error(parsed.error);
+      }
+    }
+    return parsed.error ?? checkAccess(parsed.ac, head);
+  };
 }
