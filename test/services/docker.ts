@@ -288,12 +288,29 @@ export async function startDocker(): Promise<Docker> {
       stopped = true;
       await withLock(async () => {
         rmSync(join(USERS, me), { force: true });
-        if (liveUsers().length === 0) {
-          await stopEngine(Number(readFileIfAny(PIDFILE)));
-          // the whole run folder goes; the lock inside it is released (recreated by the next taker)
-          for (const entry of readdirSync(RUN)) if (join(RUN, entry) !== LOCK) rmSync(join(RUN, entry), { recursive: true, force: true });
-        }
+        if (liveUsers().length === 0) await endEngine();
       });
     },
   };
+}
+
+/** Stops the engine and empties the run folder (the lock inside it is released by withLock). Held lock. */
+async function endEngine(): Promise<boolean> {
+  const pid = Number(readFileIfAny(PIDFILE));
+  const running = pid > 0 && alive(pid);
+  await stopEngine(pid);
+  for (const entry of readdirSync(RUN)) if (join(RUN, entry) !== LOCK) rmSync(join(RUN, entry), { recursive: true, force: true });
+  return running;
+}
+
+/**
+ * Ends our private dockerd when no live process uses it any more: for a global teardown, after
+ * suites that may have died before their own `stop()`. Returns whether one was stopped.
+ */
+export async function stopDockerIfUnused(): Promise<boolean> {
+  if (!existsSync(RUN)) return false;
+  return withLock(async () => {
+    if (liveUsers().length) return false;
+    return endEngine();
+  });
 }
