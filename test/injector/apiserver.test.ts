@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startInjector, type RunningInjector } from '../../injector/src/main.ts';
 import type { Container, Pod } from '../../injector/src/pod.ts';
@@ -51,8 +52,6 @@ function webhook(name: string, port: number, namespaceLabel: string, failurePoli
 beforeAll(async () => {
   if (!available) return;
   kube = await startKube();
-  await ok(kube.kubectl(['apply', '-f', CRD]));
-  await ok(kube.kubectl(['wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/components.rt.io']));
   ca = makeTestCa();
   dir = mkdtempSync(join(tmpdir(), 'rt-injector-kube-'));
   writeFileSync(join(dir, 'tls.crt'), ca.cert);
@@ -70,7 +69,17 @@ beforeAll(async () => {
     },
     pino({ level: 'debug' }, { write: (line: string) => void outcomes.push(...(/"msg":"admission (\w+)"/.exec(line)?.slice(1) ?? [])) }),
   );
+  // started before the CRD exists (as when the chart installs both at once): the Components
+  // cannot be listed yet, so the injector is not ready, and its informer retries with backoff
+  const agent = new Agent({ connect: { ca: ca.caPem } });
+  const healthz = () => fetch(`https://127.0.0.1:${injector!.server.port}/healthz`, { dispatcher: agent }).then((r) => r.status);
+  expect(injector.components.synced).toBe(false);
+  expect(await healthz()).toBe(503);
+  await ok(kube.kubectl(['apply', '-f', CRD]));
+  await ok(kube.kubectl(['wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/components.rt.io']));
   await vi.waitFor(() => expect(injector!.components.synced).toBe(true), { timeout: 30_000, interval: 100 });
+  expect(await healthz()).toBe(200);
+  await agent.close();
   const port = injector.server.port;
   await ok(
     kube.kubectl(['apply', '-f', '-'], {
