@@ -25,8 +25,10 @@ RUN node -e "const fs=require('fs'),p=JSON.parse(fs.readFileSync('package.json')
 FROM ${BUILD_BASE} AS deps
 WORKDIR /src
 COPY --from=manifest /src/ ./
-RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error \
- && node -e "require('fs').mkdirSync('/rt-data')"
+RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
+# type declarations, source maps and the like: half the tree, never loaded
+COPY images/rt/prune-node-modules.ts /tmp/
+RUN node /tmp/prune-node-modules.ts node_modules && node -e "require('fs').mkdirSync('/rt-data')"
 
 # the compiled JavaScript (npm run build: tsc + the .proto files beside it)
 FROM ${BUILD_BASE} AS build

