@@ -112,7 +112,7 @@ describe('the rich error model', () => {
     }
     expect((await fetch(`${base}/v1.0/nothing-here`)).status).toBe(404);
     // not in our protos: a raw call
-    const e = (await s.raw('PublishEvent', Buffer.alloc(0)).then(
+    const e = (await s.raw('InvokeActor', Buffer.alloc(0)).then(
       () => undefined,
       (err: grpc.ServiceError) => err,
     ))!;

@@ -77,7 +77,6 @@ describe('building blocks rt does not have', () => {
   it('answer UNIMPLEMENTED naming the missing block', async () => {
     const md = { 'rt-api-token': TOKEN };
     for (const [method, block] of [
-      ['PublishEvent', 'pub/sub'],
       ['InvokeActor', 'actors'],
       ['GetConfiguration', 'configuration'],
       ['TryLockAlpha1', 'distributed lock'],

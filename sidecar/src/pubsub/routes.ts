@@ -74,12 +74,18 @@ function metadataOf(req: FastifyRequest<Params>): Record<string, string> {
   return out;
 }
 
+const MEMBERS = ['entryId', 'event', 'contentType', 'metadata'];
+function canonical(k: string): string {
+  return MEMBERS.find((m) => m.toLowerCase() === k.toLowerCase()) ?? k;
+}
+
 /** The bulk body's entries as bytes: JSON events become their JSON text, strings their UTF-8. */
 export function bulkEntries(list: unknown): BulkEntry[] {
   if (!Array.isArray(list)) throw malformed('the body must be a JSON array of {entryId, event, contentType, metadata}');
   return list.map((e: unknown, i) => {
     if (typeof e !== 'object' || e === null || Array.isArray(e)) throw malformed(`entries[${i}] must be an object with entryId and event`);
-    const o = e as Record<string, unknown>;
+    // JSON member names match case-insensitively, as clients of the ecosystem's API rely on (entryID)
+    const o = Object.fromEntries(Object.entries(e as Record<string, unknown>).map(([k, v]) => [canonical(k), v])) as Record<string, unknown>;
     if (typeof o.entryId !== 'string' || o.entryId === '') throw malformed(`entries[${i}].entryId is required and must be a string`);
     if (!('event' in o)) throw malformed(`entries[${i}].event is required`);
     if (o.contentType !== undefined && typeof o.contentType !== 'string') throw malformed(`entries[${i}].contentType must be a string`);

@@ -12,6 +12,7 @@ import { bindingMethods, secretMethods } from './bindings.ts';
 import { tolerantDecode, unary, type Unary } from './handler.ts';
 import { jobMethods } from './jobs.ts';
 import { metadataMethods } from './metadata.ts';
+import { pubsubMethods } from './pubsub.ts';
 import { runtimeService } from './proto.ts';
 import { stateMethods } from './state.ts';
 import { unsupportedService } from './unsupported.ts';
@@ -27,6 +28,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     ...metadataMethods(ctx),
     ...jobMethods(ctx),
     ...workflowMethods(ctx),
+    ...pubsubMethods(ctx),
   };
   const definition = runtimeService();
   const handlers: grpc.UntypedServiceImplementation = {};

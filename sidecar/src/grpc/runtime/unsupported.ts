@@ -13,9 +13,6 @@ type Kind = 'unary' | 'server-stream' | 'bidi';
 /** Method → [building block named in the message, call kind]. */
 const UNSUPPORTED: Record<string, [string, Kind]> = {
   InvokeService: ['service invocation', 'unary'],
-  PublishEvent: ['pub/sub', 'unary'],
-  BulkPublishEvent: ['pub/sub', 'unary'],
-  BulkPublishEventAlpha1: ['pub/sub', 'unary'],
   SubscribeTopicEventsAlpha1: ['pub/sub', 'bidi'],
   InvokeActor: ['actors', 'unary'],
   GetActorState: ['actors', 'unary'],

@@ -1,0 +1,68 @@
+/**
+ * PublishEvent and BulkPublishEvent(Alpha1) over the pub/sub block's PublishService, so the
+ * gRPC API wraps, checks and answers as POST /v1.0/publish does (unknown pub/sub → NOT_FOUND
+ * ERR_PUBSUB_NOT_FOUND, malformed → INVALID_ARGUMENT). The W3C trace context comes from the
+ * call's traceparent/tracestate metadata.
+ */
+import type * as grpc from '@grpc/grpc-js';
+import type { SidecarContext } from '../../context.ts';
+import { ApiError } from '../../http/errors.ts';
+import type { PublishService } from '../../pubsub/publish.ts';
+import { bytesOf, metadataOf } from './handler.ts';
+
+interface PublishEventRequest {
+  pubsub_name: string;
+  topic: string;
+  data: Buffer;
+  data_content_type: string;
+  metadata: Record<string, string>;
+}
+
+interface BulkPublishRequest {
+  pubsub_name: string;
+  topic: string;
+  entries: { entry_id: string; event: Buffer; content_type: string; metadata: Record<string, string> }[];
+  metadata: Record<string, string>;
+}
+
+type Call = grpc.ServerUnaryCall<unknown, unknown>;
+
+function header(call: Call, name: string): string | undefined {
+  const v = call.metadata.get(name)[0];
+  return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
+function service(ctx: SidecarContext): PublishService {
+  const s = ctx.services.pubsub;
+  if (!s) throw new ApiError(501, 'ERR_API_UNIMPLEMENTED', 'the pub/sub building block is not running');
+  return s;
+}
+
+export function pubsubMethods(ctx: SidecarContext) {
+  const bulk = async (req: BulkPublishRequest, call: Call) => {
+    const failed = await service(ctx).bulkPublish({
+      pubsubname: req.pubsub_name,
+      topic: req.topic,
+      entries: (req.entries ?? []).map((e) => ({ entryId: e.entry_id, data: bytesOf(e.event), contentType: e.content_type || undefined, metadata: metadataOf(e.metadata) ?? {} })),
+      metadata: metadataOf(req.metadata) ?? {},
+      traceparent: header(call, 'traceparent'),
+    });
+    return { failedEntries: failed.map((f) => ({ entry_id: f.entryId, error: f.error })) };
+  };
+  return {
+    async PublishEvent(req: PublishEventRequest, call: Call): Promise<Record<string, never>> {
+      await service(ctx).publish({
+        pubsubname: req.pubsub_name,
+        topic: req.topic,
+        data: bytesOf(req.data),
+        contentType: req.data_content_type || undefined,
+        metadata: metadataOf(req.metadata) ?? {},
+        traceparent: header(call, 'traceparent'),
+        tracestate: header(call, 'tracestate'),
+      });
+      return {};
+    },
+    BulkPublishEvent: bulk,
+    BulkPublishEventAlpha1: bulk,
+  };
+}
