@@ -45,8 +45,9 @@ export function sidecarContainer(s: SidecarSettings): Container {
   if (c.appHealthProbeInterval) args.push('--app-health-probe-interval', c.appHealthProbeInterval);
   if (c.appHealthProbeTimeout) args.push('--app-health-probe-timeout', c.appHealthProbeTimeout);
   if (c.appHealthThreshold !== undefined) args.push('--app-health-threshold', String(c.appHealthThreshold));
-  // native sidecars: the kubelet starts the runtime after the components' startup probes passed
-  if (s.sockets && !s.native && s.sockets.names.length) args.push('--wait-for-sockets', s.sockets.names.join(','));
+  // classic: the only thing that orders the start; native: the kubelet already waited for the
+  // components' startup probes, unless a component brought its own probe that ignores its socket
+  if (s.sockets && s.sockets.names.length) args.push('--wait-for-sockets', s.sockets.names.join(','));
 
   const env: EnvVar[] = [
     { name: 'NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },

@@ -193,7 +193,7 @@ describe('injector: pluggable components', () => {
     expect(init[1].startupProbe?.exec?.command?.[2]).toBe("test -S '/tmp/rt-components-sockets/store-sock.sock'");
     expect(init[2].startupProbe?.httpGet).toMatchObject({ path: '/v1.0/healthz', port: 3500 });
     expect(a.pod.spec.containers.map((c) => c.name)).toEqual(['app']);
-    expect(arg(init[2], 'wait-for-sockets')).toBeUndefined();
+    expect(arg(init[2], 'wait-for-sockets')).toBe('queue,store-sock');
     // socket volume in the sidecar and every component container
     for (const c of init.slice(0, 3)) {
       expect(c.volumeMounts).toContainEqual(expect.objectContaining({ name: 'rt-components-sockets', mountPath: '/tmp/rt-components-sockets' }));
