@@ -5,6 +5,10 @@ export interface Command {
 }
 
 export const extraCommands: Record<string, Command> = {
+  list: {
+    summary: 'list the apps running on this machine (from the local registry under ~/.rt or RT_HOME)',
+    run: async (argv) => (await import('./list.ts')).listCommand(argv),
+  },
   scheduler: {
     summary: 'run the jobs scheduler service (SQLite, or etcd for several replicas)',
     run: async (argv) => (await import('../scheduler/src/main.ts')).schedulerCommand(argv),

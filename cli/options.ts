@@ -21,6 +21,7 @@ export const SIDECAR_FLAGS = {
   'app-health-threshold': { type: 'string' },
   'http-port': { type: 'string' },
   'grpc-port': { type: 'string' },
+  'internal-grpc-port': { type: 'string' },
   'metrics-port': { type: 'string' },
   'disable-metrics': { type: 'boolean' },
   'listen-address': { type: 'string' },
@@ -55,6 +56,8 @@ export const SIDECAR_HELP = `sidecar options:
   --app-health-threshold N          failed probes before unhealthy (default 3)
   --http-port N                     HTTP API port (default 3500)
   --grpc-port N                     gRPC API port (default 50001)
+  --internal-grpc-port N            sidecar-to-sidecar invocation port (default 50002 in kubernetes
+                                    mode, a free port standalone: the local registry finds it)
   --listen-address ADDR             bind address (default 127.0.0.1)
   --metrics-port N                  Prometheus metrics on GET /metrics (default 9090)
   --disable-metrics                 no metrics port
@@ -134,6 +137,7 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): Par
     appHealthThreshold: int('app-health-threshold', 'RT_APP_HEALTH_THRESHOLD', 1, 1000),
     httpPort: int('http-port', 'RT_HTTP_PORT', 0, 65535),
     grpcPort: int('grpc-port', 'RT_GRPC_PORT', 0, 65535),
+    internalGrpcPort: int('internal-grpc-port', 'RT_INTERNAL_GRPC_PORT', 0, 65535),
     metricsPort: int('metrics-port', 'RT_METRICS_PORT', 0, 65535),
     enableMetrics: v['disable-metrics'] === true || env.RT_ENABLE_METRICS === 'false' ? false : undefined,
     listenAddress: str('listen-address', 'RT_LISTEN_ADDRESS') ?? (mode === 'kubernetes' ? '0.0.0.0' : undefined),

@@ -41,7 +41,7 @@ export const REFERENCE_FLAG_SPECS: Record<string, ReferenceFlag> = {
   },
   'dapr-http-max-request-size': { type: 'string', target: 'max-body-size', convert: wholeMegabytes, expect: 'a whole number of megabytes' },
   'components-path': { type: 'string', multiple: true, target: 'resources-path' },
-  'dapr-internal-grpc-port': { type: 'string', ignored: 'rt has no sidecar-to-sidecar service invocation yet, so no internal gRPC port' },
+  'dapr-internal-grpc-port': { type: 'string', target: 'internal-grpc-port' },
   'dapr-http-read-buffer-size': { type: 'string', ignored: "rt reads request headers up to Node's own limit (16 KiB)" },
   'read-buffer-size': { type: 'string', ignored: "rt reads request headers up to Node's own limit (16 KiB)" },
   'placement-host-address': { type: 'string', ignored: 'rt has no actors; workflows run without a placement service' },

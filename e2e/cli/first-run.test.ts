@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startScheduler, type RunningScheduler } from '../../scheduler/src/main.ts';
 import { createLogger } from '../../sidecar/src/util/logger.ts';
-import { freePort, waitForPort } from '../../test/services/net.ts';
+import { canConnect, freePort, waitForPort } from '../../test/services/net.ts';
 import { ROOT, runRt, until } from '../rt-process.ts';
 
 let home: string;
@@ -163,7 +163,9 @@ describe("the reference sidecar's command line", () => {
       const job = await fetch(`http://127.0.0.1:${httpPort}/v1.0-alpha1/jobs/ref`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"dueTime":"1h"}' });
       expect(job.status).toBe(204);
       const out = run.out();
-      expect(out).toContain('--dapr-internal-grpc-port is accepted');
+      // --dapr-internal-grpc-port names the sidecar-to-sidecar invocation port
+      expect(await canConnect('127.0.0.1', internal)).toBe(true);
+      expect(out).not.toContain('--dapr-internal-grpc-port is accepted');
       expect(out).toContain('--placement-host-address is accepted');
       expect(out).toContain('--dapr-http-read-buffer-size is accepted');
       expect(out).toContain('rt has no actors');

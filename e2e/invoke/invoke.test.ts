@@ -152,6 +152,23 @@ describe('service invocation between rt run apps', () => {
     expect(JSON.parse(got.body)).toEqual({ hello: 'world' });
   });
 
+  it('rt list shows the running apps from the same registry', async () => {
+    const json = runRt(['list', '-o', 'json'], { RT_HOME: home });
+    expect(await json.exit).toBe(0);
+    const rows = JSON.parse(json.out()) as { appId: string; httpPort: number; grpcPort: number; appPort: number; command: string; cliPid: number }[];
+    for (const id of ['alpha', 'beta', 'gamma']) {
+      const a = app(id);
+      expect(rows.find((r) => r.appId === id)).toMatchObject({ httpPort: a.httpPort, grpcPort: a.grpcPort, appPort: a.appPort, cliPid: a.run.proc.pid, command: `${process.execPath} ${APP}` });
+    }
+    const table = runRt(['list'], { RT_HOME: home });
+    expect(await table.exit).toBe(0);
+    expect(table.out()).toMatch(/APP ID\s+HTTP PORT\s+GRPC PORT\s+APP PORT\s+COMMAND\s+AGE\s+CREATED\s+PID/);
+    expect(table.out()).toMatch(new RegExp(`alpha\\s+${app('alpha').httpPort}\\s+${app('alpha').grpcPort}`));
+    const empty = runRt(['list'], { RT_HOME: join(home, 'nobody') });
+    expect(await empty.exit).toBe(0);
+    expect(empty.out()).toContain('No rt instances found.');
+  });
+
   it('answers a clear 500 at once when the target app is down, and reaches it again once it is back', async () => {
     // a sidecar whose app port has nothing listening
     const appPort = await freePort();

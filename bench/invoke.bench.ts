@@ -1,0 +1,82 @@
+/**
+ * Service invocation benchmark: app → sidecar → sidecar → app (two `rt sidecar` child
+ * processes found through a private local registry, the internal gRPC port between them)
+ * against the anchor, the calling app calling the other app directly.
+ *
+ * Prints the p50 and p99 each path takes at a steady 1,000 req/s (and what the sidecars add),
+ * and the most req/s at 32 in flight. Targets (issue 21): added p50 ≤ 0.5 ms (the reference
+ * runtime publishes +1.06 ms on a cluster), throughput ≥ 40% of direct.
+ *
+ * Run: node bench/invoke.bench.ts   (env BENCH_SECONDS changes the length of each run)
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { load, machineLine, printTable, ratio, startChild, type Child, type LoadResult } from './lib.ts';
+
+const root = join(import.meta.dirname, '..');
+const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+const APP = `require('node:http').createServer((q, r) => { q.resume(); q.on('end', () => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{"ok":true,"n":42}'); }); }).listen(Number(process.env.PORT), '127.0.0.1');`;
+
+async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+const home = mkdtempSync(join(tmpdir(), 'rt-bench-invoke-'));
+const children: Child[] = [];
+try {
+  const [appPort, targetHttp, callerHttp] = [await freePort(), await freePort(), await freePort()];
+  children.push(await startChild(process.execPath, ['-e', APP], { env: { PORT: String(appPort) }, readyUrl: `http://127.0.0.1:${appPort}/` }));
+  const sidecar = (id: string, http: number, extra: string[]) =>
+    startChild(process.execPath, [join(root, 'cli/rt.ts'), 'sidecar', '--app-id', id, '--http-port', String(http), '--grpc-port', '0', '--disable-metrics', '--log-level', 'warn', '--data-dir', join(home, id), ...extra], {
+      env: { RT_HOME: home },
+      readyUrl: `http://127.0.0.1:${http}/v1.0/healthz`,
+      timeoutMs: 60_000,
+    });
+  children.push(await sidecar('target', targetHttp, ['--app-port', String(appPort)]));
+  children.push(await sidecar('caller', callerHttp, []));
+
+  const direct = `http://127.0.0.1:${appPort}/ping`;
+  const via = `http://127.0.0.1:${callerHttp}/v1.0/invoke/target/method/ping`;
+  // warm both paths (connections, JIT)
+  await load({ url: direct, durationMs: 1000 });
+  await load({ url: via, durationMs: 2000 });
+
+  // alternate the paths, three runs each, and keep each one's median, so load from other work hits both
+  const runs = { steadyD: [] as LoadResult[], steadyV: [] as LoadResult[], maxD: [] as LoadResult[], maxV: [] as LoadResult[] };
+  const ms = seconds * 1000;
+  for (let i = 0; i < 3; i++) {
+    runs.steadyD.push(await load({ url: direct, durationMs: ms, rate: 1000, concurrency: 64 }));
+    runs.steadyV.push(await load({ url: via, durationMs: ms, rate: 1000, concurrency: 64 }));
+    runs.maxD.push(await load({ url: direct, durationMs: ms, concurrency: 32 }));
+    runs.maxV.push(await load({ url: via, durationMs: ms, concurrency: 32 }));
+  }
+  const pick = (rs: LoadResult[], k: 'p50Ms' | 'p99Ms' | 'rps') => [...rs].sort((a, b) => a[k] - b[k])[1];
+  const { steadyD, steadyV, maxD, maxV } = runs;
+  const [d1, v1] = [pick(steadyD, 'p50Ms'), pick(steadyV, 'p50Ms')];
+  const [d99, v99] = [pick(steadyD, 'p99Ms'), pick(steadyV, 'p99Ms')];
+  const [dMax, vMax] = [pick(maxD, 'rps'), pick(maxV, 'rps')];
+
+  console.log(machineLine());
+  console.log(`load average before the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')}`);
+  printTable('invoke — at a steady 1,000 req/s (median of 3 runs each)', [
+    { path: 'anchor: app → app directly', 'p50 ms': d1.p50Ms, 'p99 ms': d99.p99Ms, errors: d1.errors + d99.errors },
+    { path: 'app → sidecar → sidecar → app', 'p50 ms': v1.p50Ms, 'p99 ms': v99.p99Ms, errors: v1.errors + v99.errors },
+    { path: 'added by the two sidecars', 'p50 ms': v1.p50Ms - d1.p50Ms, 'p99 ms': v99.p99Ms - d99.p99Ms, errors: '' },
+    { path: 'target (added p50)', 'p50 ms': 0.5, 'p99 ms': '', errors: '' },
+  ]);
+  printTable('invoke — most req/s at 32 in flight (median of 3 runs each)', [
+    { path: 'anchor: app → app directly', 'req/s': dMax.rps, 'p50 ms': dMax.p50Ms, 'p99 ms': dMax.p99Ms, errors: dMax.errors, 'vs direct': '1.00×' },
+    { path: 'app → sidecar → sidecar → app', 'req/s': vMax.rps, 'p50 ms': vMax.p50Ms, 'p99 ms': vMax.p99Ms, errors: vMax.errors, 'vs direct': ratio(vMax.rps, dMax.rps) },
+    { path: 'target', 'req/s': '', 'p50 ms': '', 'p99 ms': '', errors: '', 'vs direct': '≥ 0.40×' },
+  ]);
+} finally {
+  for (const c of children.reverse()) await c.stop();
+  rmSync(home, { recursive: true, force: true });
+}
