@@ -4,6 +4,7 @@
  * with kubernetes-models (see fixtures.ts).
  */
 import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { annotationNames } from '../../injector/src/annotations.ts';
 import type { Container, Pod } from '../../injector/src/pod.ts';
@@ -308,5 +309,27 @@ describe('injector: bad input is denied with a clear message', () => {
     const p = pod();
     p.spec.volumes = [{ name: 'rt-identity-token', emptyDir: {} }];
     expect(admit(p).message).toMatch(/already has a volume named "rt-identity-token"/);
+  });
+});
+
+describe('injector: any annotations give a valid Pod or a clear denial (fast-check)', () => {
+  const keys = annotationNames().flatMap((n) => [n, n.replace('rt.io/', 'dapr.io/')]);
+  const samples = ['true', 'false', '1', '0', '8080', '65536', '-1', 'grpc', 'http', 'debug', '100m', '1Gi', '5s', '250ms', 'A=b,C=d', 'a,b', '/tmp/x', 'relative', '', ' ', 'x'.repeat(300), '{"name":"c"}'];
+  // mostly plausible values, so that a good share of the pods is injected rather than denied
+  const value = fc.oneof({ arbitrary: fc.constantFrom(...samples), weight: 6 }, { arbitrary: fc.string(), weight: 1 }, { arbitrary: fc.integer({ min: -5, max: 70000 }).map(String), weight: 1 });
+  const annotations = fc.dictionary(fc.constantFrom(...keys), value, { maxKeys: 5 });
+  const containerNames = fc.uniqueArray(fc.constantFrom('app', 'a', 'b', 'a-sock', 'rt-sidecar-x'), { minLength: 1, maxLength: 3 });
+
+  it('holds for random annotation sets, pods and Components', () => {
+    fc.assert(
+      fc.property(annotations, containerNames, fc.boolean(), fc.constantFrom('ok', 'bad-json', 'unscoped'), (ann, names, enabled, compKind) => {
+        const p = pod({ ...ann, ...(enabled ? { 'rt.io/enabled': 'true' } : {}) }, { containers: names.map((name) => ({ name, image: `${name}:1` })) });
+        const comps = [component('c1', compKind === 'bad-json' ? { container: '{' } : { container: { name: 'c1', image: 'c:1' }, scopes: compKind === 'unscoped' ? ['nobody'] : undefined })];
+        const a = admit(p, { components: comps }); // applies the patch and validates the Pod, or throws
+        if (!a.allowed) expect(a.message).toMatch(/^rt injector: /);
+        else if (a.patchLength > 0) expect([...(a.pod.spec.initContainers ?? []), ...a.pod.spec.containers].filter((c) => c.name === 'rt-sidecar')).toHaveLength(1);
+      }),
+      { numRuns: 400 },
+    );
   });
 });
