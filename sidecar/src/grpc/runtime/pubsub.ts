@@ -4,10 +4,12 @@
  * ERR_PUBSUB_NOT_FOUND, malformed → INVALID_ARGUMENT). The W3C trace context comes from the
  * call's traceparent/tracestate metadata.
  */
-import type * as grpc from '@grpc/grpc-js';
+import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
 import { ApiError } from '../../http/errors.ts';
 import type { PublishService } from '../../pubsub/publish.ts';
+import { StreamingSubscriptions } from '../../pubsub/streaming.ts';
+import { GrpcServer } from '../server.ts';
 import { bytesOf, metadataOf } from './handler.ts';
 
 interface PublishEventRequest {
@@ -65,4 +67,18 @@ export function pubsubMethods(ctx: SidecarContext) {
     BulkPublishEvent: bulk,
     BulkPublishEventAlpha1: bulk,
   };
+}
+
+/** SubscribeTopicEventsAlpha1: STREAMING subscriptions, listed in the metadata while open. */
+export function pubsubStreams(ctx: SidecarContext): Record<string, grpc.UntypedHandleCall> {
+  const streaming = new StreamingSubscriptions(ctx.components, ctx.log.child({ block: 'pubsub' }));
+  ctx.metadata.addSubscriptionProvider(() => streaming.list());
+  const handle: grpc.handleBidiStreamingCall<unknown, unknown> = (call) => {
+    if (!ctx.grpc.authorized(call.metadata)) {
+      call.emit('error', GrpcServer.unauthenticated());
+      return;
+    }
+    streaming.serve(call as Parameters<StreamingSubscriptions['serve']>[0]);
+  };
+  return { SubscribeTopicEventsAlpha1: handle };
 }

@@ -12,7 +12,7 @@ import { bindingMethods, secretMethods } from './bindings.ts';
 import { tolerantDecode, unary, type Unary } from './handler.ts';
 import { jobMethods } from './jobs.ts';
 import { metadataMethods } from './metadata.ts';
-import { pubsubMethods } from './pubsub.ts';
+import { pubsubMethods, pubsubStreams } from './pubsub.ts';
 import { runtimeService } from './proto.ts';
 import { stateMethods } from './state.ts';
 import { unsupportedService } from './unsupported.ts';
@@ -33,8 +33,13 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   const definition = runtimeService();
   const handlers: grpc.UntypedServiceImplementation = {};
   const tolerant: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  const streams: Record<string, grpc.UntypedHandleCall> = pubsubStreams(ctx);
   for (const name of Object.keys(definition)) {
     tolerant[name] = tolerantDecode(definition[name], name);
+    if (streams[name]) {
+      handlers[name] = streams[name];
+      continue;
+    }
     const fn = methods[name];
     if (!fn) throw new Error(`runtime API: no handler for ${name}`);
     handlers[name] = unary(ctx.grpc, fn as Unary<unknown, unknown>);

@@ -12,8 +12,6 @@ type Kind = 'unary' | 'server-stream' | 'bidi';
 
 /** Method → [building block named in the message, call kind]. */
 const UNSUPPORTED: Record<string, [string, Kind]> = {
-  InvokeService: ['service invocation', 'unary'],
-  SubscribeTopicEventsAlpha1: ['pub/sub', 'bidi'],
   InvokeActor: ['actors', 'unary'],
   GetActorState: ['actors', 'unary'],
   ExecuteActorStateTransaction: ['actors', 'unary'],

@@ -1,0 +1,137 @@
+/**
+ * STREAMING subscriptions: the app opens SubscribeTopicEventsAlpha1 (gRPC, bidirectional), sends
+ * an initial request (pub/sub, topic, metadata, dead-letter topic), then answers every event it
+ * is sent with event_processed {id, status}. The sidecar subscribes on the component for as long
+ * as the stream lives, with the same delivery rules as the other kinds (retries, dead letter,
+ * at-least-once); an event still unanswered when the stream ends is given back to the component.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { ComponentRegistry } from '../components/registry.ts';
+import type { SubscriptionInfo } from '../resources/types.ts';
+import type { CloudEvent } from './cloudevent.ts';
+import { DEFAULT_RETRY, type Outcome } from './delivery.ts';
+import { pubsubByName } from './lookup.ts';
+import { messageHandler } from './subscriptions.ts';
+
+interface InitialRequest {
+  pubsub_name: string;
+  topic: string;
+  metadata: Record<string, string> | null;
+  dead_letter_topic?: string;
+}
+
+interface StreamRequest {
+  initial_request?: InitialRequest | null;
+  event_processed?: { id: string; status?: { status?: number } | null } | null;
+}
+
+type Stream = grpc.ServerDuplexStream<StreamRequest, unknown>;
+
+const STATUS: Record<number, Outcome> = { 0: 'SUCCESS', 1: 'RETRY', 2: 'DROP' };
+const CE_FIELDS = new Set(['id', 'source', 'type', 'specversion', 'datacontenttype', 'data', 'data_base64', 'topic', 'pubsubname']);
+
+/** The CloudEvent as the proto's TopicEventRequest: data as bytes, other attributes as extensions. */
+export function topicEvent(e: CloudEvent, path: string): Record<string, unknown> {
+  let data: Buffer;
+  if (typeof e.data_base64 === 'string') data = Buffer.from(e.data_base64, 'base64');
+  else if (e.data === undefined) data = Buffer.alloc(0);
+  else if (typeof e.data === 'string') data = Buffer.from(e.data);
+  else data = Buffer.from(JSON.stringify(e.data));
+  const fields: Record<string, { stringValue: string }> = {};
+  for (const [k, v] of Object.entries(e)) if (!CE_FIELDS.has(k) && (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean')) fields[k] = { stringValue: String(v) };
+  return {
+    id: e.id,
+    source: e.source,
+    type: e.type,
+    spec_version: e.specversion,
+    data_content_type: typeof e.datacontenttype === 'string' ? e.datacontenttype : '',
+    topic: String(e.topic ?? ''),
+    data,
+    pubsub_name: String(e.pubsubname ?? ''),
+    path,
+    extensions: { fields },
+  };
+}
+
+export class StreamingSubscriptions {
+  private readonly open = new Set<SubscriptionInfo>();
+  private readonly components: ComponentRegistry;
+  private readonly log: Logger;
+
+  constructor(components: ComponentRegistry, log: Logger) {
+    this.components = components;
+    this.log = log;
+  }
+
+  list(): SubscriptionInfo[] {
+    return [...this.open];
+  }
+
+  /** Serves one SubscribeTopicEventsAlpha1 stream. */
+  serve(call: Stream): void {
+    let info: SubscriptionInfo | undefined;
+    let close: (() => void) | undefined;
+    const state = { closed: false };
+    const waiting = new Map<string, (o: Outcome) => void>();
+    const fail = (code: grpc.status, details: string) => {
+      if (!state.closed) call.emit('error', { code, details });
+      end();
+    };
+    const end = () => {
+      if (state.closed) return;
+      state.closed = true;
+      close?.();
+      if (info) this.open.delete(info);
+      for (const r of waiting.values()) r('RETRY');
+      waiting.clear();
+    };
+    call.on('data', (req: StreamRequest) => {
+      if (state.closed) return;
+      if (req.initial_request) {
+        if (info) return fail(grpc.status.INVALID_ARGUMENT, 'the stream was already initialised; send event_processed messages only');
+        const init = req.initial_request;
+        const pubsub = pubsubByName(this.components, init.pubsub_name);
+        if (!pubsub) return fail(grpc.status.NOT_FOUND, `pub/sub "${init.pubsub_name}" is not loaded; loaded pub/subs: ${this.components.namesOf('pubsub').join(', ') || 'none'}`);
+        if (!init.topic) return fail(grpc.status.INVALID_ARGUMENT, 'initial_request.topic is required');
+        const sub: SubscriptionInfo = { pubsubname: init.pubsub_name, topic: init.topic, metadata: { ...(init.metadata ?? {}) }, rules: [], deadLetterTopic: init.dead_letter_topic ?? '', type: 'STREAMING' };
+        info = sub;
+        const target = {
+          send: (path: string, event: CloudEvent) =>
+            new Promise<Outcome>((resolve) => {
+              if (state.closed) return resolve('RETRY');
+              waiting.set(event.id, resolve);
+              call.write({ event_message: topicEvent(event, path) });
+            }),
+        };
+        // no rules: everything goes to the stream (path '')
+        const handler = messageHandler(sub, [{ match: '', path: '' }], pubsub, target, DEFAULT_RETRY, state, this.log);
+        try {
+          close = pubsub.subscribe(sub.topic, sub.metadata, handler).close;
+        } catch (e) {
+          return fail(grpc.status.INTERNAL, `subscribing to ${sub.pubsubname}/${sub.topic}: ${(e as Error).message}`);
+        }
+        this.open.add(sub);
+        call.write({ initial_response: {} });
+        this.log.info({ pubsub: sub.pubsubname, topic: sub.topic }, 'streaming subscription opened');
+        return;
+      }
+      if (req.event_processed) {
+        if (!info) return fail(grpc.status.INVALID_ARGUMENT, 'send initial_request first');
+        const { id, status } = req.event_processed;
+        const resolve = waiting.get(id);
+        if (!resolve) return; // an answer to nothing we wait for (late, or twice): ignored
+        waiting.delete(id);
+        resolve(STATUS[status?.status ?? 0] ?? 'RETRY');
+        return;
+      }
+      fail(grpc.status.INVALID_ARGUMENT, 'each message needs initial_request or event_processed');
+    });
+    call.on('end', () => {
+      end();
+      call.end();
+    });
+    call.on('error', end);
+    call.on('cancelled', end);
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * STREAMING subscriptions over gRPC SubscribeTopicEventsAlpha1 on a real sidecar: the initial
+ * response, events with their CloudEvent attributes, SUCCESS/RETRY/DROP answers, the dead-letter
+ * topic, metadata listing while open, and refusals (unknown pub/sub, no initial request).
+ */
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
+import { component, startPubSubSidecar, type PubSubSidecar } from './helpers.ts';
+
+interface EventMessage {
+  id: string;
+  source: string;
+  type: string;
+  spec_version: string;
+  data_content_type: string;
+  topic: string;
+  data: Buffer;
+  pubsub_name: string;
+  extensions: { fields: Record<string, { stringValue?: string }> };
+}
+interface Response {
+  initial_response?: object | null;
+  event_message?: EventMessage | null;
+}
+
+let sc: PubSubSidecar;
+let client: grpc.Client & Record<string, (...a: unknown[]) => unknown>;
+
+beforeAll(async () => {
+  sc = await startPubSubSidecar(component('mem', 'pubsub.in-memory'), { appId: 'streamer' });
+  const Client = runtimeClient();
+  client = new Client(`127.0.0.1:${sc.sidecar.grpcPort}`, grpc.credentials.createInsecure()) as typeof client;
+});
+
+afterAll(async () => {
+  client?.close();
+  await sc?.close();
+});
+
+function open(initial: Record<string, unknown>) {
+  const call = client.SubscribeTopicEventsAlpha1() as grpc.ClientDuplexStream<unknown, Response>;
+  const events: EventMessage[] = [];
+  const errors: grpc.ServiceError[] = [];
+  let initialised = false;
+  call.on('data', (r: Response) => {
+    if (r.initial_response) initialised = true;
+    if (r.event_message) events.push(r.event_message);
+  });
+  call.on('error', (e: grpc.ServiceError) => errors.push(e));
+  call.write({ initial_request: initial });
+  return { call, events, errors, initialised: () => initialised };
+}
+
+async function until(check: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const publish = (topic: string, body: unknown) =>
+  fetch(`${sc.base}/v1.0/publish/mem/${topic}`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' } });
+
+describe('SubscribeTopicEventsAlpha1', () => {
+  it('streams events; SUCCESS acknowledges, RETRY is sent again, metadata lists the stream while it is open', async () => {
+    const s = open({ pubsub_name: 'mem', topic: 'live', metadata: {} });
+    await until(s.initialised);
+    const md = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { subscriptions: Record<string, unknown>[] };
+    expect(md.subscriptions).toContainEqual({ pubsubname: 'mem', topic: 'live', metadata: {}, rules: [], deadLetterTopic: '', type: 'STREAMING' });
+
+    expect((await publish('live', { n: 1 })).status).toBe(204);
+    await until(() => s.events.length === 1);
+    const e = s.events[0];
+    expect(e).toMatchObject({ source: 'streamer', spec_version: '1.0', data_content_type: 'application/json', topic: 'live', pubsub_name: 'mem' });
+    expect(JSON.parse(Buffer.from(e.data).toString())).toEqual({ n: 1 });
+    expect(e.extensions.fields.traceparent.stringValue).toMatch(/^00-0af7/);
+    s.call.write({ event_processed: { id: e.id, status: { status: 1 } } }); // RETRY
+    await until(() => s.events.length === 2);
+    expect(s.events[1].id).toBe(e.id);
+    s.call.write({ event_processed: { id: e.id, status: { status: 0 } } }); // SUCCESS
+    await new Promise((r) => setTimeout(r, 500));
+    expect(s.events).toHaveLength(2);
+
+    s.call.end();
+    await new Promise((r) => setTimeout(r, 100));
+    const after = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { subscriptions: Record<string, unknown>[] };
+    expect(after.subscriptions.filter((x) => x.type === 'STREAMING')).toEqual([]);
+  });
+
+  it('after the retries the event goes to the dead-letter topic; DROP is not retried', async () => {
+    const dead = open({ pubsub_name: 'mem', topic: 'live-dead', metadata: {} });
+    const s = open({ pubsub_name: 'mem', topic: 'live2', metadata: {}, dead_letter_topic: 'live-dead' });
+    await until(() => s.initialised() && dead.initialised());
+    s.call.on('data', (r: Response) => {
+      if (r.event_message) s.call.write({ event_processed: { id: r.event_message.id, status: { status: JSON.parse(Buffer.from(r.event_message.data).toString()).drop ? 2 : 1 } } });
+    });
+    dead.call.on('data', (r: Response) => {
+      if (r.event_message) dead.call.write({ event_processed: { id: r.event_message.id, status: { status: 0 } } });
+    });
+    await publish('live2', { drop: false });
+    await until(() => dead.events.length === 1, 8000);
+    expect(s.events).toHaveLength(4);
+    await publish('live2', { drop: true });
+    await until(() => s.events.length === 5);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(s.events).toHaveLength(5);
+    s.call.end();
+    dead.call.end();
+  });
+
+  it('refuses an unknown pub/sub (NOT_FOUND) and a stream that does not start with initial_request (INVALID_ARGUMENT)', async () => {
+    const s = open({ pubsub_name: 'nope', topic: 't', metadata: {} });
+    await until(() => s.errors.length === 1);
+    expect(s.errors[0].code).toBe(grpc.status.NOT_FOUND);
+    const call = client.SubscribeTopicEventsAlpha1() as grpc.ClientDuplexStream<unknown, Response>;
+    const err = new Promise<grpc.ServiceError>((r) => call.on('error', r));
+    call.write({ event_processed: { id: 'x', status: { status: 0 } } });
+    expect((await err).code).toBe(grpc.status.INVALID_ARGUMENT);
+  });
+});
