@@ -152,6 +152,20 @@ describe('service invocation between rt run apps', () => {
     expect(JSON.parse(got.body)).toEqual({ hello: 'world' });
   });
 
+  it('works with the @dapr/dapr client invoker over gRPC (InvokeService), errors as gRPC statuses', async () => {
+    const client = new DaprClient({ daprHost: '127.0.0.1', daprPort: String(app('alpha').grpcPort), communicationProtocol: CommunicationProtocolEnum.GRPC, logger: { level: LogLevel.Error } });
+    try {
+      const got = (await client.invoker.invoke('beta', 'echo/x?ignored', HttpMethod.PUT, { over: 'grpc' })) as { app: string; body: string; method: string; headers: Record<string, string> };
+      expect(got).toMatchObject({ app: 'beta', method: 'PUT' });
+      expect(JSON.parse(got.body)).toEqual({ over: 'grpc' });
+      expect(got.headers['rt-caller-app-id']).toBe('alpha');
+      await expect(client.invoker.invoke('beta', 'status/404', HttpMethod.GET)).rejects.toThrow(/NOT_FOUND|beta answered HTTP 404/);
+      await expect(client.invoker.invoke('nosuchapp', 'echo', HttpMethod.GET)).rejects.toThrow(/failed to invoke, id: nosuchapp/);
+    } finally {
+      await client.stop();
+    }
+  });
+
   it('rt list shows the running apps from the same registry', async () => {
     const json = runRt(['list', '-o', 'json'], { RT_HOME: home });
     expect(await json.exit).toBe(0);

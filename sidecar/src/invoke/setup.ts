@@ -5,6 +5,7 @@
 import type { SidecarContext } from '../context.ts';
 import { EndpointCaller, endpointTarget } from './endpoints.ts';
 import { checkAccess, parseAccessControl, type AccessControl } from './access-control.ts';
+import { invokeServiceDefinition, invokeServiceHandler } from './grpc-service.ts';
 import { InternalServer, type AccessCheck } from './internal-server.ts';
 import { Invoker, type InvokeCall } from './invoker.ts';
 import { LocalRegistry, register } from './registry/local.ts';
@@ -39,6 +40,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     return invoker.invoke(app, call);
   };
   await invokeRoutes(ctx.http, dispatch);
+  ctx.grpc.addService(invokeServiceDefinition(), { InvokeService: invokeServiceHandler(ctx.grpc, dispatch) });
 
   if (registry) {
     let entry: ReturnType<typeof register> | undefined;

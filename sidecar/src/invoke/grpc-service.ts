@@ -1,0 +1,67 @@
+/**
+ * gRPC `InvokeService` on the sidecar's gRPC port (50001): the same call as
+ * `/v1.0/invoke/<id>/method/<method>`, with the verb and query from `http_extension`. The answer
+ * is one message, so its body is collected (up to the gRPC send limit). A target app's non-2xx
+ * answer is a gRPC error whose code follows the HTTP status and whose message holds the body.
+ */
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { GrpcServer } from '../grpc/server.ts';
+import { codeForStatus, toStatus } from '../grpc/runtime/errors.ts';
+import type { Header } from './proto.ts';
+import type { Dispatch } from './routes.ts';
+
+const VERBS = ['', 'GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH'];
+/** Most answer bytes put in one message (the server's send limit is 64 MiB). */
+const MAX_ANSWER_BYTES = 64 * 1024 * 1024 - 1024;
+/** gRPC metadata that is transport, not a header for the target app. */
+const NOT_HEADERS = /^(grpc-|:|content-type$|user-agent$|te$|rt-api-token$|dapr-api-token$|host$)/;
+
+interface InvokeServiceRequest {
+  id: string;
+  message: { method: string; data: { type_url: string; value: Buffer } | null; content_type: string; http_extension: { verb: number; querystring: string } | null } | null;
+}
+
+export function invokeServiceDefinition(): grpc.ServiceDefinition {
+  const pkg = protoLoader.loadSync(join(import.meta.dirname, 'proto', 'invoke-service.proto'), { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true });
+  return pkg['dapr.proto.runtime.v1.Dapr'] as grpc.ServiceDefinition;
+}
+
+export function invokeServiceHandler(server: GrpcServer, dispatch: Dispatch): grpc.handleUnaryCall<InvokeServiceRequest, unknown> {
+  return (call, callback) => {
+    if (!server.authorized(call.metadata)) return callback(GrpcServer.unauthenticated());
+    const { id, message } = call.request;
+    if (!id) return callback({ code: grpc.status.INVALID_ARGUMENT, details: 'InvokeService needs the target app id in "id"' });
+    if (!message?.method) return callback({ code: grpc.status.INVALID_ARGUMENT, details: 'InvokeService needs message.method, the method (path) to call on the target' });
+    const method = VERBS[message.http_extension?.verb ?? 0] || 'POST';
+    const data = message.data?.value ?? Buffer.alloc(0);
+    const headers: Header[] = [];
+    for (const [name, v] of Object.entries(call.metadata.getMap())) if (!NOT_HEADERS.test(name)) headers.push({ name, value: String(v) });
+    if (data.length > 0) {
+      headers.push({ name: 'content-type', value: message.content_type || 'application/json' });
+      headers.push({ name: 'content-length', value: String(data.length) });
+    }
+    const path = `/${message.method.replace(/^\/+/, '')}`;
+    void (async () => {
+      const res = await dispatch(id, { method, path, query: message.http_extension?.querystring ?? '', headers, body: data.length > 0 ? Readable.from([data]) : undefined });
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const c of res.body) {
+        size += (c as Buffer).length;
+        if (size > MAX_ANSWER_BYTES) {
+          res.body.destroy();
+          return callback({ code: grpc.status.RESOURCE_EXHAUSTED, details: `the answer of ${id} is larger than ${MAX_ANSWER_BYTES} bytes, too large for one gRPC message: call it over HTTP, which streams` });
+        }
+        chunks.push(c as Buffer);
+      }
+      const body = Buffer.concat(chunks);
+      const contentType = res.headers.find((h) => h.name === 'content-type')?.value ?? '';
+      if (res.status < 200 || res.status >= 300) {
+        return callback({ code: codeForStatus(res.status), details: `${id} answered HTTP ${res.status}: ${body.toString('utf8').slice(0, 4096)}` });
+      }
+      callback(null, { data: { type_url: '', value: body }, content_type: contentType });
+    })().catch((e: unknown) => callback(toStatus(e)));
+  };
+}
