@@ -67,3 +67,20 @@ export function find<T = K8sObject>(objects: K8sObject[], kind: string, name: st
   if (!o) throw new Error(`no ${kind} ${name} in ${objects.map((x) => `${x.kind}/${x.metadata.name}`).join(', ')}`);
   return o as T;
 }
+
+/**
+ * `--set` pairs that move the control plane of e2e/values-local.yaml to free loopback ports: pods
+ * on the host network share the machine's ports with every other cluster a parallel suite runs.
+ */
+export async function loopbackPortValues(): Promise<string[]> {
+  const { freePort } = await import('../services/net.ts');
+  const [operator, injector, scheduler, health] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  return [
+    `operator.grpcPort=${operator}`,
+    `injector.controlPlaneAddress=127.0.0.1:${operator}`,
+    `injector.port=${injector}`,
+    `injector.webhook.url=https://127.0.0.1:${injector}/mutate`,
+    `scheduler.port=${scheduler}`,
+    `scheduler.healthPort=${health}`,
+  ].flatMap((s) => ['--set', s]);
+}

@@ -1,0 +1,119 @@
+/**
+ * The chart on a real cluster with a real node: `helm install --wait` with e2e/values-local.yaml
+ * establishes the CRDs and brings the operator, injector and scheduler pods to Ready; the API
+ * server calls the injector, which adds rt-sidecar to an annotated pod; `helm upgrade` keeps the
+ * webhook certificate; `helm uninstall` leaves nothing behind.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { requireService } from '../services/ci.ts';
+import { dockerMissing, startDocker, type Docker } from '../services/docker.ts';
+import { buildImages, importIntoContainerd } from '../services/images.ts';
+import { kubeNodeUnavailable, startKube, type KubeCluster } from '../services/kube.ts';
+import { CHART, LOCAL_VALUES, loopbackPortValues } from './render.ts';
+
+const why = kubeNodeUnavailable() ?? (dockerMissing() || undefined);
+const available = requireService('Kubernetes node (kubelet, containerd, Docker engine)', why === undefined, why ?? '');
+
+const NS = 'rt-system';
+let docker: Docker | undefined;
+let kube: KubeCluster | undefined;
+beforeAll(async () => {
+  if (!available) return;
+  docker = await startDocker();
+  const images = await buildImages(docker, { log: (l) => console.log(`[images] ${l}`) });
+  kube = await startKube({
+    node: {
+      sandboxImage: images.pause,
+      importImages: async (socket) => {
+        for (const image of [images.pause, images.rt]) await importIntoContainerd(docker!, image, socket);
+      },
+    },
+  });
+}, 1_200_000);
+afterAll(async () => {
+  await kube?.stop();
+  await docker?.stop();
+}, 180_000);
+
+async function ok(r: Promise<{ code: number; stdout: string; stderr: string }>, what: string): Promise<string> {
+  const done = await r;
+  if (done.code !== 0) throw new Error(`${what} failed (${done.code}): ${done.stderr}\n${done.stdout}`);
+  return done.stdout;
+}
+
+/** What the release made that outlives nothing: its TLS Secrets and the webhook's CA bundle. */
+async function certificates(k: KubeCluster): Promise<{ secrets: Record<string, Record<string, string>>; caBundle: string }> {
+  const secrets: Record<string, Record<string, string>> = {};
+  for (const name of ['rt-ca', 'rt-injector-tls', 'rt-operator-tls']) {
+    secrets[name] = (JSON.parse(await ok(k.kubectl(['get', 'secret', name, '-n', NS, '-o', 'json']), `get secret ${name}`)) as { data: Record<string, string> }).data;
+  }
+  const webhook = JSON.parse(await ok(k.kubectl(['get', 'mutatingwebhookconfiguration', 'rt-injector', '-o', 'json']), 'get webhook')) as { webhooks: Array<{ clientConfig: { caBundle: string } }> };
+  return { secrets, caBundle: webhook.webhooks[0].clientConfig.caBundle };
+}
+
+interface PodList {
+  items: Array<{ metadata: { name: string; labels?: Record<string, string> }; status?: { phase?: string; conditions?: Array<{ type: string; status: string }> } }>;
+}
+
+/** The sidecar the injector adds, seen through a server-side dry run (the API server calls the webhook; nothing is stored). */
+async function injectedContainers(k: KubeCluster, ns: string): Promise<string[]> {
+  const pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'probe', namespace: ns, annotations: { 'rt.io/enabled': 'true', 'rt.io/app-id': 'probe' } },
+    spec: { hostNetwork: true, containers: [{ name: 'app', image: 'rt:dev', imagePullPolicy: 'Never' }] },
+  };
+  const out = await ok(k.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { input: JSON.stringify(pod) }), 'dry-run pod');
+  const spec = (JSON.parse(out) as { spec: { initContainers?: Array<{ name: string }>; containers: Array<{ name: string }> } }).spec;
+  return [...(spec.initContainers ?? []), ...spec.containers].map((c) => c.name);
+}
+
+describe.skipIf(!available)('helm install, upgrade and uninstall of charts/rt on a real node', () => {
+  it('installs with e2e/values-local.yaml, injects, keeps its certificate across an upgrade, and uninstalls without a trace', { timeout: 900_000 }, async () => {
+    const k = kube!;
+    const ports = await loopbackPortValues();
+    const installed = await k.helm(['install', 'rt', CHART, '--namespace', NS, '--create-namespace', '-f', LOCAL_VALUES, ...ports, '--wait', '--timeout', '4m']);
+    if (installed.code !== 0) {
+      const pods = await k.kubectl(['get', 'pods', '-n', NS, '-o', 'wide']);
+      const events = await k.kubectl(['get', 'events', '-n', NS]);
+      throw new Error(`helm install failed: ${installed.stderr}\n${pods.stdout}\n${events.stdout}`);
+    }
+
+    // the CRDs are established
+    await ok(k.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/components.rt.io', 'crd/configurations.rt.io', 'crd/subscriptions.rt.io', 'crd/httpendpoints.rt.io']), 'wait for CRDs');
+    // the operator, injector and scheduler pods are Ready on the node
+    const pods = JSON.parse(await ok(k.kubectl(['get', 'pods', '-n', NS, '-o', 'json']), 'get pods')) as PodList;
+    const ready = pods.items.map((p) => [p.metadata.labels?.['app.kubernetes.io/component'], p.status?.conditions?.find((c) => c.type === 'Ready')?.status]);
+    expect(ready.sort()).toEqual([['injector', 'True'], ['operator', 'True'], ['scheduler', 'True']]);
+
+    // the API server reaches the injector at its loopback url and the pod comes back with the sidecar
+    await k.createNamespace('chart-app');
+    expect(await injectedContainers(k, 'chart-app')).toEqual(['rt-sidecar', 'app']);
+
+    const before = await certificates(k);
+    expect(Buffer.from(before.caBundle, 'base64').toString()).toBe(Buffer.from(before.secrets['rt-ca']['tls.crt'], 'base64').toString());
+
+    const upgraded = await k.helm(['upgrade', 'rt', CHART, '--namespace', NS, '-f', LOCAL_VALUES, ...ports, '--set', 'logLevel=debug', '--wait', '--timeout', '4m']);
+    expect(upgraded.code, upgraded.stderr).toBe(0);
+    const after = await certificates(k);
+    expect(after).toEqual(before);
+    expect(await injectedContainers(k, 'chart-app')).toEqual(['rt-sidecar', 'app']);
+
+    const uninstalled = await k.helm(['uninstall', 'rt', '--namespace', NS, '--wait', '--timeout', '2m']);
+    expect(uninstalled.code, uninstalled.stderr).toBe(0);
+    // nothing of the release is left, in its namespace or cluster-wide
+    // (the pods stop on SIGTERM: their deletion is still under way when helm returns)
+    await vi.waitFor(async () => {
+      const left = await ok(k.kubectl(['get', 'all,secrets,serviceaccounts,configmaps,roles,rolebindings,persistentvolumeclaims', '-n', NS, '-o', 'name']), 'get namespaced');
+      expect(left.split('\n').filter((l) => l && !/^(serviceaccount\/default|configmap\/kube-root-ca\.crt)$/.test(l))).toEqual([]);
+    }, { timeout: 60_000, interval: 500 });
+    await vi.waitFor(async () => expect((await k.node!.ctr(['containers', 'list', '-q'])).stdout.trim()).toBe(''), { timeout: 30_000, interval: 500 });
+    const cluster = await ok(k.kubectl(['get', 'crd,clusterroles,clusterrolebindings,mutatingwebhookconfigurations', '-l', 'app.kubernetes.io/instance=rt', '-o', 'name']), 'get cluster-scoped');
+    expect(cluster.trim()).toBe('');
+    const crds = await ok(k.kubectl(['get', 'crd', '-o', 'name']), 'get crds');
+    expect(crds).not.toMatch(/rt\.io/);
+    // without the webhook, an annotated pod is left as it is
+    expect(await injectedContainers(k, 'chart-app')).toEqual(['app']);
+    await k.kubectl(['delete', 'namespace', 'chart-app', '--wait=false']);
+  });
+});
