@@ -26,7 +26,9 @@ export default async function setup(): Promise<() => Promise<void>> {
   }
   return async () => {
     await services.stop();
-    // a suite that died halfway must not leave a cluster running for the next run
+    // a suite that died halfway must not leave a cluster or a Docker engine running for the next run
     sweepKubeLeftovers((s) => console.warn(`[kube] ${s}`));
+    const { stopDockerIfUnused } = await import('./docker.ts');
+    if (await stopDockerIfUnused()) console.warn('[docker] stopped an engine that no suite stopped');
   };
 }
