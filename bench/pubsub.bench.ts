@@ -1,0 +1,152 @@
+/**
+ * Pub/sub benchmark: messages/s and latency from publish to delivery through Redis Streams.
+ *
+ * rt: the load generator POSTs /v1.0/publish/<pubsub.redis>/<topic> to an `rt sidecar` (child
+ * process) at a fixed concurrency; the sidecar's subscription delivers each CloudEvent to an
+ * app (node:http in this process), which answers 200. Anchor: the bare ioredis client doing the
+ * same work by hand — XADD from the same number of workers, one consumer looping
+ * XREADGROUP (COUNT 100, BLOCK) and XACK. Latency = delivery (or read) time − publish start.
+ * Target: rt ≥ 50% of the anchor's messages/s.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { Pool } from 'undici';
+import { freePort } from '../test/services/net.ts';
+import { redisTarget } from '../test/services/redis.ts';
+import { machineLine, percentile, printTable, ratio, startChild, type Row } from './lib.ts';
+
+const RT = fileURLToPath(new URL('../cli/rt.ts', import.meta.url));
+const N = Number(process.env.BENCH_MESSAGES ?? 10_000);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
+
+interface Result {
+  msgs: number;
+  seconds: number;
+  latencies: number[];
+}
+
+function row(name: string, r: Result, anchor?: Result): Row {
+  const sorted = [...r.latencies].sort((a, b) => a - b);
+  const rate = r.msgs / r.seconds;
+  return {
+    path: name,
+    messages: r.msgs,
+    'msgs/s': Math.round(rate),
+    'p50 ms': percentile(sorted, 50),
+    'p99 ms': percentile(sorted, 99),
+    'vs anchor': anchor ? ratio(rate, anchor.msgs / anchor.seconds) : '1.00×',
+  };
+}
+
+async function workers(count: number, total: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: count }, async () => {
+      while (next < total) await fn(next++);
+    }),
+  );
+}
+
+async function bare(target: Awaited<ReturnType<typeof redisTarget>>): Promise<Result> {
+  const topic = `rt-bench-bare-${Date.now()}`;
+  const pub = new Redis({ host: target.host, port: target.port, enableAutoPipelining: true });
+  const sub = new Redis({ host: target.host, port: target.port });
+  await pub.xgroup('CREATE', topic, 'bench', '$', 'MKSTREAM');
+  const latencies: number[] = [];
+  let received = 0;
+  const start = performance.now();
+  const consumer = (async () => {
+    while (received < N) {
+      const res = (await sub.xreadgroup('GROUP', 'bench', 'c1', 'COUNT', 100, 'BLOCK', 1000, 'STREAMS', topic, '>')) as [string, [string, string[]][]][] | null;
+      for (const [, entries] of res ?? []) {
+        const ids: string[] = [];
+        for (const [id, fields] of entries) {
+          latencies.push(performance.now() - Number(fields[1]));
+          ids.push(id);
+        }
+        await sub.xack(topic, 'bench', ...ids);
+        received += entries.length;
+      }
+    }
+  })();
+  await workers(CONCURRENCY, N, async () => {
+    await pub.xadd(topic, '*', 'sent', String(performance.now()));
+  });
+  await consumer;
+  const seconds = (performance.now() - start) / 1000;
+  await pub.del(topic);
+  pub.disconnect();
+  sub.disconnect();
+  return { msgs: N, seconds, latencies };
+}
+
+async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>): Promise<Result> {
+  const topic = `rt-bench-rt-${Date.now()}`;
+  const latencies: number[] = [];
+  let received = 0;
+  let done: () => void = () => undefined;
+  const all = new Promise<void>((r) => (done = r));
+  const app = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      if (req.url === '/msg') {
+        const ce = JSON.parse(Buffer.concat(chunks).toString()) as { data: { sent: number } };
+        latencies.push(performance.now() - ce.data.sent);
+        if (++received === N) done();
+      }
+      res.writeHead(req.url === '/msg' ? 200 : 404).end();
+    });
+  });
+  app.keepAliveTimeout = 60_000;
+  await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
+  const appPort = (app.address() as { port: number }).port;
+  const dir = mkdtempSync(join(tmpdir(), 'rt-bench-pubsub-'));
+  writeFileSync(
+    join(dir, 'pubsub.yaml'),
+    `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: q\nspec:\n  type: pubsub.redis\n  version: v1\n  metadata:\n    - name: redisHost\n      value: "${target.redisHost}"\n    - name: concurrency\n      value: "64"\n---\napiVersion: rt.io/v1alpha1\nkind: Subscription\nmetadata:\n  name: s\nspec:\n  pubsubname: q\n  topic: ${topic}\n  route: /msg\n`,
+  );
+  const [hp, gp] = [await freePort(), await freePort()];
+  const sidecar = await startChild(process.execPath, [RT, 'sidecar', '--app-id', 'bench-pubsub', '--app-port', String(appPort), '--http-port', String(hp), '--grpc-port', String(gp), '--disable-metrics', '--resources-path', dir, '--data-dir', join(dir, 'data'), '--log-level', 'warn'], {
+    readyUrl: `http://127.0.0.1:${hp}/v1.0/healthz`,
+  });
+  const pool = new Pool(`http://127.0.0.1:${hp}`, { connections: CONCURRENCY });
+  try {
+    await new Promise((r) => setTimeout(r, 1500)); // the subscription opens once the app is reachable
+    const start = performance.now();
+    await workers(CONCURRENCY, N, async () => {
+      const res = await pool.request({ method: 'POST', path: `/v1.0/publish/q/${topic}`, body: JSON.stringify({ sent: performance.now() }), headers: { 'content-type': 'application/json' } });
+      await res.body.dump();
+      if (res.statusCode !== 204) throw new Error(`publish answered ${res.statusCode}`);
+    });
+    const published = performance.now();
+    await all;
+    console.log(`rt: publishing took ${((published - start) / 1000).toFixed(2)} s, the last delivery ${((performance.now() - published) / 1000).toFixed(2)} s after`);
+    return { msgs: N, seconds: (performance.now() - start) / 1000, latencies };
+  } finally {
+    await pool.close();
+    await sidecar.stop();
+    app.closeAllConnections();
+    await new Promise((r) => app.close(r));
+    const r = new Redis({ host: target.host, port: target.port });
+    await r.del(topic);
+    r.disconnect();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  console.log(machineLine());
+  console.log(`load average before the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')} (other work on this machine skews the figures)`);
+  const target = await redisTarget();
+  if (!target.available) throw new Error(`Redis is not reachable at ${target.url}; npm run bench starts one (or set RT_TEST_REDIS_URL)`);
+  const anchor = await bare(target);
+  const rt = await throughRt(target);
+  printTable(`publish → delivery through Redis Streams, ${N} messages, ${CONCURRENCY} publishers (target: rt ≥ 0.50× of bare)`, [row('anchor: bare ioredis XADD / XREADGROUP / XACK', anchor), row('rt: HTTP publish → sidecar → pubsub.redis → sidecar → app (HTTP)', rt, anchor)]);
+}
+
+await main();
