@@ -1,11 +1,11 @@
 /**
  * An example pluggable state store for rt: its own process, serving the gRPC services
- * dapr.proto.components.v1.StateStore, TransactionalStateStore and OutputBinding on a Unix
- * socket, with gRPC reflection so that rt can discover what it serves.
+ * dapr.proto.components.v1.StateStore, TransactionalStateStore, OutputBinding and PubSub on a
+ * Unix socket, with gRPC reflection so that rt can discover what it serves.
  *
  *   node examples/pluggable-state/main.ts [--name memstore] [--folder /tmp/rt-components-sockets]
  *
- * rt then offers the component types `state.memstore` and `bindings.memstore`. Copy this folder
+ * rt then offers the component types `state.memstore`, `bindings.memstore` and `pubsub.memstore`. Copy this folder
  * (and the .proto files, see README.md) to write your own; replace store.ts with your database.
  */
 import { mkdirSync, rmSync } from 'node:fs';
@@ -14,6 +14,7 @@ import { parseArgs } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
+import { Broker, type BrokerMessage } from './broker.ts';
 import { BadRequestError, EtagError, MemoryStore, type WriteOp } from './store.ts';
 
 const { values: args } = parseArgs({
@@ -27,7 +28,7 @@ const { values: args } = parseArgs({
 // ---------------------------------------------------------------- protos
 const PKG = 'dapr.proto.components.v1';
 const definition = protoLoader.loadSync(
-  ['common', 'state', 'bindings'].map((f) => `dapr/proto/components/v1/${f}.proto`),
+  ['common', 'state', 'bindings', 'pubsub'].map((f) => `dapr/proto/components/v1/${f}.proto`),
   // camelCase fields, enums by name, unset messages as null (so "no etag" differs from "")
   { keepCase: false, longs: String, enums: String, defaults: true, oneofs: true, includeDirs: [args.protos!] },
 );
@@ -36,14 +37,14 @@ const service = (name: string) => definition[`${PKG}.${name}`] as grpc.ServiceDe
 // ---------------------------------------------------------------- data
 // rt sends `x-component-instance: <component name>` on every call: one socket can serve several
 // Component specs (e.g. two state stores, or a state store and a binding), each with its own data.
-const instances = new Map<string, { store: MemoryStore; metadata: Record<string, string> }>();
+const instances = new Map<string, { store: MemoryStore; broker: Broker; metadata: Record<string, string> }>();
 
-function instanceOf(call: grpc.ServerUnaryCall<unknown, unknown>) {
+function instanceOf(call: { metadata: grpc.Metadata }) {
   const name = String(call.metadata.get('x-component-instance')[0] ?? '');
   let inst = instances.get(name);
   if (!inst) {
     // also after a restart of this process, before rt has sent Init again
-    inst = { store: new MemoryStore(), metadata: {} };
+    inst = { store: new MemoryStore(), broker: new Broker(), metadata: {} };
     instances.set(name, inst);
   }
   return inst;
@@ -190,15 +191,63 @@ const outputBinding: grpc.UntypedServiceImplementation = {
   }),
 };
 
+// ---------------------------------------------------------------- pub/sub
+interface PublishRequest {
+  data: Buffer;
+  topic: string;
+  metadata: Record<string, string>;
+  contentType: string;
+}
+interface PullRequest {
+  topic: { name: string } | null;
+  ackMessageId: string;
+  ackError: { message: string } | null;
+}
+
+const pubSub: grpc.UntypedServiceImplementation = {
+  Init: unary((req: { metadata: { properties: Record<string, string> } | null }, call) => {
+    instanceOf(call).metadata = req.metadata?.properties ?? {};
+    return {};
+  }),
+  Features: unary(() => ({ features: [] })),
+  Ping: ping,
+  Publish: unary((req: PublishRequest, call) => {
+    instanceOf(call).broker.publish(req.topic, req.data, req.contentType, req.metadata);
+    return {};
+  }),
+  BulkPublish: unary((req: { topic: string; entries: { entryId: string; event: Buffer; contentType: string; metadata: Record<string, string> }[] }, call) => {
+    const broker = instanceOf(call).broker;
+    for (const e of req.entries) broker.publish(req.topic, e.event, e.contentType, e.metadata);
+    return { failedEntries: [] };
+  }),
+  // the first message names the topic; every later one acknowledges a message (ackError: not taken)
+  PullMessages: (call: grpc.ServerDuplexStream<PullRequest, BrokerMessage>) => {
+    const broker = instanceOf(call).broker;
+    let stop: (() => void) | undefined;
+    call.on('data', (req: PullRequest) => {
+      if (req.topic && !stop) stop = broker.pull(req.topic.name, { send: (m) => call.write(m) });
+      else if (req.ackMessageId) broker.ack(req.ackMessageId, req.ackError?.message);
+    });
+    const end = () => stop?.();
+    call.on('end', () => {
+      end();
+      call.end();
+    });
+    call.on('error', end);
+    call.on('cancelled', end);
+  },
+};
+
 // ---------------------------------------------------------------- server
 // channelz is a debugging service this component does not serve: skip its per-call bookkeeping
 const server = new grpc.Server({ 'grpc.enable_channelz': 0 });
 server.addService(service('StateStore'), stateStore);
 server.addService(service('TransactionalStateStore'), transactionalStateStore);
 server.addService(service('OutputBinding'), outputBinding);
+server.addService(service('PubSub'), pubSub);
 // reflection lists exactly the services added above: that is how rt learns what this socket serves
 new ReflectionService(definition, {
-  services: ['StateStore', 'TransactionalStateStore', 'OutputBinding'].map((s) => `${PKG}.${s}`),
+  services: ['StateStore', 'TransactionalStateStore', 'OutputBinding', 'PubSub'].map((s) => `${PKG}.${s}`),
 }).addToServer(server);
 
 const socketPath = join(args.folder!, `${args.name}.sock`);

@@ -1,7 +1,7 @@
 /**
- * A pluggable pub/sub component over dapr.proto.components.v1.PubSub. rt has no pub/sub
- * building block yet; this adapter initialises the component (Init, Features, health) and
- * offers publish and subscribe for the pub/sub API to use when it lands.
+ * A pluggable pub/sub component over dapr.proto.components.v1.PubSub: the adapter initialises
+ * the component (Init, Features, health) and offers publish and subscribe in the shape of
+ * components/pubsub/types.ts, so the pub/sub building block (pubsub/) uses it like a built-in.
  */
 import type * as grpc from '@grpc/grpc-js';
 import { SERVICES } from './apis.ts';
