@@ -69,7 +69,7 @@ export class Operator {
     const core = this.kc.makeApiClient(k8s.CoreV1Api);
     this.identity = new IdentityChecker(this.kc);
     this.watchdog = new Watchdog(this.kc, this.log, !!opts.watchdogDeleteUninjected, opts.watchdogDeleteIntervalMs);
-    this.queue = new WorkQueue((key) => this.reconcile(key));
+    this.queue = new WorkQueue((key) => this.reconcile(key), 16);
 
     for (const group of RESOURCE_GROUPS) {
       for (const k of RESOURCE_KINDS) {
