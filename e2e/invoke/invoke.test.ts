@@ -34,7 +34,7 @@ describe('service invocation between rt run apps', () => {
     const run = runRt(args, { RT_HOME: home, HOME: home });
     const app = { id, run, httpPort, grpcPort, appPort };
     apps.push(app);
-    await until(run, () => run.out().includes('rt sidecar ready') && (opts.command === false || run.out().includes(`[${id}] listening`)), 30_000);
+    await until(run, () => run.out().includes('rt sidecar ready') && (opts.command === false || run.out().includes(`[${id}] listening`)), 60_000);
     return app;
   }
 
@@ -43,7 +43,7 @@ describe('service invocation between rt run apps', () => {
   beforeAll(async () => {
     home = await mkdtemp(join(tmpdir(), 'rt-invoke-'));
     await Promise.all([start('alpha'), start('beta'), start('gamma')]);
-  }, 90_000);
+  }, 150_000);
   afterAll(async () => {
     await Promise.all(apps.map((a) => a.run.stop()));
     await rm(home, { recursive: true, force: true });

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import { headerObject, responseHeaders } from './headers.ts';
 import { internalService, type InvokeChunk, type RequestHead, type ResponseHead } from './proto.ts';
-import { readBody, writeBody } from './stream.ts';
+import { splitHead, writeBody } from './stream.ts';
 
 /** Decides whether a caller may make a call; a string is the reason it may not. */
 export type AccessCheck = (head: RequestHead) => string | undefined;
@@ -60,16 +60,19 @@ export class InternalServer {
 
   private async serve(call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>): Promise<void> {
     const abort = new AbortController();
-    call.on('cancelled', () => abort.abort());
-    const it = call[Symbol.asyncIterator]() as AsyncIterator<InvokeChunk>;
+    let finished = false;
+    // grpc-js reports 'cancelled' after a call that ended normally too: only a live call is aborted
+    call.on('cancelled', () => {
+      if (!finished) abort.abort();
+    });
     let headSent = false;
     const answer = (head: Partial<ResponseHead>) => {
       headSent = true;
       call.write({ response: { status: 500, headers: [], error_code: '', message: '', ...head } });
     };
     try {
-      const first = await it.next();
-      const head = first.done ? undefined : first.value.request;
+      const split = await splitHead(call as unknown as Duplex);
+      const head = split.head?.request;
       if (!head) {
         call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: 'the first message of a call must be its request head' });
         return;
@@ -97,11 +100,12 @@ export class InternalServer {
         method: head.method,
         path: head.query ? `${head.path}?${head.query}` : head.path,
         headers,
-        body: head.has_body ? readBody(it) : undefined,
+        body: head.has_body ? split.body : undefined,
         signal: abort.signal,
       });
       answer({ status: res.status, headers: responseHeaders(res.headers) });
       await writeBody(res.body, call as unknown as Duplex);
+      finished = true;
       call.end();
     } catch (e) {
       const message = `app "${this.o.appId}" did not answer: ${(e as Error).message}`;

@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { ApiError } from '../http/errors.ts';
 import { internalClient, type Caller, type Header, type InvokeChunk, type RequestHead } from './proto.ts';
 import { ResolveError, type Resolver } from './resolve.ts';
-import { readBody, writeBody } from './stream.ts';
+import { splitHead, writeBody } from './stream.ts';
 import type { AppTarget } from './target.ts';
 
 export interface InvokeCall {
@@ -61,10 +61,9 @@ export class Invoker {
       () => call.cancel(), // the caller's body broke off: the target sees the call cancelled
     );
     sending.catch(() => undefined);
-    const it = call[Symbol.asyncIterator]() as AsyncIterator<InvokeChunk>;
-    let first: IteratorResult<InvokeChunk>;
+    let split: Awaited<ReturnType<typeof splitHead>>;
     try {
-      first = await it.next();
+      split = await splitHead(call as unknown as Duplex);
     } catch (e) {
       const err = e as grpc.ServiceError;
       if (err.code === grpc.status.UNAVAILABLE) {
@@ -73,13 +72,16 @@ export class Invoker {
       }
       throw directInvokeError(t.appId, `the sidecar of "${t.appId}" at ${address} did not answer: ${err.details || err.message}`);
     }
-    const res = first.done ? undefined : first.value.response;
-    if (!res) throw directInvokeError(t.appId, `the sidecar of "${t.appId}" at ${address} ended the call without an answer`);
+    const res = split.head?.response;
+    if (!res) {
+      call.cancel();
+      throw directInvokeError(t.appId, `the sidecar of "${t.appId}" at ${address} ended the call without an answer`);
+    }
     if (res.error_code) {
       call.cancel();
       throw new ApiError(res.status || 500, res.error_code, res.error_code === 'ERR_DIRECT_INVOKE' ? `failed to invoke, id: ${t.appId}, err: ${res.message}` : res.message);
     }
-    const body = readBody(it);
+    const body = split.body;
     body.on('close', () => c.signal?.removeEventListener('abort', cancel));
     return { status: res.status, headers: res.headers, body };
   }

@@ -12,17 +12,39 @@ export async function writeBody(source: AsyncIterable<Buffer | Uint8Array | stri
   }
 }
 
-/** The data chunks still to come on a stream, as a byte stream. */
-export function readBody(it: AsyncIterator<InvokeChunk>): Readable {
-  return Readable.from(
-    (async function* () {
-      for (;;) {
-        const next = await it.next();
-        if (next.done) return;
-        const data = next.value.data;
-        if (data && data.length > 0) yield data;
+/**
+ * The first message of a stream (a head), and the data chunks after it as a byte stream. Plain
+ * events rather than async iterators: this runs twice per call, and iterators cost measurably.
+ * The stream is paused while the body's reader is behind.
+ */
+export function splitHead(call: Duplex): Promise<{ head: InvokeChunk | undefined; body: Readable }> {
+  return new Promise((resolve, reject) => {
+    let first = true;
+    const body = new Readable({ read: () => void call.resume() });
+    // a call cut off mid-body must not crash the sidecar when nobody reads that body (a GET's, an
+    // error answer's); whoever does read it still sees the error
+    body.on('error', () => undefined);
+    call.on('data', (m: InvokeChunk) => {
+      if (first) {
+        first = false;
+        resolve({ head: m, body });
+        return;
       }
-    })(),
-    { objectMode: false },
-  );
+      const data = m.data;
+      if (data && data.length > 0 && !body.push(data)) call.pause();
+    });
+    call.once('end', () => {
+      if (first) {
+        first = false;
+        resolve({ head: undefined, body });
+      }
+      body.push(null);
+    });
+    call.on('error', (e: Error) => {
+      if (first) {
+        first = false;
+        reject(e);
+      } else body.destroy(e);
+    });
+  });
 }
