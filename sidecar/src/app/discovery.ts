@@ -2,7 +2,7 @@
  * Asks the app what it declares: programmatic subscriptions (GET /rt/subscribe, else
  * /dapr/subscribe) and actor types (GET /rt/config, else /dapr/config).
  */
-import type { SubscriptionInfo } from '../resources/types.ts';
+import { parseBulkSubscribe, type SubscriptionInfo } from '../resources/types.ts';
 import type { AppChannel } from './channel.ts';
 
 export interface AppConfig {
@@ -41,9 +41,22 @@ export async function discoverSubscriptions(app: AppChannel): Promise<Subscripti
       rules,
       deadLetterTopic: typeof o.deadLetterTopic === 'string' ? o.deadLetterTopic : '',
       type: 'PROGRAMMATIC',
+      ...bulkOf(o.bulkSubscribe),
     });
   }
   return out;
+}
+
+/** The app's bulkSubscribe entry; one that is malformed is ignored (one message at a time). */
+function bulkOf(v: unknown): Pick<SubscriptionInfo, 'bulkSubscribe'> {
+  try {
+    const b = parseBulkSubscribe(v, (field, problem) => {
+      throw new Error(`${field} ${problem}`);
+    });
+    return b ? { bulkSubscribe: b } : {};
+  } catch {
+    return {};
+  }
 }
 
 export async function discoverConfig(app: AppChannel): Promise<AppConfig> {

@@ -13,6 +13,7 @@ import type { SubscriptionInfo } from '../resources/types.ts';
 import { CLOUDEVENT_CONTENT_TYPE, expired, readEvent, type CloudEvent } from './cloudevent.ts';
 import { DEFAULT_RETRY, sendToApp, withRetries, type Outcome, type RetryPolicy } from './delivery.ts';
 import { pubsubByName } from './lookup.ts';
+import { BulkSender } from './bulk.ts';
 import { compileRules, route, type CompiledRule } from './rules.ts';
 
 interface Active {
@@ -160,10 +161,12 @@ export class SubscriptionManager {
         continue;
       }
       const state = { closed: false };
-      const target: MessageTarget = { send: (path, event) => sendToApp(this.app, path, event, this.log) };
+      const bulk = info.bulkSubscribe?.enabled ? new BulkSender(this.app, info, info.bulkSubscribe, this.log) : undefined;
+      const target: MessageTarget = bulk ?? { send: (path, event) => sendToApp(this.app, path, event, this.log) };
       const handler = messageHandler(info, rules, pubsub, target, this.policy, state, this.log);
       try {
-        const sub = pubsub.subscribe(info.topic, info.metadata, handler);
+        const opened = pubsub.subscribe(info.topic, info.metadata, handler);
+        const sub = { close: () => (opened.close(), bulk?.close()) };
         this.active.set(key, { fingerprint: JSON.stringify(info), instance: pubsub, sub, state });
         this.problems.delete(key);
         this.log.info({ pubsub: info.pubsubname, topic: info.topic, type: info.type }, 'subscribed');

@@ -14,6 +14,7 @@ import {
   ResourceError,
   type Resources,
   type SubscriptionInfo,
+  parseBulkSubscribe,
 } from './types.ts';
 
 const DEFAULT_INIT_TIMEOUT_MS = 5000;
@@ -291,6 +292,7 @@ function parseSubscription(apiVersion: string, spec: Record<string, unknown>, fa
     rules,
     deadLetterTopic: typeof spec.deadLetterTopic === 'string' ? spec.deadLetterTopic : '',
     type: 'DECLARATIVE',
+    ...(spec.bulkSubscribe === undefined ? {} : { bulkSubscribe: parseBulkSubscribe(spec.bulkSubscribe, fail) }),
   };
 }
 

@@ -25,6 +25,30 @@ export interface SubscriptionInfo {
   rules: SubscriptionRule[];
   deadLetterTopic: string;
   type: 'DECLARATIVE' | 'STREAMING' | 'PROGRAMMATIC';
+  /** Deliver to the app in batches (pubsub/bulk.ts); absent or not enabled: one at a time. */
+  bulkSubscribe?: BulkSubscribe;
+}
+
+export interface BulkSubscribe {
+  enabled: boolean;
+  /** most messages in one batch; default 100. */
+  maxMessagesCount?: number;
+  /** longest a message waits for its batch to fill; default 1000 ms. */
+  maxAwaitDurationMs?: number;
+}
+
+/** spec.bulkSubscribe of a Subscription (or the app's entry) as read; undefined when absent. */
+export function parseBulkSubscribe(v: unknown, fail: (field: string, problem: string) => never): BulkSubscribe | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'object' || Array.isArray(v)) return fail('spec.bulkSubscribe', 'must be a mapping {enabled, maxMessagesCount, maxAwaitDurationMs}');
+  const o = v as Record<string, unknown>;
+  const count = (k: string): number | undefined => {
+    if (o[k] === undefined) return undefined;
+    const n = Number(o[k]);
+    if (!Number.isInteger(n) || n <= 0) fail(`spec.bulkSubscribe.${k}`, 'must be a positive whole number');
+    return n;
+  };
+  return { enabled: o.enabled === true || o.enabled === 'true', maxMessagesCount: count('maxMessagesCount'), maxAwaitDurationMs: count('maxAwaitDurationMs') };
 }
 
 /** A value given inline or as a secret to look up in a secret store. */

@@ -1,0 +1,95 @@
+/**
+ * bulkSubscribe on a real sidecar (pubsub.in-memory) and a real app: batches up to
+ * maxMessagesCount or maxAwaitDurationMs, per-entry statuses, a RETRY entry delivered again in
+ * a later batch, and the resource field checked when the Subscription is read.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadResources } from '../../sidecar/src/resources/loader.ts';
+import { component, startApp, startPubSubSidecar, type PubSubSidecar, type TestApp } from './helpers.ts';
+
+const SUB = `apiVersion: rt.io/v2alpha1
+kind: Subscription
+metadata:
+  name: batched
+spec:
+  pubsubname: mem
+  topic: batched
+  routes:
+    default: /batch
+  bulkSubscribe:
+    enabled: true
+    maxMessagesCount: 5
+    maxAwaitDurationMs: 300
+`;
+
+let app: TestApp;
+let sc: PubSubSidecar;
+
+beforeAll(async () => {
+  app = await startApp();
+  app.subscribe = [{ pubsubname: 'mem', topic: 'prog-batched', route: '/pbatch', bulkSubscribe: { enabled: true, maxMessagesCount: 2, maxAwaitDurationMs: 5000 } }];
+  sc = await startPubSubSidecar([component('mem', 'pubsub.in-memory'), SUB].join('---\n'), { appId: 'bulky', appPort: app.port });
+  await app.discovered;
+});
+
+afterAll(async () => {
+  await sc?.close();
+  await app?.close();
+});
+
+type Entry = { entryId: string; event: { id: string; data: { n: number } }; contentType: string };
+
+const publish = (topic: string, n: number) => fetch(`${sc.base}/v1.0/publish/mem/${topic}`, { method: 'POST', body: JSON.stringify({ n }), headers: { 'content-type': 'application/json' } });
+
+describe('bulkSubscribe', () => {
+  it('delivers batches; each entry has its own status; a RETRY entry comes again in a later batch', async () => {
+    const seen = new Map<number, number>();
+    app.answer = (d) => {
+      const entries = d.body.entries as Entry[];
+      return {
+        status: 200,
+        body: {
+          statuses: entries.map((e) => {
+            const n = e.event.data.n;
+            seen.set(n, (seen.get(n) ?? 0) + 1);
+            return { entryId: e.entryId, status: n === 0 && seen.get(n) === 1 ? 'RETRY' : n === 1 ? 'DROP' : 'SUCCESS' };
+          }),
+        },
+      };
+    };
+    for (let n = 0; n < 5; n++) expect((await publish('batched', n)).status).toBe(204);
+    const ds = await app.waitFor((x) => x.length === 2, 5000);
+    expect(ds[0].path).toBe('/batch');
+    expect(ds[0].body).toMatchObject({ pubsubname: 'mem', topic: 'batched', type: 'rt.event.sent.bulk' });
+    expect((ds[0].body.entries as Entry[]).map((e) => e.event.data.n).sort()).toEqual([0, 1, 2, 3, 4]);
+    expect((ds[0].body.entries as Entry[])[0].contentType).toBe('application/cloudevents+json');
+    // the retried entry alone, after maxAwaitDurationMs
+    expect((ds[1].body.entries as Entry[]).map((e) => e.event.data.n)).toEqual([0]);
+    expect(ds[1].at - ds[0].at).toBeGreaterThanOrEqual(250);
+    await new Promise((r) => setTimeout(r, 700));
+    expect(app.deliveries).toHaveLength(2);
+  });
+
+  it("the app's own bulkSubscribe entry batches too (maxMessagesCount reached before the wait)", async () => {
+    app.deliveries.length = 0;
+    app.answer = (d) => ({ status: 200, body: { statuses: (d.body.entries as Entry[]).map((e) => ({ entryId: e.entryId, status: 'SUCCESS' })) } });
+    await publish('prog-batched', 1);
+    await publish('prog-batched', 2);
+    const [d] = await app.waitFor((x) => x.length === 1, 3000);
+    expect(d.path).toBe('/pbatch');
+    expect((d.body.entries as Entry[]).map((e) => e.event.data.n).sort()).toEqual([1, 2]);
+  });
+
+  it('a Subscription with a malformed bulkSubscribe is refused naming the field', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rt-bulk-'));
+    try {
+      writeFileSync(join(dir, 's.yaml'), SUB.replace('maxMessagesCount: 5', 'maxMessagesCount: -5'));
+      await expect(loadResources([dir], { appId: 'bulky', namespace: 'default' })).rejects.toThrow(/bulkSubscribe\.maxMessagesCount/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
