@@ -10,8 +10,8 @@
  * kubelet and containerd made under the run folder are unmounted.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from '../net.ts';
 import { apiRequest, kubectlRunner, type ControlPlane } from './control-plane.ts';
@@ -69,8 +69,68 @@ state = "${dir}/state"
 `;
 }
 
-function kubeletConfig(dir: string, cp: ControlPlane, socket: string, ports: { port: number; healthz: number }, serving: { certFile: string; keyFile: string }): string {
+const CGROUP_FS = '/sys/fs/cgroup';
+
+/** The cgroup hierarchies mounted here (cgroup v1 controllers, name=systemd, and unified), as folders. */
+function cgroupHierarchies(): string[] {
+  if (!existsSync(CGROUP_FS)) return [];
+  if (existsSync(join(CGROUP_FS, 'cgroup.controllers'))) return [CGROUP_FS]; // cgroup v2 only
+  return readdirSync(CGROUP_FS, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => join(CGROUP_FS, d.name));
+}
+
+/**
+ * Each node's pods live under a cgroup root of their own: a kubelet kills the processes of every
+ * pod cgroup under its root that it does not know, so two test nodes on one machine sharing
+ * /kubepods would SIGKILL each other's containers.
+ */
+export function makeCgroupRoot(name: string): string {
+  for (const h of cgroupHierarchies()) {
+    const dir = join(h, name);
+    mkdirSync(dir, { recursive: true });
+    // a cpuset cgroup takes no task until it has cpus and mems: those of its parent
+    if (existsSync(join(dir, 'cpuset.cpus')) && readFileSync(join(dir, 'cpuset.cpus'), 'utf8').trim() === '') {
+      writeFileSync(join(dir, 'cpuset.cpus'), readFileSync(join(h, 'cpuset.cpus'), 'utf8'));
+      writeFileSync(join(dir, 'cpuset.mems'), readFileSync(join(h, 'cpuset.mems'), 'utf8'));
+    }
+  }
+  return `/${name}`;
+}
+
+/** Kills what is left in a node's cgroup root and removes its cgroups, deepest first. */
+export function removeCgroupRoot(name: string): void {
+  for (const h of cgroupHierarchies()) {
+    const root = join(h, name);
+    if (!existsSync(root)) continue;
+    const dirs: string[] = [];
+    const walk = (d: string) => {
+      for (const e of readdirSync(d, { withFileTypes: true })) if (e.isDirectory()) walk(join(d, e.name));
+      dirs.push(d);
+    };
+    walk(root);
+    for (const d of dirs) {
+      try {
+        for (const pid of readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        /* gone already */
+      }
+    }
+    for (const d of dirs) {
+      for (let i = 0; i < 20; i++) {
+        try {
+          rmdirSync(d);
+          break;
+        } catch {
+          // a killed process leaves its cgroup a moment later
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+        }
+      }
+    }
+  }
+}
+
+function kubeletConfig(dir: string, cp: ControlPlane, socket: string, ports: { port: number; healthz: number }, serving: { certFile: string; keyFile: string }, cgroupRoot: string): string {
   return JSON.stringify({
+    cgroupRoot,
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
     kind: 'KubeletConfiguration',
     address: '127.0.0.1',
@@ -111,6 +171,8 @@ export async function startNode(cp: ControlPlane, opts: { sandboxImage: string; 
   writeFileSync(join(cdir, 'config.toml'), containerdConfig(cdir, opts.sandboxImage));
   writeFileSync(join(cdir, 'cni', '10-loopback.conflist'), JSON.stringify({ cniVersion: '0.4.0', name: 'loopback-only', plugins: [{ type: 'loopback' }] }));
   const processes: ClusterProcess[] = [];
+  // named like the run folder, so the sweep finds it too
+  const cgroupName = basename(cp.dir);
   const ctr = (args: string[], input?: NodeJS.ReadableStream) =>
     new Promise<{ code: number; stdout: string; stderr: string }>((resolve, reject) => {
       void import('node:child_process').then(({ spawn }) => {
@@ -138,8 +200,9 @@ export async function startNode(cp: ControlPlane, opts: { sandboxImage: string; 
     const containers = (await ctr(['containers', 'list', '-q']).catch(() => ({ stdout: '' }))).stdout.split('\n').filter(Boolean);
     for (const id of containers) await ctr(['containers', 'delete', id]).catch(() => undefined);
     for (const p of processes.filter((p) => p !== kubelet).reverse()) await p.stop();
-    // 3. the kubelet's bind mount of its root, volume tmpfs mounts, overlay snapshots
+    // 3. the kubelet's bind mount of its root, volume tmpfs mounts, overlay snapshots, then the pods' cgroups
     await unmountUnder(cp.dir);
+    removeCgroupRoot(cgroupName);
   };
   try {
   const containerd = startProcess(dir, 'containerd', CONTAINERD_BIN, ['--config', join(cdir, 'config.toml'), '--log-level', 'warn']);
@@ -151,7 +214,7 @@ export async function startNode(cp: ControlPlane, opts: { sandboxImage: string; 
   const kubeletServing = cp.pki.issue('kubelet-serving', { cn: NODE_NAME, usage: 'server', sans: ['IP:127.0.0.1', `DNS:${NODE_NAME}`] });
   const kubeletKubeconfig = writeKubeconfig(join(dir, 'kubelet.kubeconfig'), cp.server, cp.ca.caFile, `system:node:${NODE_NAME}`, kubeletCert);
   const ports = { port: await freePort(), healthz: await freePort() };
-  writeFileSync(join(dir, 'kubelet-config.json'), kubeletConfig(dir, cp, socket, ports, kubeletServing));
+  writeFileSync(join(dir, 'kubelet-config.json'), kubeletConfig(dir, cp, socket, ports, kubeletServing, makeCgroupRoot(cgroupName)));
   kubelet = startProcess(dir, 'kubelet', join(cp.binDir, 'kubelet'), [
     `--config=${join(dir, 'kubelet-config.json')}`,
     `--kubeconfig=${kubeletKubeconfig}`,

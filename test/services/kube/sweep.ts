@@ -5,10 +5,11 @@
  * killed before its afterAll ran.
  */
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RUN_DIR_PREFIX } from './control-plane.ts';
+import { removeCgroupRoot } from './node.ts';
 
 export function sweepKubeLeftovers(log: (s: string) => void = () => {}): void {
   const marker = join(tmpdir(), RUN_DIR_PREFIX);
@@ -38,6 +39,13 @@ export function sweepKubeLeftovers(log: (s: string) => void = () => {}): void {
       execFileSync('umount', ['-l', m], { stdio: 'ignore' });
     } catch {
       /* already gone */
+    }
+  }
+  const cgroups = '/sys/fs/cgroup/pids';
+  if (existsSync(cgroups)) {
+    for (const d of readdirSync(cgroups).filter((d) => d.startsWith(RUN_DIR_PREFIX))) {
+      log(`removing leftover cgroups ${d}`);
+      removeCgroupRoot(d);
     }
   }
   for (const d of readdirSync(tmpdir()).filter((d) => d.startsWith(RUN_DIR_PREFIX))) {
