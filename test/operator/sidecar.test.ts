@@ -46,11 +46,13 @@ describe.skipIf(!available)('rt sidecar --mode kubernetes with rt operator', () 
   const startSidecar = async (ns: string, pod: string, appId: string, tokenFile: string, address: string, env: NodeJS.ProcessEnv = {}) => {
     const httpPort = await freePort();
     const s = runRt(
-      ['sidecar', '--app-id', appId, '--mode', 'kubernetes', '--control-plane-address', address, '--listen-address', '127.0.0.1', '--http-port', String(httpPort), '--grpc-port', '0', '--disable-metrics', '--data-dir', dataDir],
+      ['sidecar', '--app-id', appId, '--mode', 'kubernetes', '--control-plane-address', address, '--listen-address', '127.0.0.1', '--http-port', String(httpPort), '--grpc-port', '0', '--internal-grpc-port', '0', '--disable-metrics', '--data-dir', dataDir],
       { RT_OPERATOR_TOKEN_FILE: tokenFile, RT_OPERATOR_CA_FILE: bed.ca.caFile, NAMESPACE: ns, POD_NAME: pod, RT_LOG_AS_JSON: 'true', ...env },
     );
     sidecars.push(s);
     const base = `http://127.0.0.1:${httpPort}`;
+    // a sidecar that died says why in the test's failure
+    void s.exit.then((code) => code !== 0 && code !== null && console.error(`rt sidecar exited with ${code}:\n${s.out().slice(-4000)}`));
     await vi.waitFor(async () => expect((await fetch(`${base}/v1.0/healthz`)).status).toBe(204), { timeout: 30_000, interval: 200 });
     return { s, base };
   };
