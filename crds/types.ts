@@ -12,7 +12,6 @@ export interface ObjectMeta {
   resourceVersion?: string;
   annotations?: Record<string, string>;
   labels?: Record<string, string>;
-  creationTimestamp?: string;
 }
 
 export interface Condition {
