@@ -78,6 +78,8 @@ export async function startApp(): Promise<TestApp> {
 export interface PubSubSidecar {
   sidecar: Sidecar;
   base: string;
+  /** The resources folder the sidecar follows (hot updates). */
+  resources: string;
   close(): Promise<void>;
 }
 
@@ -96,6 +98,7 @@ export async function startPubSubSidecar(yaml: string, opts: Partial<StartOption
   return {
     sidecar,
     base: `http://127.0.0.1:${sidecar.httpPort}`,
+    resources: join(dir, 'resources'),
     close: async () => {
       await sidecar.close();
       rmSync(dir, { recursive: true, force: true });

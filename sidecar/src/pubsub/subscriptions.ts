@@ -71,8 +71,6 @@ export class SubscriptionManager {
   private programmatic: SubscriptionInfo[] = [];
   private started = false;
   private closed = false;
-  private running: Promise<void> | undefined;
-  private again = false;
   private timer?: NodeJS.Timeout;
 
   private readonly components: ComponentRegistry;
@@ -114,20 +112,10 @@ export class SubscriptionManager {
     return [...this.active.keys()];
   }
 
+  /** Synchronous (subscribing only registers a handler), so two runs can never overlap. */
   reconcile(): Promise<void> {
-    if (!this.started || this.closed) return Promise.resolve();
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        this.reconcileOnce();
-      } while (this.again);
-      this.running = undefined;
-    })();
-    return this.running;
+    if (this.started && !this.closed) this.reconcileOnce();
+    return Promise.resolve();
   }
 
   private desired(): Map<string, SubscriptionInfo> {

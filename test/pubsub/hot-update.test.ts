@@ -1,0 +1,60 @@
+/**
+ * Subscriptions follow the resources while the sidecar runs: a Subscription file added later
+ * opens (and is listed), a changed route takes effect, a removed one stops delivering.
+ */
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { component, startApp, startPubSubSidecar, type PubSubSidecar, type TestApp } from './helpers.ts';
+
+let app: TestApp;
+let sc: PubSubSidecar;
+
+beforeAll(async () => {
+  app = await startApp();
+  sc = await startPubSubSidecar(component('mem', 'pubsub.in-memory'), { appId: 'hot', appPort: app.port });
+  await app.discovered;
+});
+
+afterAll(async () => {
+  await sc?.close();
+  await app?.close();
+});
+
+const sub = (route: string) => `apiVersion: rt.io/v1alpha1\nkind: Subscription\nmetadata:\n  name: later\nspec:\n  pubsubname: mem\n  topic: later\n  route: ${route}\n`;
+const publish = () => fetch(`${sc.base}/v1.0/publish/mem/later`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+
+describe('hot updates of Subscription resources', () => {
+  it('a Subscription added, changed and removed at run time', { timeout: 30_000 }, async () => {
+    const file = join(sc.resources, 'later.yaml');
+    writeFileSync(file, sub('/first'));
+    await vi.waitFor(
+      async () => {
+        await publish();
+        expect(app.deliveries.some((d) => d.path === '/first')).toBe(true);
+      },
+      { timeout: 10_000, interval: 200 },
+    );
+    writeFileSync(file, sub('/second'));
+    await vi.waitFor(
+      async () => {
+        await publish();
+        expect(app.deliveries.some((d) => d.path === '/second')).toBe(true);
+      },
+      { timeout: 10_000, interval: 200 },
+    );
+    rmSync(file);
+    await vi.waitFor(
+      async () => {
+        const md = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { subscriptions: unknown[] };
+        expect(md.subscriptions).toEqual([]);
+      },
+      { timeout: 10_000, interval: 200 },
+    );
+    await new Promise((r) => setTimeout(r, 1200)); // the manager looks once a second
+    const before = app.deliveries.length;
+    await publish();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(app.deliveries).toHaveLength(before);
+  });
+});
