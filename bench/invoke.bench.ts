@@ -12,21 +12,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../test/services/net.ts';
 import { load, machineLine, printTable, ratio, startChild, type Child, type LoadResult } from './lib.ts';
 
 const root = join(import.meta.dirname, '..');
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const APP = `require('node:http').createServer((q, r) => { q.resume(); q.on('end', () => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{"ok":true,"n":42}'); }); }).listen(Number(process.env.PORT), '127.0.0.1');`;
-
-async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
-}
 
 const home = mkdtempSync(join(tmpdir(), 'rt-bench-invoke-'));
 const children: Child[] = [];
@@ -49,16 +40,20 @@ try {
   await load({ url: via, durationMs: 2000 });
 
   // alternate the paths, three runs each, and keep each one's median, so load from other work hits both
-  const runs = { steadyD: [] as LoadResult[], steadyV: [] as LoadResult[], maxD: [] as LoadResult[], maxV: [] as LoadResult[] };
+  const runs = { lightD: [] as LoadResult[], lightV: [] as LoadResult[], steadyD: [] as LoadResult[], steadyV: [] as LoadResult[], maxD: [] as LoadResult[], maxV: [] as LoadResult[] };
   const ms = seconds * 1000;
   for (let i = 0; i < 3; i++) {
+    // 100 req/s: what a call costs when nothing queues (on a shared machine 1,000 req/s may not be)
+    runs.lightD.push(await load({ url: direct, durationMs: ms, rate: 100, concurrency: 64 }));
+    runs.lightV.push(await load({ url: via, durationMs: ms, rate: 100, concurrency: 64 }));
     runs.steadyD.push(await load({ url: direct, durationMs: ms, rate: 1000, concurrency: 64 }));
     runs.steadyV.push(await load({ url: via, durationMs: ms, rate: 1000, concurrency: 64 }));
     runs.maxD.push(await load({ url: direct, durationMs: ms, concurrency: 32 }));
     runs.maxV.push(await load({ url: via, durationMs: ms, concurrency: 32 }));
   }
   const pick = (rs: LoadResult[], k: 'p50Ms' | 'p99Ms' | 'rps') => [...rs].sort((a, b) => a[k] - b[k])[1];
-  const { steadyD, steadyV, maxD, maxV } = runs;
+  const { lightD, lightV, steadyD, steadyV, maxD, maxV } = runs;
+  const [l1, lv1, l99, lv99] = [pick(lightD, 'p50Ms'), pick(lightV, 'p50Ms'), pick(lightD, 'p99Ms'), pick(lightV, 'p99Ms')];
   const [d1, v1] = [pick(steadyD, 'p50Ms'), pick(steadyV, 'p50Ms')];
   const [d99, v99] = [pick(steadyD, 'p99Ms'), pick(steadyV, 'p99Ms')];
   const [dMax, vMax] = [pick(maxD, 'rps'), pick(maxV, 'rps')];
@@ -70,6 +65,11 @@ try {
     { path: 'app → sidecar → sidecar → app', 'p50 ms': v1.p50Ms, 'p99 ms': v99.p99Ms, errors: v1.errors + v99.errors },
     { path: 'added by the two sidecars', 'p50 ms': v1.p50Ms - d1.p50Ms, 'p99 ms': v99.p99Ms - d99.p99Ms, errors: '' },
     { path: 'target (added p50)', 'p50 ms': 0.5, 'p99 ms': '', errors: '' },
+  ]);
+  printTable('invoke — at 100 req/s, nothing queued (median of 3 runs each)', [
+    { path: 'anchor: app → app directly', 'p50 ms': l1.p50Ms, 'p99 ms': l99.p99Ms, errors: l1.errors },
+    { path: 'app → sidecar → sidecar → app', 'p50 ms': lv1.p50Ms, 'p99 ms': lv99.p99Ms, errors: lv1.errors },
+    { path: 'added by the two sidecars', 'p50 ms': lv1.p50Ms - l1.p50Ms, 'p99 ms': lv99.p99Ms - l99.p99Ms, errors: '' },
   ]);
   printTable('invoke — most req/s at 32 in flight (median of 3 runs each)', [
     { path: 'anchor: app → app directly', 'req/s': dMax.rps, 'p50 ms': dMax.p50Ms, 'p99 ms': dMax.p99Ms, errors: dMax.errors, 'vs direct': '1.00×' },

@@ -8,6 +8,7 @@ import type { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
+import { GrpcServer } from '../grpc/server.ts';
 import { headerObject, responseHeaders } from './headers.ts';
 import { internalService, type InvokeChunk, type RequestHead, type ResponseHead } from './proto.ts';
 import { splitHead, writeBody } from './stream.ts';
@@ -24,38 +25,22 @@ export interface InternalServerOptions {
 }
 
 export class InternalServer {
-  private readonly server = new grpc.Server({ 'grpc.keepalive_permit_without_calls': 1 });
-  private boundPort = 0;
+  // the same server class as the public gRPC port, without its API token: callers are sidecars
+  private readonly server: GrpcServer;
   private readonly o: InternalServerOptions;
 
   constructor(o: InternalServerOptions) {
     this.o = o;
+    this.server = new GrpcServer(o.log);
     this.server.addService(internalService(), { CallStream: (call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>) => void this.serve(call) });
   }
 
-  get port(): number {
-    return this.boundPort;
+  listen(address: string, port: number): Promise<number> {
+    return this.server.listen(address, port);
   }
 
-  async listen(address: string, port: number): Promise<number> {
-    const host = address.includes(':') ? `[${address}]` : address;
-    this.boundPort = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
-    );
-    return this.boundPort;
-  }
-
-  async close(): Promise<void> {
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(() => {
-        this.server.forceShutdown();
-        resolve();
-      }, 3000);
-      this.server.tryShutdown(() => {
-        clearTimeout(t);
-        resolve();
-      });
-    });
+  close(): Promise<void> {
+    return this.server.close();
   }
 
   private async serve(call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>): Promise<void> {
