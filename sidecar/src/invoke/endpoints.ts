@@ -49,7 +49,7 @@ export class EndpointCaller {
       for (const h of t.endpoint.secretHeaders ?? []) headers[h.name.toLowerCase()] = (await this.secret(t.endpoint, { secretKeyRef: { name: h.secretName, key: h.key } })) ?? '';
       if (t.endpoint.clientTLS) dispatcher = await this.tlsAgent(t.endpoint);
     }
-    const url = `${t.baseUrl.replace(/\/+$/, '')}${c.path}${c.query ? `?${c.query}` : ''}`;
+    const url = `${t.baseUrl.replace(/\/+$/, '')}${c.path}${c.query}`;
     try {
       const res = await request(url, { dispatcher, method: c.method as Dispatcher.HttpMethod, headers, body: c.body, signal: c.signal });
       return { status: res.statusCode, headers: responseHeaders(res.headers), body: res.body };

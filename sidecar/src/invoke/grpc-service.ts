@@ -45,7 +45,7 @@ export function invokeServiceHandler(server: GrpcServer, dispatch: Dispatch): gr
     }
     const path = `/${message.method.replace(/^\/+/, '')}`;
     void (async () => {
-      const res = await dispatch(id, { method, path, query: message.http_extension?.querystring ?? '', headers, body: data.length > 0 ? Readable.from([data]) : undefined });
+      const res = await dispatch(id, { method, path, query: message.http_extension?.querystring ? `?${message.http_extension.querystring.replace(/^\?/, '')}` : '', headers, body: data.length > 0 ? Readable.from([data]) : undefined });
       const chunks: Buffer[] = [];
       let size = 0;
       for await (const c of res.body) {

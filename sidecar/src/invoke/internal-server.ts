@@ -83,7 +83,7 @@ export class InternalServer {
       headers['rt-callee-app-id'] = headers['dapr-callee-app-id'] = this.o.appId;
       const res = await this.o.app.invokeStream({
         method: head.method,
-        path: head.query ? `${head.path}?${head.query}` : head.path,
+        path: head.path + head.query,
         headers,
         body: head.has_body ? split.body : undefined,
         signal: abort.signal,

@@ -15,6 +15,7 @@ export interface InvokeCall {
   method: string;
   /** With a leading slash, percent-encoding as sent. */
   path: string;
+  /** With its '?' when the caller sent one (an empty query stays as sent), else ''. */
   query: string;
   headers: Header[];
   body?: Readable;

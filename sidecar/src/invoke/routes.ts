@@ -75,5 +75,5 @@ function header(req: FastifyRequest, name: string): string | undefined {
 
 function splitUrl(url: string): [string, string] {
   const q = url.indexOf('?');
-  return q < 0 ? [url, ''] : [url.slice(0, q), url.slice(q + 1)];
+  return q < 0 ? [url, ''] : [url.slice(0, q), url.slice(q)];
 }
