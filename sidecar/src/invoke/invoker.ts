@@ -55,13 +55,16 @@ export class Invoker {
     const call = (this.client(address) as unknown as { CallStream(md: grpc.Metadata, o: grpc.CallOptions): grpc.ClientDuplexStream<InvokeChunk, InvokeChunk> }).CallStream(new grpc.Metadata(), {});
     const cancel = () => call.cancel();
     c.signal?.addEventListener('abort', cancel, { once: true });
-    call.write({ request: head });
-    // the body goes out while the answer is awaited: the app may answer before reading it all
-    const sending = (c.body ? writeBody(c.body, call as unknown as Duplex) : Promise.resolve()).then(
-      () => call.end(),
-      () => call.cancel(), // the caller's body broke off: the target sees the call cancelled
-    );
-    sending.catch(() => undefined);
+    if (!c.body) {
+      call.end({ request: head }); // head and half-close in one go
+    } else {
+      call.write({ request: head });
+      // the body goes out while the answer is awaited: the app may answer before reading it all
+      writeBody(c.body, call as unknown as Duplex).then(
+        () => call.end(),
+        () => call.cancel(), // the caller's body broke off: the target sees the call cancelled
+      );
+    }
     let split: Awaited<ReturnType<typeof splitHead>>;
     try {
       split = await splitHead(call as unknown as Duplex);
