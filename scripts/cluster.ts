@@ -9,8 +9,7 @@
 process.env.RT_TEST_RUN_ID = `cluster-${process.pid}`;
 const { startKube } = await import('../test/services/kube.ts');
 const { sweepKubeLeftovers } = await import('../test/services/kube/sweep.ts');
-const { startDocker } = await import('../test/services/docker.ts');
-const { buildImages, importIntoContainerd } = await import('../test/services/images.ts');
+const { startClusterWithImages } = await import('../test/services/kube-node.ts');
 
 const args = process.argv.slice(2);
 if (args.includes('--help')) {
@@ -23,15 +22,14 @@ if (args.includes('--help')) {
 const log = (s: string) => console.log(`[cluster] ${s}`);
 const started = Date.now();
 const withNode = !args.includes('--no-node');
-const docker = withNode ? await startDocker() : undefined;
 let kube: Awaited<ReturnType<typeof startKube>> | undefined;
+let stopCluster: (() => Promise<void>) | undefined;
 let stopping = false;
 const stop = async (why: string) => {
   if (stopping) return;
   stopping = true;
   log(`${why}: stopping`);
-  await kube?.stop();
-  await docker?.stop();
+  await stopCluster?.();
   sweepKubeLeftovers(log);
   log('stopped; nothing left running');
   process.exit(0);
@@ -39,13 +37,14 @@ const stop = async (why: string) => {
 process.on('SIGINT', () => void stop('SIGINT'));
 process.on('SIGTERM', () => void stop('SIGTERM'));
 try {
-  const images = docker ? await buildImages(docker, { log }) : undefined;
-  kube = await startKube({
-    log,
-    node: images && docker
-      ? { sandboxImage: images.pause, importImages: async (socket) => { for (const i of [images.pause, images.rt]) await importIntoContainerd(docker, i, socket); } }
-      : undefined,
-  });
+  if (withNode) {
+    const cluster = await startClusterWithImages(log);
+    kube = cluster.kube;
+    stopCluster = cluster.stop;
+  } else {
+    kube = await startKube({ log });
+    stopCluster = kube.stop;
+  }
 } catch (e) {
   console.error(`[cluster] could not start: ${(e as Error).message}`);
   await stop('failed');

@@ -10,36 +10,26 @@ import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { requireService } from '../services/ci.ts';
-import { dockerMissing, startDocker, type Docker } from '../services/docker.ts';
-import { buildImages, importIntoContainerd } from '../services/images.ts';
-import { kubeNodeUnavailable, OPERATOR_AUDIENCE, startKube, type KubeCluster } from '../services/kube.ts';
+import { OPERATOR_AUDIENCE, type KubeCluster } from '../services/kube.ts';
+import { clusterWithImagesUnavailable, startClusterWithImages, type ClusterWithImages } from '../services/kube-node.ts';
 import { freePort } from '../services/net.ts';
 
-const why = kubeNodeUnavailable() ?? (dockerMissing() || undefined);
+const why = clusterWithImagesUnavailable();
 const available = requireService('Kubernetes node (kubelet, containerd, Docker engine)', why === undefined, why ?? '');
 
-let docker: Docker | undefined;
+let cluster: ClusterWithImages | undefined;
 let kube: KubeCluster | undefined;
 let rtImage = '';
 const cleanups: Array<() => void> = [];
 beforeAll(async () => {
   if (!available) return;
-  docker = await startDocker();
-  const images = await buildImages(docker, { log: (l) => console.log(`[images] ${l}`) });
-  rtImage = images.rt;
-  kube = await startKube({
-    node: {
-      sandboxImage: images.pause,
-      importImages: async (socket) => {
-        for (const image of [images.pause, images.rt]) await importIntoContainerd(docker!, image, socket);
-      },
-    },
-  });
+  cluster = await startClusterWithImages((l) => console.log(`[cluster] ${l}`));
+  kube = cluster.kube;
+  rtImage = cluster.images.rt;
 }, 1_200_000);
 afterAll(async () => {
   for (const c of cleanups) c();
-  await kube?.stop();
-  await docker?.stop();
+  await cluster?.stop();
 }, 180_000);
 
 interface PodStatus {
