@@ -1,0 +1,307 @@
+/**
+ * The user's whole path on Kubernetes, in real pods on a real node, driven by the real kubectl and
+ * helm: helm install the chart; kubectl apply Components (Redis state, SFTP binding with its
+ * password in a Secret, the pluggable state example as an injected container); a Deployment
+ * annotated for injection whose app calls the sidecar on localhost for all three; a Component
+ * change and delete reaching the running sidecar; a Job that completes; the Deployment's deletion
+ * draining the sidecar; and, with the injector stopped, a pod that starts without a sidecar and
+ * that the operator's watchdog reports and deletes.
+ *
+ * RT_E2E_KUBECONFIG (+ RT_E2E_IMAGE, RT_E2E_COMPONENT_IMAGE) runs the same suite on a cluster of
+ * the user's. The local node has no pod network: every pod uses hostNetwork, so the test process
+ * reaches the sidecars on 127.0.0.1 too.
+ */
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { requireService } from '../../test/services/ci.ts';
+import { dockerMissing } from '../../test/services/docker.ts';
+import { kubeNodeUnavailable } from '../../test/services/kube.ts';
+import { freePort } from '../../test/services/net.ts';
+import { redisTarget, type RedisTarget } from '../../test/services/redis.ts';
+import { startSshd, sshdUnavailable, type SshdServer } from '../../test/services/sshd.ts';
+import { CHART, chartValues, startUserCluster, type UserCluster } from './cluster.ts';
+
+const onUserCluster = !!process.env.RT_E2E_KUBECONFIG;
+const why = onUserCluster ? undefined : (kubeNodeUnavailable() ?? (dockerMissing() || undefined) ?? sshdUnavailable());
+const available = requireService('Kubernetes node (kubelet, containerd, Docker engine) and sshd', why === undefined, why ?? '');
+
+const NS = 'shop';
+const SYSTEM = 'rt-system';
+let cluster: UserCluster | undefined;
+let redis: RedisTarget;
+let redisClient: Redis | undefined;
+let sshd: SshdServer | undefined;
+let out = '';
+
+beforeAll(async () => {
+  if (!available) return;
+  redis = await redisTarget();
+  redisClient = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  sshd = await startSshd();
+  cluster = await startUserCluster((l) => console.log(`[e2e] ${l}`));
+  out = mkdtempSync(join(tmpdir(), 'rt-e2e-k8s-out-'));
+  chmodSync(out, 0o777);
+}, 1_500_000);
+
+afterAll(async () => {
+  if (cluster) {
+    await cluster.helm(['uninstall', 'rt', '--namespace', SYSTEM, '--wait', '--timeout', '2m']).catch(() => undefined);
+    await cluster.stop();
+  }
+  await sshd?.close();
+  redisClient?.disconnect();
+  if (out) rmSync(out, { recursive: true, force: true });
+}, 300_000);
+
+async function ok(r: Promise<{ code: number; stdout: string; stderr: string }>, what: string): Promise<string> {
+  const done = await r;
+  if (done.code !== 0) throw new Error(`${what} failed (${done.code}): ${done.stderr}\n${done.stdout}`);
+  return done.stdout;
+}
+const apply = (obj: unknown) => ok(cluster!.kubectl(['apply', '-f', '-'], { input: JSON.stringify(obj) }), 'kubectl apply');
+
+interface Pod {
+  metadata: { name: string; uid: string; annotations?: Record<string, string> };
+  spec: { initContainers?: Array<{ name: string }>; containers: Array<{ name: string }> };
+  status?: {
+    phase?: string;
+    initContainerStatuses?: Array<{ name: string; ready: boolean; state: { running?: { startedAt: string }; terminated?: { exitCode: number } } }>;
+    containerStatuses?: Array<{ name: string; ready: boolean; state: { running?: { startedAt: string }; terminated?: { exitCode: number } } }>;
+  };
+}
+async function pods(ns: string, selector: string): Promise<Pod[]> {
+  return (JSON.parse(await ok(cluster!.kubectl(['get', 'pods', '-n', ns, '-l', selector, '-o', 'json']), 'get pods')) as { items: Pod[] }).items;
+}
+
+function component(name: string, type: string, metadata: Array<Record<string, unknown>>, annotations?: Record<string, string>) {
+  return { apiVersion: 'rt.io/v1alpha1', kind: 'Component', metadata: { name, namespace: NS, ...(annotations ? { annotations } : {}) }, spec: { type, version: 'v1', metadata } };
+}
+const redisComponent = (extra: Array<Record<string, unknown>> = []) =>
+  component('orders', 'state.redis', [{ name: 'redisHost', value: redis.redisHost }, { name: 'redisDB', value: String(redis.db) }, ...(redis.password ? [{ name: 'redisPassword', value: redis.password }] : []), ...extra]);
+
+/** The app: calls the sidecar on localhost for all three components, writes what it got, then waits to be stopped. */
+const APP = `
+const fs = require('node:fs');
+const base = 'http://127.0.0.1:' + process.env.RT_HTTP_PORT;
+const call = async (path, body) => {
+  const r = await fetch(base + path, body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: r.status, body: await r.text() };
+};
+(async () => {
+  const got = {};
+  got.redisSave = await call('/v1.0/state/orders', [{ key: 'order-1', value: { item: 'book', qty: 2 } }]);
+  got.redisGet = await call('/v1.0/state/orders/order-1');
+  got.sftpCreate = await call('/v1.0/bindings/files', { operation: 'create', data: Buffer.from('hello from the pod').toString('base64'), metadata: { fileName: 'from-pod.txt' } });
+  got.memSave = await call('/v1.0/state/memstore', [{ key: 'k1', value: 'v1' }]);
+  got.memGet = await call('/v1.0/state/memstore/k1');
+  fs.writeFileSync('/out/' + (process.env.OUT_NAME || 'app') + '.json', JSON.stringify(got));
+  if (process.env.EXIT_WHEN_DONE) process.exit(0);
+})().catch((e) => { fs.writeFileSync('/out/' + (process.env.OUT_NAME || 'app') + '.json', JSON.stringify({ error: String(e) })); process.exit(1); });
+process.on('SIGTERM', () => process.exit(0));
+setInterval(() => {}, 1 << 30);`;
+
+interface Ports {
+  http: number;
+  grpc: number;
+  metrics: number;
+  internal: number;
+}
+async function ports(): Promise<Ports> {
+  return { http: await freePort(), grpc: await freePort(), metrics: await freePort(), internal: await freePort() };
+}
+
+function podTemplate(appId: string, p: Ports, opts: { exit?: boolean; outName: string }) {
+  return {
+    metadata: {
+      labels: { app: appId },
+      annotations: {
+        'rt.io/enabled': 'true',
+        'rt.io/app-id': appId,
+        'rt.io/sidecar-http-port': String(p.http),
+        'rt.io/sidecar-grpc-port': String(p.grpc),
+        'rt.io/sidecar-metrics-port': String(p.metrics),
+        'rt.io/inject-pluggable-components': 'true',
+        // no annotation for the sidecar-to-sidecar port yet: its env form
+        'rt.io/env': `RT_INTERNAL_GRPC_PORT=${p.internal}`,
+      },
+    },
+    spec: {
+      hostNetwork: true,
+      terminationGracePeriodSeconds: 30,
+      ...(opts.exit ? { restartPolicy: 'Never' } : {}),
+      containers: [{
+        name: 'app',
+        image: cluster!.rtImage,
+        imagePullPolicy: cluster!.local ? 'Never' : 'IfNotPresent',
+        command: ['node', '-e', APP],
+        env: [{ name: 'OUT_NAME', value: opts.outName }, ...(opts.exit ? [{ name: 'EXIT_WHEN_DONE', value: '1' }] : [])],
+        volumeMounts: [{ name: 'out', mountPath: '/out' }],
+      }],
+      volumes: [{ name: 'out', hostPath: { path: out, type: 'Directory' } }],
+    },
+  };
+}
+
+const SOCKET = '/tmp/rt-components-sockets/memstore.sock';
+/** The example's container, injected into pods of apps in scope; its own startup probe (the image has no shell). */
+const componentContainer = () => ({
+  name: 'memstore',
+  image: cluster!.componentImage,
+  imagePullPolicy: cluster!.local ? 'Never' : 'IfNotPresent',
+  args: ['--name', 'memstore'],
+  startupProbe: { exec: { command: ['node', '-e', `process.exit(require('node:fs').statSync(${JSON.stringify(SOCKET)}, { throwIfNoEntry: false })?.isSocket() ? 0 : 1)`] }, periodSeconds: 1, failureThreshold: 60 },
+});
+
+let appPorts: Ports;
+let appPod: Pod;
+
+describe.skipIf(!available)('the user path on Kubernetes', () => {
+  it('1. helm install brings up the operator, injector and scheduler', { timeout: 300_000 }, async () => {
+    const c = cluster!;
+    // operator.tls=false: the injector hands sidecars the operator's CA as RT_OPERATOR_CA (PEM),
+    // while the sidecar reads RT_OPERATOR_CA_FILE (a path), so a TLS operator cannot be verified yet
+    const r = await c.helm(['install', 'rt', CHART, '--namespace', SYSTEM, '--create-namespace', ...(await chartValues(c)), '--set', 'operator.watchdog.deleteUninjected=true', '--set', 'operator.tls=false', '--wait', '--timeout', '4m']);
+    if (r.code !== 0) throw new Error(`helm install: ${r.stderr}\n${(await c.kubectl(['get', 'pods,events', '-n', SYSTEM])).stdout}`);
+    await ok(c.kubectl(['create', 'namespace', NS]), 'create namespace');
+    await vi.waitFor(async () => expect((await c.kubectl(['get', 'serviceaccount', 'default', '-n', NS])).code).toBe(0), { timeout: 60_000, interval: 500 });
+  });
+
+  it('2. kubectl apply of the Components: Redis state, SFTP binding with a Secret, the pluggable example; the operator marks them Ready', { timeout: 300_000 }, async () => {
+    const s = sshd!;
+    await apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'sftp', namespace: NS }, stringData: { password: s.password } });
+    await apply(redisComponent());
+    await apply(component('files', 'bindings.sftp', [
+      { name: 'rootPath', value: s.root },
+      { name: 'address', value: s.address },
+      { name: 'username', value: s.username },
+      { name: 'password', secretKeyRef: { name: 'sftp', key: 'password' } },
+      { name: 'hostPublicKey', value: s.hostKeys.ed25519 },
+    ]));
+    await apply(component('memstore', 'state.memstore', [], { 'rt.io/component-container': JSON.stringify(componentContainer()) }));
+    for (const name of ['orders', 'files', 'memstore']) {
+      await ok(cluster!.kubectl(['wait', '-n', NS, '--for=condition=Ready', '--timeout=60s', `component/${name}`]), `wait for Component ${name} Ready`);
+    }
+  });
+
+  it('3-4. an annotated Deployment runs component, sidecar and app in that order; the app reads and writes all three through localhost, and Redis and sshd hold the values', { timeout: 300_000 }, async () => {
+    const c = cluster!;
+    appPorts = await ports();
+    await apply({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'checkout', namespace: NS }, spec: { replicas: 1, selector: { matchLabels: { app: 'checkout' } }, template: podTemplate('checkout', appPorts, { outName: 'checkout' }) } });
+    appPod = await vi.waitFor(
+      async () => {
+        const p = (await pods(NS, 'app=checkout'))[0];
+        expect(p?.status?.containerStatuses?.[0]?.ready, JSON.stringify(p?.status ?? {})).toBe(true);
+        return p;
+      },
+      { timeout: 180_000, interval: 1000 },
+    );
+    // the mutated pod: the component, then rt-sidecar, as native sidecars; then the app
+    expect(appPod.spec.initContainers?.map((x) => x.name)).toEqual(['memstore', 'rt-sidecar']);
+    expect(appPod.spec.containers.map((x) => x.name)).toEqual(['app']);
+    const started = (name: string) => Date.parse([...(appPod.status?.initContainerStatuses ?? []), ...(appPod.status?.containerStatuses ?? [])].find((s) => s.name === name)!.state.running!.startedAt);
+    expect(started('rt-sidecar')).toBeGreaterThanOrEqual(started('memstore'));
+    expect(started('app')).toBeGreaterThanOrEqual(started('rt-sidecar'));
+
+    const result = join(out, 'checkout.json');
+    await vi.waitFor(() => expect(existsSync(result)).toBe(true), { timeout: 60_000, interval: 500 });
+    const got = JSON.parse(readFileSync(result, 'utf8')) as Record<string, { status: number; body: string }>;
+    expect(got, c.podLog(NS, appPod.metadata.name, 'rt-sidecar').slice(-3000)).toMatchObject({
+      redisSave: { status: 204 },
+      redisGet: { status: 200 },
+      sftpCreate: { status: 200 },
+      memSave: { status: 204 },
+      memGet: { status: 200 },
+    });
+    expect(JSON.parse(got.redisGet.body)).toEqual({ item: 'book', qty: 2 });
+    expect(JSON.parse(got.memGet.body)).toBe('v1');
+    // read back from the servers themselves
+    await redisClient!.connect();
+    expect(JSON.parse((await redisClient!.hget('checkout||order-1', 'data'))!)).toEqual({ item: 'book', qty: 2 });
+    expect(readFileSync(join(sshd!.root, 'from-pod.txt'), 'utf8')).toBe('hello from the pod');
+  });
+
+  it('5. a changed Component reaches the running sidecar within a second; a deleted one leaves it', { timeout: 300_000 }, async () => {
+    const sidecar = `http://127.0.0.1:${appPorts.http}`;
+    await apply(redisComponent([{ name: 'keyPrefix', value: 'none' }]));
+    const applied = Date.now();
+    let tries = 0;
+    await vi.waitFor(
+      async () => {
+        const key = `hot-${tries++}`;
+        const r = await fetch(`${sidecar}/v1.0/state/orders`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([{ key, value: 1 }]) });
+        expect(r.status).toBe(204);
+        expect(await redisClient!.exists(key)).toBe(1);
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    expect(Date.now() - applied).toBeLessThan(1000);
+
+    await ok(cluster!.kubectl(['delete', 'component', 'files', '-n', NS]), 'delete component');
+    await vi.waitFor(
+      async () => {
+        const md = (await (await fetch(`${sidecar}/v1.0/metadata`)).json()) as { components: Array<{ name: string }> };
+        expect(md.components.map((x) => x.name)).not.toContain('files');
+      },
+      { timeout: 5_000, interval: 50 },
+    );
+    const r = await fetch(`${sidecar}/v1.0/bindings/files`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ operation: 'list' }) });
+    expect(r.status).toBeGreaterThanOrEqual(400);
+    expect(r.status).toBeLessThan(500);
+  });
+
+  it('6. an annotated Job with its own sidecar ports completes when its app exits, beside the running Deployment', { timeout: 300_000 }, async () => {
+    const c = cluster!;
+    await apply({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name: 'nightly', namespace: NS }, spec: { backoffLimit: 0, template: podTemplate('nightly', await ports(), { exit: true, outName: 'nightly' }) } });
+    await ok(c.kubectl(['wait', '-n', NS, '--for=condition=Complete', '--timeout=180s', 'job/nightly']), 'wait for the Job');
+    const got = JSON.parse(readFileSync(join(out, 'nightly.json'), 'utf8')) as Record<string, { status: number }>;
+    expect(got.redisSave.status).toBe(204);
+    expect(got.memGet.status).toBe(200);
+    // the deleted Component is not served to the Job either
+    expect(got.sftpCreate.status).toBeGreaterThanOrEqual(400);
+    await ok(c.kubectl(['delete', 'job', 'nightly', '-n', NS, '--cascade=foreground', '--wait=true', '--timeout=60s']), 'delete the Job');
+  });
+
+  it('7. deleting the Deployment drains the sidecar (it stops on SIGTERM, well inside the grace period) and leaves no container', { timeout: 300_000 }, async () => {
+    const c = cluster!;
+    const started = Date.now();
+    await ok(c.kubectl(['delete', 'deployment', 'checkout', '-n', NS, '--cascade=foreground', '--wait=true', '--timeout=60s']), 'delete the Deployment');
+    await vi.waitFor(async () => expect(await pods(NS, 'app=checkout')).toEqual([]), { timeout: 60_000, interval: 500 });
+    // a sidecar that ignored SIGTERM would hold the pod for the whole 30 s grace period
+    expect(Date.now() - started).toBeLessThan(20_000);
+    await vi.waitFor(async () => {
+      const left = await c.containers(NS);
+      if (left !== undefined) expect(left).toEqual([]);
+    }, { timeout: 30_000, interval: 500 });
+  });
+
+  it('8. with the injector stopped and failurePolicy Ignore, an annotated pod starts without a sidecar; the watchdog records an Event and deletes it', { timeout: 300_000 }, async () => {
+    const c = cluster!;
+    await ok(c.kubectl(['scale', 'deployment', 'rt-injector', '-n', SYSTEM, '--replicas=0']), 'scale the injector down');
+    await vi.waitFor(async () => expect(await pods(SYSTEM, 'app.kubernetes.io/component=injector')).toEqual([]), { timeout: 60_000, interval: 500 });
+    const plain = { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'late', namespace: NS }, spec: { replicas: 1, selector: { matchLabels: { app: 'late' } }, template: { metadata: { labels: { app: 'late' }, annotations: { 'rt.io/enabled': 'true' } }, spec: { hostNetwork: true, terminationGracePeriodSeconds: 1, containers: [{ name: 'app', image: c.rtImage, imagePullPolicy: c.local ? 'Never' : 'IfNotPresent', command: ['node', '-e', "process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1 << 30)"] }] } } } };
+    await apply(plain);
+    const first = await vi.waitFor(async () => {
+      const p = (await pods(NS, 'app=late'))[0];
+      expect(p).toBeDefined();
+      return p;
+    }, { timeout: 30_000, interval: 200 });
+    expect([...(first.spec.initContainers ?? []), ...first.spec.containers].map((x) => x.name)).toEqual(['app']);
+    // the Event on that pod, and the pod deleted (its ReplicaSet makes another)
+    await vi.waitFor(async () => {
+      const events = JSON.parse(await ok(c.kubectl(['get', 'events', '-n', NS, '--field-selector', `involvedObject.uid=${first.metadata.uid}`, '-o', 'json']), 'get events')) as { items: Array<{ reason: string; type: string; source?: { component?: string } }> };
+      expect(events.items).toContainEqual(expect.objectContaining({ reason: 'SidecarNotInjected', type: 'Warning' }));
+    }, { timeout: 30_000, interval: 500 });
+    await vi.waitFor(async () => expect((await pods(NS, 'app=late')).map((p) => p.metadata.uid)).not.toContain(first.metadata.uid), { timeout: 30_000, interval: 500 });
+    // with the injector back, the next pod comes injected
+    await ok(c.kubectl(['scale', 'deployment', 'rt-injector', '-n', SYSTEM, '--replicas=1']), 'scale the injector up');
+    await ok(c.kubectl(['rollout', 'status', 'deployment/rt-injector', '-n', SYSTEM, '--timeout=120s']), 'injector rollout');
+    await vi.waitFor(async () => {
+      const names = (await pods(NS, 'app=late')).map((p) => [...(p.spec.initContainers ?? []), ...p.spec.containers].map((x) => x.name));
+      expect(names).toContainEqual(['rt-sidecar', 'app']);
+    }, { timeout: 60_000, interval: 1000 });
+    await ok(c.kubectl(['delete', 'deployment', 'late', '-n', NS, '--wait=true', '--timeout=60s']), 'delete late');
+  });
+});
