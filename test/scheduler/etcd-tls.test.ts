@@ -32,7 +32,7 @@ describe.skipIf(!available)('scheduler on etcd over TLS (real etcd, test CA)', (
 
   it('rt scheduler --etcd-ca-file stores and lists jobs in an https-only etcd', async () => {
     const opts = parseSchedulerArgs([
-      '--port', String(await freePort()), '--log-level', 'silent', '--data-dir', dir.path,
+      '--port', String(await freePort()), '--log-level', 'error', '--data-dir', dir.path,
       '--etcd-endpoints', etcd.endpoints.map((e) => `https://${e}`).join(','), '--etcd-ca-file', ca.caFile,
     ]) as SchedulerProcessOptions;
     expect(opts.etcdTls?.ca.toString()).toBe(ca.caPem);

@@ -28,7 +28,7 @@ describe('scheduler gRPC over TLS (test CA from the openssl CLI)', () => {
     writeFileSync(join(dir.path, 'server.key'), ca.key);
     port = await freePort();
     const opts = parseSchedulerArgs([
-      '--port', String(port), '--data-dir', dir.path, '--log-level', 'silent',
+      '--port', String(port), '--data-dir', dir.path, '--log-level', 'error',
       '--tls-cert-file', join(dir.path, 'server.crt'), '--tls-key-file', join(dir.path, 'server.key'),
     ]) as SchedulerProcessOptions;
     expect(opts.tls?.cert.toString()).toBe(ca.cert);
