@@ -107,7 +107,8 @@ describe.skipIf(!available)('helm install, upgrade and uninstall of charts/rt on
       const left = await ok(k.kubectl(['get', 'all,secrets,serviceaccounts,configmaps,roles,rolebindings,persistentvolumeclaims', '-n', NS, '-o', 'name']), 'get namespaced');
       expect(left.split('\n').filter((l) => l && !/^(serviceaccount\/default|configmap\/kube-root-ca\.crt)$/.test(l))).toEqual([]);
     }, { timeout: 60_000, interval: 500 });
-    await vi.waitFor(async () => expect((await k.node!.ctr(['containers', 'list', '-q'])).stdout.trim()).toBe(''), { timeout: 30_000, interval: 500 });
+    // the kubelet's garbage collection removes a deleted pod's containers (it runs once a minute)
+    await vi.waitFor(async () => expect((await k.node!.ctr(['containers', 'list', '-q'])).stdout.trim()).toBe(''), { timeout: 90_000, interval: 1000 });
     const cluster = await ok(k.kubectl(['get', 'crd,clusterroles,clusterrolebindings,mutatingwebhookconfigurations', '-l', 'app.kubernetes.io/instance=rt', '-o', 'name']), 'get cluster-scoped');
     expect(cluster.trim()).toBe('');
     const crds = await ok(k.kubectl(['get', 'crd', '-o', 'name']), 'get crds');
