@@ -27,7 +27,7 @@ export interface Run {
 export async function helm(args: string[]): Promise<Run> {
   const { helm: bin } = await ensureKubectlAndHelm();
   return new Promise((resolve) => {
-    execFile(bin, args, { maxBuffer: 64 << 20, env: { ...process.env, HELM_CACHE_HOME: '/tmp/rt-helm-cache', HELM_CONFIG_HOME: '/tmp/rt-helm-config' } }, (err, stdout, stderr) =>
+    execFile(bin, args, { maxBuffer: 64 << 20 }, (err, stdout, stderr) =>
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
