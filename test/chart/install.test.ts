@@ -6,33 +6,23 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { requireService } from '../services/ci.ts';
-import { dockerMissing, startDocker, type Docker } from '../services/docker.ts';
-import { buildImages, importIntoContainerd } from '../services/images.ts';
-import { kubeNodeUnavailable, startKube, type KubeCluster } from '../services/kube.ts';
+import type { KubeCluster } from '../services/kube.ts';
+import { clusterWithImagesUnavailable, startClusterWithImages, type ClusterWithImages } from '../services/kube-node.ts';
 import { CHART, LOCAL_VALUES, loopbackPortValues } from './render.ts';
 
-const why = kubeNodeUnavailable() ?? (dockerMissing() || undefined);
+const why = clusterWithImagesUnavailable();
 const available = requireService('Kubernetes node (kubelet, containerd, Docker engine)', why === undefined, why ?? '');
 
 const NS = 'rt-system';
-let docker: Docker | undefined;
+let cluster: ClusterWithImages | undefined;
 let kube: KubeCluster | undefined;
 beforeAll(async () => {
   if (!available) return;
-  docker = await startDocker();
-  const images = await buildImages(docker, { log: (l) => console.log(`[images] ${l}`) });
-  kube = await startKube({
-    node: {
-      sandboxImage: images.pause,
-      importImages: async (socket) => {
-        for (const image of [images.pause, images.rt]) await importIntoContainerd(docker!, image, socket);
-      },
-    },
-  });
+  cluster = await startClusterWithImages((l) => console.log(`[cluster] ${l}`));
+  kube = cluster.kube;
 }, 1_200_000);
 afterAll(async () => {
-  await kube?.stop();
-  await docker?.stop();
+  await cluster?.stop();
 }, 180_000);
 
 async function ok(r: Promise<{ code: number; stdout: string; stderr: string }>, what: string): Promise<string> {
