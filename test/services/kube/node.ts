@@ -205,51 +205,51 @@ export async function startNode(cp: ControlPlane, opts: { sandboxImage: string; 
     removeCgroupRoot(cgroupName);
   };
   try {
-  const containerd = startProcess(dir, 'containerd', CONTAINERD_BIN, ['--config', join(cdir, 'config.toml'), '--log-level', 'warn']);
-  processes.push(containerd);
-  await pollUntil('containerd answers', async () => (await ctr(['version'])).code === 0, 30_000, () => containerd.tail());
-  await opts.importImages(socket);
+    const containerd = startProcess(dir, 'containerd', CONTAINERD_BIN, ['--config', join(cdir, 'config.toml'), '--log-level', 'warn']);
+    processes.push(containerd);
+    await pollUntil('containerd answers', async () => (await ctr(['version'])).code === 0, 30_000, () => containerd.tail());
+    await opts.importImages(socket);
 
-  const kubeletCert = cp.pki.issue('kubelet-client', { cn: `system:node:${NODE_NAME}`, orgs: ['system:nodes'], usage: 'client' });
-  const kubeletServing = cp.pki.issue('kubelet-serving', { cn: NODE_NAME, usage: 'server', sans: ['IP:127.0.0.1', `DNS:${NODE_NAME}`] });
-  const kubeletKubeconfig = writeKubeconfig(join(dir, 'kubelet.kubeconfig'), cp.server, cp.ca.caFile, `system:node:${NODE_NAME}`, kubeletCert);
-  const ports = { port: await freePort(), healthz: await freePort() };
-  writeFileSync(join(dir, 'kubelet-config.json'), kubeletConfig(dir, cp, socket, ports, kubeletServing, makeCgroupRoot(cgroupName)));
-  kubelet = startProcess(dir, 'kubelet', join(cp.binDir, 'kubelet'), [
-    `--config=${join(dir, 'kubelet-config.json')}`,
-    `--kubeconfig=${kubeletKubeconfig}`,
-    `--hostname-override=${NODE_NAME}`,
-    `--root-dir=${join(dir, 'kubelet')}`,
-    `--cert-dir=${join(dir, 'kubelet-pki')}`,
-    '--v=1',
-  ]);
-  processes.push(kubelet);
+    const kubeletCert = cp.pki.issue('kubelet-client', { cn: `system:node:${NODE_NAME}`, orgs: ['system:nodes'], usage: 'client' });
+    const kubeletServing = cp.pki.issue('kubelet-serving', { cn: NODE_NAME, usage: 'server', sans: ['IP:127.0.0.1', `DNS:${NODE_NAME}`] });
+    const kubeletKubeconfig = writeKubeconfig(join(dir, 'kubelet.kubeconfig'), cp.server, cp.ca.caFile, `system:node:${NODE_NAME}`, kubeletCert);
+    const ports = { port: await freePort(), healthz: await freePort() };
+    writeFileSync(join(dir, 'kubelet-config.json'), kubeletConfig(dir, cp, socket, ports, kubeletServing, makeCgroupRoot(cgroupName)));
+    kubelet = startProcess(dir, 'kubelet', join(cp.binDir, 'kubelet'), [
+      `--config=${join(dir, 'kubelet-config.json')}`,
+      `--kubeconfig=${kubeletKubeconfig}`,
+      `--hostname-override=${NODE_NAME}`,
+      `--root-dir=${join(dir, 'kubelet')}`,
+      `--cert-dir=${join(dir, 'kubelet-pki')}`,
+      '--v=1',
+    ]);
+    processes.push(kubelet);
 
-  const sched = cp.pki.issue('scheduler', { cn: 'system:kube-scheduler', usage: 'client' });
-  const schedKubeconfig = writeKubeconfig(join(dir, 'scheduler.kubeconfig'), cp.server, cp.ca.caFile, 'system:kube-scheduler', sched);
-  processes.push(
-    startProcess(dir, 'kube-scheduler', join(cp.binDir, 'kube-scheduler'), [
-      `--kubeconfig=${schedKubeconfig}`,
-      `--authentication-kubeconfig=${schedKubeconfig}`,
-      `--authorization-kubeconfig=${schedKubeconfig}`,
-      '--bind-address=127.0.0.1',
-      `--secure-port=${await freePort()}`,
-      `--cert-dir=${join(dir, 'scheduler-certs')}`,
-      '--leader-elect=false',
-    ]),
-  );
+    const sched = cp.pki.issue('scheduler', { cn: 'system:kube-scheduler', usage: 'client' });
+    const schedKubeconfig = writeKubeconfig(join(dir, 'scheduler.kubeconfig'), cp.server, cp.ca.caFile, 'system:kube-scheduler', sched);
+    processes.push(
+      startProcess(dir, 'kube-scheduler', join(cp.binDir, 'kube-scheduler'), [
+        `--kubeconfig=${schedKubeconfig}`,
+        `--authentication-kubeconfig=${schedKubeconfig}`,
+        `--authorization-kubeconfig=${schedKubeconfig}`,
+        '--bind-address=127.0.0.1',
+        `--secure-port=${await freePort()}`,
+        `--cert-dir=${join(dir, 'scheduler-certs')}`,
+        '--leader-elect=false',
+      ]),
+    );
 
-  await pollUntil(
-    `node ${NODE_NAME} Ready`,
-    async () => {
-      if (kubelet?.exited) throw new Error('kubelet exited');
-      const r = await apiRequest(cp, 'GET', `/api/v1/nodes/${NODE_NAME}`);
-      const conds = (r.body as { status?: { conditions?: Array<{ type: string; status: string }> } }).status?.conditions ?? [];
-      return conds.some((c) => c.type === 'Ready' && c.status === 'True');
-    },
-    120_000,
-    () => `kubelet log ends:\n${kubelet?.tail()}`,
-  );
+    await pollUntil(
+      `node ${NODE_NAME} Ready`,
+      async () => {
+        if (kubelet?.exited) throw new Error('kubelet exited');
+        const r = await apiRequest(cp, 'GET', `/api/v1/nodes/${NODE_NAME}`);
+        const conds = (r.body as { status?: { conditions?: Array<{ type: string; status: string }> } }).status?.conditions ?? [];
+        return conds.some((c) => c.type === 'Ready' && c.status === 'True');
+      },
+      120_000,
+      () => `kubelet log ends:\n${kubelet?.tail()}`,
+    );
   } catch (e) {
     await stop();
     throw e;
