@@ -161,9 +161,8 @@ let appPod: Pod;
 describe.skipIf(!available)('the user path on Kubernetes', () => {
   it('1. helm install brings up the operator, injector and scheduler', { timeout: 300_000 }, async () => {
     const c = cluster!;
-    // operator.tls=false: the injector hands sidecars the operator's CA as RT_OPERATOR_CA (PEM),
-    // while the sidecar reads RT_OPERATOR_CA_FILE (a path), so a TLS operator cannot be verified yet
-    const r = await c.helm(['install', 'rt', CHART, '--namespace', SYSTEM, '--create-namespace', ...(await chartValues(c)), '--set', 'operator.watchdog.deleteUninjected=true', '--set', 'operator.tls=false', '--wait', '--timeout', '4m']);
+    // the chart's default: the operator serves TLS; the injector puts its CA beside each sidecar's token
+    const r = await c.helm(['install', 'rt', CHART, '--namespace', SYSTEM, '--create-namespace', ...(await chartValues(c)), '--set', 'operator.watchdog.deleteUninjected=true', '--wait', '--timeout', '4m']);
     if (r.code !== 0) throw new Error(`helm install: ${r.stderr}\n${(await c.kubectl(['get', 'pods,events', '-n', SYSTEM])).stdout}`);
     await ok(c.kubectl(['create', 'namespace', NS]), 'create namespace');
     await vi.waitFor(async () => expect((await c.kubectl(['get', 'serviceaccount', 'default', '-n', NS])).code).toBe(0), { timeout: 60_000, interval: 500 });
