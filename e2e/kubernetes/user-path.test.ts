@@ -225,6 +225,11 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
   it('5. a changed Component reaches the running sidecar within a second; a deleted one leaves it', { timeout: 300_000 }, async () => {
     const sidecar = `http://127.0.0.1:${appPorts.http}`;
     await apply(redisComponent([{ name: 'keyPrefix', value: 'none' }]));
+    // the injector gave the sidecar the chart's scheduler: the jobs API works in the pod
+    const job = await fetch(`${sidecar}/v1.0-alpha1/jobs/e2e-later`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ dueTime: '1h', data: { n: 1 } }) });
+    expect(job.status, await job.text()).toBe(204);
+    expect(((await (await fetch(`${sidecar}/v1.0-alpha1/jobs/e2e-later`)).json()) as { name: string }).name).toBe('e2e-later');
+    expect((await fetch(`${sidecar}/v1.0-alpha1/jobs/e2e-later`, { method: 'DELETE' })).status).toBe(204);
     const applied = Date.now();
     let tries = 0;
     await vi.waitFor(

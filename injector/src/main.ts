@@ -23,6 +23,7 @@ options:
                                 or none outside a cluster: then no Component containers are found)
   --sidecar-image IMG           image of the injected rt-sidecar (default rt:latest)
   --control-plane-address A     the operator's address given to sidecars
+  --scheduler-address A[,B]     the scheduler's address(es) given to sidecars (jobs, workflow timers)
                                 (default rt-operator.rt-system.svc.cluster.local:6500)
   --operator-ca-file F          the operator's CA (PEM): sidecars read it from RT_OPERATOR_CA_FILE
   --native-sidecar true|false   default of rt.io/native-sidecar (default true: Kubernetes 1.29+)
@@ -55,6 +56,7 @@ export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = proce
         kubeconfig: { type: 'string' },
         'sidecar-image': { type: 'string' },
         'control-plane-address': { type: 'string' },
+        'scheduler-address': { type: 'string' },
         'operator-ca-file': { type: 'string' },
         'native-sidecar': { type: 'string' },
         'log-level': { type: 'string' },
@@ -96,6 +98,7 @@ export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = proce
     settings: {
       sidecarImage: s('sidecar-image', 'RT_SIDECAR_IMAGE') ?? 'rt:latest',
       controlPlaneAddress: s('control-plane-address', 'RT_CONTROL_PLANE_ADDRESS') ?? 'rt-operator.rt-system.svc.cluster.local:6500',
+      schedulerAddress: s('scheduler-address', 'RT_SCHEDULER_ADDRESS'),
       nativeSidecar: native === 'true',
       operatorCaPem,
     },

@@ -12,6 +12,8 @@ import { appEnv, CA_ANNOTATION, sidecarContainer, SOCKETS_VOLUME, TOKEN_AUDIENCE
 export interface InjectorSettings {
   sidecarImage: string;
   controlPlaneAddress: string;
+  /** The scheduler's address(es) given to every sidecar (`--scheduler-host-address`). */
+  schedulerAddress?: string;
   /** Default of `rt.io/native-sidecar` (clusters 1.29+). */
   nativeSidecar: boolean;
   /**
@@ -78,6 +80,7 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
     appId,
     image: config.sidecarImage ?? settings.sidecarImage,
     controlPlaneAddress: settings.controlPlaneAddress,
+    schedulerAddress: settings.schedulerAddress,
     operatorCa: settings.operatorCaPem !== undefined,
     native,
     sockets: pluggable.length ? { folder, names: [...new Set(pluggable.flatMap((p) => p.sockets))] } : undefined,

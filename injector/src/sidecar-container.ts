@@ -22,6 +22,8 @@ export interface SidecarSettings {
   appId: string;
   image: string;
   controlPlaneAddress: string;
+  /** The scheduler's address(es), comma-separated; none: the sidecar runs without jobs. */
+  schedulerAddress?: string;
   /** The pod carries the operator's CA: the sidecar reads it from CA_FILE. */
   operatorCa: boolean;
   native: boolean;
@@ -32,6 +34,7 @@ export interface SidecarSettings {
 export function sidecarContainer(s: SidecarSettings): Container {
   const c = s.config;
   const args = ['sidecar', '--mode', 'kubernetes', '--app-id', s.appId, '--control-plane-address', s.controlPlaneAddress];
+  if (s.schedulerAddress) args.push('--scheduler-host-address', s.schedulerAddress);
   args.push('--http-port', String(c.httpPort), '--grpc-port', String(c.grpcPort));
   if (c.enableMetrics) args.push('--metrics-port', String(c.metricsPort));
   else args.push('--disable-metrics');

@@ -81,6 +81,7 @@ export async function loopbackPortValues(): Promise<string[]> {
     `injector.port=${injector}`,
     `injector.webhook.url=https://127.0.0.1:${injector}/mutate`,
     `scheduler.port=${scheduler}`,
+    `injector.schedulerAddress=127.0.0.1:${scheduler}`,
     `scheduler.healthPort=${health}`,
   ].flatMap((s) => ['--set', s]);
 }

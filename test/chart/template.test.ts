@@ -160,6 +160,8 @@ describe('the rt chart', () => {
     const injector = pod(renders.default, 'Deployment', 'rt-injector').containers[0];
     expect(injector.args).toContain('--operator-ca-file=/var/run/rt/tls/ca.crt');
     expect(injector.args).toContain('--control-plane-address=rt-operator.rt-system.svc.cluster.local:6500');
+    // sidecars get every scheduler replica of the headless Service
+    expect(injector.args).toContain('--scheduler-address=rt-scheduler-0.rt-scheduler.rt-system.svc.cluster.local:50006');
     expect(pod(renders.default, 'Deployment', 'rt-operator').containers[0].args).toContain('--tls-cert-file=/var/run/rt/tls/tls.crt');
     expect(pod(renders.minimal, 'Deployment', 'rt-operator').containers[0].args.some((a) => a.startsWith('--tls'))).toBe(false);
     expect(pod(renders.minimal, 'Deployment', 'rt-injector').containers[0].args.some((a) => a.startsWith('--operator-ca-file'))).toBe(false);
@@ -179,6 +181,7 @@ describe('the rt chart', () => {
     expect(webhook(local).clientConfig.service).toBeUndefined();
     const injector = pod(local, 'Deployment', 'rt-injector').containers[0];
     expect(injector.args).toContain('--control-plane-address=127.0.0.1:6500');
+    expect(injector.args).toContain('--scheduler-address=127.0.0.1:50006');
     expect(injector.args).toContain('--sidecar-image=rt:dev');
     expect(injector.env).toContainEqual({ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' });
   });

@@ -219,6 +219,9 @@ describe('injector: pluggable components', () => {
   });
 
   it('the injector default decides when the pod does not say', () => {
+    const withScheduler = admit(pod(), { settings: { schedulerAddress: 's-0.s.rt-system.svc.cluster.local:50006,s-1.s.rt-system.svc.cluster.local:50006' } }).pod;
+    const schedArgs = [...(withScheduler.spec?.initContainers ?? []), ...(withScheduler.spec?.containers ?? [])].find((c) => c.name === 'rt-sidecar')!.args!;
+    expect(schedArgs.slice(schedArgs.indexOf('--scheduler-host-address'), schedArgs.indexOf('--scheduler-host-address') + 2)).toEqual(['--scheduler-host-address', 's-0.s.rt-system.svc.cluster.local:50006,s-1.s.rt-system.svc.cluster.local:50006']);
     const a = admit(pod(), { settings: { nativeSidecar: false } });
     expect(a.pod.spec.containers.map((c) => c.name)).toEqual(['app', 'rt-sidecar']);
     const b = admit(pod({ 'rt.io/native-sidecar': 'true' }), { settings: { nativeSidecar: false } });

@@ -34,6 +34,20 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/* The scheduler replicas' addresses as sidecars take them: one per pod of the headless Service. */}}
+{{- define "rt.schedulerAddress" -}}
+{{- if .Values.injector.schedulerAddress -}}
+{{- .Values.injector.schedulerAddress -}}
+{{- else -}}
+{{- $name := printf "%s-scheduler" (include "rt.fullname" .) -}}
+{{- $addrs := list -}}
+{{- range $i := until (int .Values.scheduler.replicas) -}}
+{{- $addrs = append $addrs (printf "%s-%d.%s.%s.svc.cluster.local:%d" $name $i $name $.Release.Namespace (int $.Values.scheduler.port)) -}}
+{{- end -}}
+{{- join "," $addrs -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Pod spec fields every control-plane pod shares. */}}
 {{- define "rt.podCommon" -}}
 {{- with .Values.imagePullSecrets }}
