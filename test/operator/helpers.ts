@@ -140,3 +140,12 @@ export function watchAs(bed: OperatorBed, token: string, req: { namespace?: stri
     },
   };
 }
+
+/** A Component object as `kubectl apply` takes it. */
+export const component = (ns: string, name: string, type: string, metadata: object[], extra: object = {}) => ({
+  apiVersion: 'rt.io/v1alpha1',
+  kind: 'Component',
+  metadata: { name, namespace: ns },
+  spec: { type, version: 'v1', metadata },
+  ...extra,
+});

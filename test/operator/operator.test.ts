@@ -9,18 +9,10 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { requireService } from '../services/ci.ts';
 import { kubeUnavailable } from '../services/kube.ts';
 import { startProcess } from '../services/kube/processes.ts';
-import { type OperatorBed, startOperatorBed, watchAs } from './helpers.ts';
+import { component, type OperatorBed, startOperatorBed, watchAs } from './helpers.ts';
 
 const why = kubeUnavailable();
 const available = requireService('Kubernetes control plane', why === undefined, why ?? '');
-
-const component = (ns: string, name: string, type: string, metadata: object[], extra: object = {}) => ({
-  apiVersion: 'rt.io/v1alpha1',
-  kind: 'Component',
-  metadata: { name, namespace: ns },
-  spec: { type, version: 'v1', metadata },
-  ...extra,
-});
 
 describe.skipIf(!available)('rt operator on a real kube-apiserver', () => {
   let bed: OperatorBed;

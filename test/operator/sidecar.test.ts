@@ -14,18 +14,10 @@ import { Operator } from '../../operator/src/operator.ts';
 import { requireService } from '../services/ci.ts';
 import { kubeUnavailable } from '../services/kube.ts';
 import { freePort } from '../services/net.ts';
-import { type OperatorBed, startOperatorBed } from './helpers.ts';
+import { component, type OperatorBed, startOperatorBed } from './helpers.ts';
 
 const why = kubeUnavailable();
 const available = requireService('Kubernetes control plane', why === undefined, why ?? '');
-
-const component = (ns: string, name: string, type: string, metadata: object[], extra: object = {}) => ({
-  apiVersion: 'rt.io/v1alpha1',
-  kind: 'Component',
-  metadata: { name, namespace: ns },
-  spec: { type, version: 'v1', metadata },
-  ...extra,
-});
 
 describe.skipIf(!available)('rt sidecar --mode kubernetes with rt operator', () => {
   let bed: OperatorBed;
