@@ -167,6 +167,19 @@ try {
 
   const rss = rssMb(operator.proc.pid!);
   printTable('operator memory', [{ what: `rt operator RSS with ${objects.length} Components and ${conns.length} sidecars connected`, MB: rss, 'target MB': 150, 'vs target': ratio(rss, 150) }]);
+  // where it goes, as the operator's own metrics report it (V8 heap, buffers outside it)
+  const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const gauge = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(metrics)?.[1] ?? Number.NaN) / 2 ** 20;
+  printTable('operator memory breakdown (its /metrics)', [
+    { what: 'V8 heap used', MB: gauge('rt_operator_nodejs_heap_size_used_bytes') },
+    { what: 'V8 heap total (reserved)', MB: gauge('rt_operator_nodejs_heap_size_total_bytes') },
+    { what: 'external (Buffers, TLS)', MB: gauge('rt_operator_nodejs_external_memory_bytes') },
+  ]);
+  if (process.env.RT_BENCH_OPERATOR_HEAPSNAPSHOT) {
+    // with RT_BENCH_OPERATOR_NODE_OPTIONS=--heapsnapshot-signal=SIGUSR2: a snapshot in the operator's cwd
+    operator.proc.kill('SIGUSR2');
+    await new Promise((r) => setTimeout(r, 15_000));
+  }
 } finally {
   for (const c of clients) c.close();
   await operator?.stop();

@@ -4,7 +4,8 @@
  * for it, reads the pod the token is bound to, and takes the namespace from the token and the app
  * id from that pod's `rt.io/app-id` annotation — so a sidecar cannot claim another app or namespace.
  */
-import * as k8s from '@kubernetes/client-node';
+import type * as k8s from '@kubernetes/client-node';
+import type { KubeClient } from './kube/client.ts';
 
 export const OPERATOR_AUDIENCE = 'rt.io/operator';
 export const APP_ID_ANNOTATION = 'rt.io/app-id';
@@ -20,17 +21,19 @@ export interface Caller {
 export class IdentityError extends Error {}
 
 export class IdentityChecker {
-  private readonly auth: k8s.AuthenticationV1Api;
-  private readonly core: k8s.CoreV1Api;
+  private readonly client: KubeClient;
 
-  constructor(kc: k8s.KubeConfig) {
-    this.auth = kc.makeApiClient(k8s.AuthenticationV1Api);
-    this.core = kc.makeApiClient(k8s.CoreV1Api);
+  constructor(client: KubeClient) {
+    this.client = client;
   }
 
   async identify(token: string): Promise<Caller> {
     if (!token) throw new IdentityError('no service-account token (metadata "authorization: Bearer <token>")');
-    const review = await this.auth.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [OPERATOR_AUDIENCE] } } });
+    const review = await this.client.create<k8s.V1TokenReview>('/apis/authentication.k8s.io/v1/tokenreviews', {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenReview',
+      spec: { token, audiences: [OPERATOR_AUDIENCE] },
+    });
     const status = review.status;
     if (!status?.authenticated) throw new IdentityError(`token refused by the API server${status?.error ? `: ${status.error}` : ''}`);
     if (!(status.audiences ?? []).includes(OPERATOR_AUDIENCE)) throw new IdentityError(`token is not meant for audience ${OPERATOR_AUDIENCE}`);
@@ -43,7 +46,7 @@ export class IdentityChecker {
     if (!podName) throw new IdentityError('token is not bound to a pod (use a projected service-account token)');
     let pod: k8s.V1Pod;
     try {
-      pod = await this.core.readNamespacedPod({ name: podName, namespace });
+      pod = await this.client.get<k8s.V1Pod>(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(podName)}`);
     } catch {
       throw new IdentityError(`pod ${namespace}/${podName} of the token cannot be read`);
     }

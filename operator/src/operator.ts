@@ -6,13 +6,15 @@
  */
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
-import * as k8s from '@kubernetes/client-node';
+import type * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { RESOURCE_GROUPS } from '../../crds/validate.ts';
 import { RESOURCE_KINDS, type ComponentObject, type Condition, type RtResourceObject } from '../../crds/types.ts';
 import { checkComponent } from './check.ts';
 import { type Caller, IdentityChecker, IdentityError } from './identity.ts';
 import { operatorService, type ResourceSnapshot, type WatchResourcesRequest } from './proto.ts';
+import { loadInCluster, loadKubeconfig } from './kube/config.ts';
+import { ApiError, KubeClient } from './kube/client.ts';
 import { WorkQueue } from './queue.ts';
 import { buildSnapshot } from './snapshot.ts';
 import { Watched, type WatchEvent } from './watched.ts';
@@ -42,10 +44,9 @@ interface Subscriber {
 }
 
 export class Operator {
-  readonly kc: k8s.KubeConfig;
+  readonly client: KubeClient;
   private readonly opts: OperatorOptions;
   private readonly log: Logger;
-  private readonly custom: k8s.CustomObjectsApi;
   private readonly kinds = new Map<string, Watched<RtResourceObject>>();
   private readonly secrets: Watched<k8s.V1Secret>;
   private readonly pods: Watched<k8s.V1Pod>;
@@ -62,26 +63,19 @@ export class Operator {
   constructor(opts: OperatorOptions) {
     this.opts = opts;
     this.log = opts.log;
-    this.kc = new k8s.KubeConfig();
-    if (opts.kubeconfig) this.kc.loadFromFile(opts.kubeconfig);
-    else this.kc.loadFromCluster();
-    this.custom = this.kc.makeApiClient(k8s.CustomObjectsApi);
-    const core = this.kc.makeApiClient(k8s.CoreV1Api);
-    this.identity = new IdentityChecker(this.kc);
-    this.watchdog = new Watchdog(this.kc, this.log, !!opts.watchdogDeleteUninjected, opts.watchdogDeleteIntervalMs);
+    this.client = new KubeClient(opts.kubeconfig ? loadKubeconfig(opts.kubeconfig) : loadInCluster());
+    this.identity = new IdentityChecker(this.client);
+    this.watchdog = new Watchdog(this.client, this.log, !!opts.watchdogDeleteUninjected, opts.watchdogDeleteIntervalMs);
     this.queue = new WorkQueue((key) => this.reconcile(key), 16);
 
     for (const group of RESOURCE_GROUPS) {
       for (const k of RESOURCE_KINDS) {
-        const list = () => this.custom.listClusterCustomObject({ group, version: k.version, plural: k.plural });
-        const w = new Watched<RtResourceObject>(this.kc, `${k.plural}.${group}`, `/apis/${group}/${k.version}/${k.plural}`, list, this.log, (type, o) =>
-          this.onResource(group, k.kind, type, o),
-        );
+        const w = new Watched<RtResourceObject>(this.client, `${k.plural}.${group}`, `/apis/${group}/${k.version}/${k.plural}`, this.log, (type, o) => this.onResource(group, k.kind, type, o));
         this.kinds.set(`${group}/${k.kind}`, w);
       }
     }
-    this.secrets = new Watched<k8s.V1Secret>(this.kc, 'secrets', '/api/v1/secrets', () => core.listSecretForAllNamespaces(), this.log, (_t, s) => this.touch(s.metadata?.namespace));
-    this.pods = new Watched<k8s.V1Pod>(this.kc, 'pods', '/api/v1/pods', () => core.listPodForAllNamespaces(), this.log, (t, p) => this.onPod(t, p));
+    this.secrets = new Watched<k8s.V1Secret>(this.client, 'secrets', '/api/v1/secrets', this.log, (_t, s) => this.touch(s.metadata?.namespace));
+    this.pods = new Watched<k8s.V1Pod>(this.client, 'pods', '/api/v1/pods', this.log, (t, p) => this.onPod(t, p), { trim: trimPod });
   }
 
   /** Starts the watches, waits for their first lists, then serves sidecars. Returns the gRPC port. */
@@ -89,14 +83,14 @@ export class Operator {
     // the ecosystem's dapr.io kinds are read too, where their CRDs are installed
     for (const k of RESOURCE_KINDS) {
       const key = `dapr.io/${k.kind}`;
-      const installed = await this.custom.listClusterCustomObject({ group: 'dapr.io', version: k.version, plural: k.plural, limit: 1 }).then(
+      const installed = await this.client.get(`/apis/dapr.io/${k.version}/${k.plural}`, { limit: 1 }).then(
         () => true,
         () => false,
       );
       if (!installed) this.kinds.delete(key);
     }
     const all = [...this.kinds.values(), this.secrets, this.pods];
-    await Promise.all(all.map((w) => w.start()));
+    for (const w of all) w.start();
     await Promise.all(all.map((w) => w.whenSynced()));
     this.server = new grpc.Server();
     this.server.addService(operatorService(), { WatchResources: (call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>) => void this.serve(call) });
@@ -120,6 +114,7 @@ export class Operator {
     // sidecars' watch streams never end by themselves: cut them (they reconnect to another replica)
     this.server?.forceShutdown();
     this.subscribers.clear();
+    this.client.close();
   }
 
   private credentials(): grpc.ServerCredentials {
@@ -178,12 +173,11 @@ export class Operator {
     };
     const others = (c.status?.conditions ?? []).filter((x) => x.type !== 'Ready');
     try {
-      await this.custom.patchNamespacedCustomObjectStatus(
-        { group: GROUP, version: 'v1alpha1', namespace: ns, plural: 'components', name, body: { status: { observedGeneration: generation, conditions: [...others, condition] } } },
-        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-      );
+      await this.client.mergePatch(`/apis/${GROUP}/v1alpha1/namespaces/${encodeURIComponent(ns)}/components/${encodeURIComponent(name)}/status`, {
+        status: { observedGeneration: generation, conditions: [...others, condition] },
+      });
     } catch (e) {
-      if ((e as { code?: number }).code === 404) return; // deleted meanwhile
+      if (e instanceof ApiError && e.code === 404) return; // deleted meanwhile
       this.log.warn({ component: key }, `writing status failed, will retry: ${(e as Error).message}`);
       throw e;
     }
@@ -263,4 +257,10 @@ export class Operator {
 /** Ends a server stream with a status (grpc-js sends an emitted error as the call's status). */
 function fail(call: grpc.ServerWritableStream<unknown, unknown>, code: grpc.status, details: string): void {
   call.emit('error', { code, details, metadata: new grpc.Metadata() } satisfies Partial<grpc.StatusObject>);
+}
+
+/** What the operator reads of a pod (its cache holds thousands on a big cluster): metadata and container names. */
+function trimPod(p: k8s.V1Pod): k8s.V1Pod {
+  const names = (cs: { name: string }[] | undefined) => cs?.map((c) => ({ name: c.name }) as k8s.V1Container);
+  return { metadata: p.metadata, spec: p.spec && { containers: names(p.spec.containers) ?? [], initContainers: names(p.spec.initContainers) } };
 }

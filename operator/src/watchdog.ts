@@ -4,7 +4,8 @@
  * --watchdog-delete-uninjected it deletes those a controller owns (so they come back injected),
  * at most one per `deleteIntervalMs`.
  */
-import * as k8s from '@kubernetes/client-node';
+import type * as k8s from '@kubernetes/client-node';
+import type { KubeClient } from './kube/client.ts';
 import type { Logger } from 'pino';
 
 export const SIDECAR_CONTAINER = 'rt-sidecar';
@@ -16,7 +17,7 @@ export function uninjected(pod: k8s.V1Pod): boolean {
 }
 
 export class Watchdog {
-  private readonly core: k8s.CoreV1Api;
+  private readonly client: KubeClient;
   private readonly log: Logger;
   private readonly deleteUninjected: boolean;
   private readonly deleteIntervalMs: number;
@@ -25,8 +26,8 @@ export class Watchdog {
   private deleteTimer: NodeJS.Timeout | undefined;
   private lastDelete = 0;
 
-  constructor(kc: k8s.KubeConfig, log: Logger, deleteUninjected: boolean, deleteIntervalMs = 1000) {
-    this.core = kc.makeApiClient(k8s.CoreV1Api);
+  constructor(client: KubeClient, log: Logger, deleteUninjected: boolean, deleteIntervalMs = 1000) {
+    this.client = client;
     this.log = log.child({ scope: 'watchdog' });
     this.deleteUninjected = deleteUninjected;
     this.deleteIntervalMs = deleteIntervalMs;
@@ -65,19 +66,16 @@ export class Watchdog {
   private event(pod: k8s.V1Pod, message: string): Promise<unknown> {
     const now = new Date();
     const ns = pod.metadata!.namespace!;
-    return this.core.createNamespacedEvent({
-      namespace: ns,
-      body: {
-        metadata: { generateName: `${pod.metadata!.name}.rt-`, namespace: ns },
-        involvedObject: { kind: 'Pod', apiVersion: 'v1', name: pod.metadata!.name, namespace: ns, uid: pod.metadata!.uid },
-        reason: 'SidecarNotInjected',
-        type: 'Warning',
-        message,
-        source: { component: 'rt-operator' },
-        firstTimestamp: now,
-        lastTimestamp: now,
-        count: 1,
-      },
+    return this.client.create(`/api/v1/namespaces/${encodeURIComponent(ns)}/events`, {
+      metadata: { generateName: `${pod.metadata!.name}.rt-`, namespace: ns },
+      involvedObject: { kind: 'Pod', apiVersion: 'v1', name: pod.metadata!.name, namespace: ns, uid: pod.metadata!.uid },
+      reason: 'SidecarNotInjected',
+      type: 'Warning',
+      message,
+      source: { component: 'rt-operator' },
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
     });
   }
 
@@ -92,8 +90,8 @@ export class Watchdog {
       this.lastDelete = Date.now();
       const ns = pod.metadata!.namespace!;
       const name = pod.metadata!.name!;
-      this.core
-        .deleteNamespacedPod({ name, namespace: ns, body: { preconditions: { uid: pod.metadata!.uid } } })
+      this.client
+        .delete(`/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(name)}`, { preconditions: { uid: pod.metadata!.uid } })
         .then(
           () => this.log.info({ pod: `${ns}/${name}` }, 'uninjected pod deleted'),
           (e: Error) => this.log.warn({ pod: `${ns}/${name}` }, `deleting the uninjected pod failed: ${e.message}`),

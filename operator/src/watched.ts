@@ -1,47 +1,61 @@
 /**
- * A watched collection: a @kubernetes/client-node informer (list, then watch; it relists by itself
- * on 410 Gone) that is started again with backoff whenever its watch or list fails — an API
- * server restart, a network cut — so the operator's caches stay level with the cluster.
+ * A watched collection (an informer): list, then watch from the list's resourceVersion, keeping a
+ * cache by namespace and name. A watch the server ends is resumed from the last resourceVersion
+ * (bookmarks keep it current); 410 Gone relists, emitting deletes for objects that went away
+ * meanwhile; any other failure — an API server restart, a network cut — starts again with
+ * backoff, so the operator's caches stay level with the cluster.
+ * Cached objects lose what the operator never reads (managedFields, kubectl's last-applied copy,
+ * and whatever `trim` drops), which is most of an object's size.
  */
-import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { ApiError, type KubeClient, type WatchEventLine } from './kube/client.ts';
 
 export type WatchEvent = 'add' | 'update' | 'delete';
 
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string; annotations?: Record<string, string>; managedFields?: unknown[] };
+}
+
 const BACKOFF_MIN_MS = 200;
 const BACKOFF_MAX_MS = 10_000;
+const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
 
-export class Watched<T extends k8s.KubernetesObject> {
+export interface WatchedOptions<T> {
+  labelSelector?: string;
+  /** Drops the fields the operator does not read, before an object is cached. */
+  trim?: (o: T) => T;
+}
+
+export class Watched<T extends KubeObject> {
   readonly name: string;
-  private readonly informer: k8s.Informer<T> & k8s.ObjectCache<T>;
+  private readonly client: KubeClient;
+  private readonly path: string;
   private readonly log: Logger;
+  private readonly onEvent: (type: WatchEvent, obj: T) => void;
+  private readonly opts: WatchedOptions<T>;
+  private cache = new Map<string, Map<string, T>>();
+  private resourceVersion = '';
   private failures = 0;
-  private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private synced = false;
+  private abort = new AbortController();
+  private loop: Promise<void> | undefined;
   private readonly syncWaiters: (() => void)[] = [];
 
-  constructor(kc: k8s.KubeConfig, name: string, path: string, list: () => Promise<unknown>, log: Logger, onEvent: (type: WatchEvent, obj: T) => void) {
+  constructor(client: KubeClient, name: string, path: string, log: Logger, onEvent: (type: WatchEvent, obj: T) => void, opts: WatchedOptions<T> = {}) {
+    this.client = client;
     this.name = name;
+    this.path = path;
     this.log = log;
-    this.informer = k8s.makeInformer<T>(kc, path, list as k8s.ListPromise<T>);
-    this.informer.on('add', (o) => onEvent('add', o));
-    this.informer.on('update', (o) => onEvent('update', o));
-    this.informer.on('delete', (o) => onEvent('delete', o));
-    this.informer.on('connect', () => {
-      if (this.failures > 0) this.log.info(`watch of ${name} resumed`);
-      this.failures = 0;
-    });
-    this.informer.on('error', (err) => this.restart(err));
+    this.onEvent = onEvent;
+    this.opts = opts;
   }
 
-  async start(): Promise<void> {
-    try {
-      await this.informer.start();
-      this.markSynced();
-    } catch (e) {
-      this.restart(e);
-    }
+  /** Starts listing and watching (in the background); see whenSynced(). */
+  start(): void {
+    this.loop ??= this.run();
   }
 
   /** Resolves once the first list has completed. */
@@ -49,33 +63,88 @@ export class Watched<T extends k8s.KubernetesObject> {
     return this.synced ? Promise.resolve() : new Promise((r) => this.syncWaiters.push(r));
   }
 
-  list(namespace?: string): readonly T[] {
-    return this.informer.list(namespace);
+  list(namespace?: string): T[] {
+    if (namespace !== undefined) return [...(this.cache.get(namespace)?.values() ?? [])];
+    return [...this.cache.values()].flatMap((m) => [...m.values()]);
   }
 
-  get(name: string, namespace?: string): T | undefined {
-    return this.informer.get(name, namespace);
+  get(name: string, namespace = ''): T | undefined {
+    return this.cache.get(namespace)?.get(name);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.timer);
-    await this.informer.stop();
+    this.abort.abort();
+    await this.loop;
   }
 
-  private markSynced(): void {
-    if (this.synced) return;
-    this.synced = true;
-    for (const w of this.syncWaiters.splice(0)) w();
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        if (!this.resourceVersion) await this.relist();
+        if (this.failures > 0) this.log.info(`watch of ${this.name} resumed`);
+        this.failures = 0;
+        // the server ends each watch after timeoutSeconds (spread, so watches do not all restart at once)
+        const query = { resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 240 + Math.floor(Math.random() * 120), labelSelector: this.opts.labelSelector };
+        await this.client.watch<T>(this.path, query, (e) => this.onLine(e), this.abort.signal);
+      } catch (e) {
+        if (this.stopped) return;
+        if (e instanceof ApiError && e.code === 410) {
+          this.resourceVersion = '';
+          continue;
+        }
+        const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** this.failures);
+        this.failures++;
+        this.log.warn(`watch of ${this.name} failed (${(e as Error).message}); starting again in ${delay} ms`);
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
   }
 
-  private restart(err: unknown): void {
-    if (this.stopped) return;
-    const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** this.failures);
-    this.failures++;
-    const why = err instanceof Error ? err.message : String((err as { message?: string })?.message ?? err);
-    this.log.warn(`watch of ${this.name} failed (${why}); starting again in ${delay} ms`);
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.start(), delay);
+  private async relist(): Promise<void> {
+    const list = await this.client.get<{ metadata?: { resourceVersion?: string }; items?: T[] }>(this.path, { labelSelector: this.opts.labelSelector });
+    const before = this.cache;
+    this.cache = new Map();
+    for (const item of list.items ?? []) this.put(item);
+    this.resourceVersion = list.metadata?.resourceVersion ?? '';
+    for (const [ns, objs] of before) for (const [name, o] of objs) if (!this.get(name, ns)) this.onEvent('delete', o);
+    for (const o of this.list()) this.onEvent(before.get(o.metadata?.namespace ?? '')?.has(o.metadata?.name ?? '') ? 'update' : 'add', o);
+    if (!this.synced) {
+      this.synced = true;
+      for (const w of this.syncWaiters.splice(0)) w();
+    }
+  }
+
+  private onLine(e: WatchEventLine<T>): void {
+    if (e.type === 'ERROR') {
+      // 410 Gone (or another expiry): the server closes this watch; relist before the next one
+      this.resourceVersion = '';
+      return;
+    }
+    this.resourceVersion = e.object.metadata?.resourceVersion ?? this.resourceVersion;
+    if (e.type === 'BOOKMARK') return;
+    const ns = e.object.metadata?.namespace ?? '';
+    const name = e.object.metadata?.name ?? '';
+    if (e.type === 'DELETED') {
+      const had = this.get(name, ns);
+      this.cache.get(ns)?.delete(name);
+      if (this.cache.get(ns)?.size === 0) this.cache.delete(ns);
+      this.onEvent('delete', had ?? e.object);
+      return;
+    }
+    const had = this.get(name, ns) !== undefined;
+    this.onEvent(had ? 'update' : 'add', this.put(e.object));
+  }
+
+  private put(raw: T): T {
+    const o = this.opts.trim ? this.opts.trim(raw) : raw;
+    const md = o.metadata ?? {};
+    delete md.managedFields;
+    if (md.annotations?.[LAST_APPLIED] !== undefined) delete md.annotations[LAST_APPLIED];
+    const ns = md.namespace ?? '';
+    let m = this.cache.get(ns);
+    if (!m) this.cache.set(ns, (m = new Map()));
+    m.set(md.name ?? '', o);
+    return o;
   }
 }

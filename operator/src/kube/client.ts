@@ -1,0 +1,156 @@
+/**
+ * The few Kubernetes API calls the operator makes, as plain JSON over HTTPS (node:https, one
+ * keep-alive agent): get/list/create/patch/delete, and watches read as one JSON event per line.
+ * Objects stay plain JSON (no model classes): the operator only reads a few fields of them.
+ */
+import { Agent, request, type RequestOptions } from 'node:https';
+import type { IncomingMessage } from 'node:http';
+import type { KubeAccess } from './config.ts';
+
+/** A non-2xx answer: `code` is the HTTP status, `reason` the Status reason (NotFound, Conflict...). */
+export class ApiError extends Error {
+  readonly code: number;
+  readonly reason: string;
+  constructor(code: number, reason: string, message: string) {
+    super(message);
+    this.code = code;
+    this.reason = reason;
+  }
+}
+
+export interface WatchEventLine<T> {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: T;
+}
+
+export type Query = Record<string, string | number | boolean | undefined>;
+
+const REQUEST_TIMEOUT_MS = 30_000;
+
+export class KubeClient {
+  private readonly access: KubeAccess;
+  private readonly agent: Agent;
+
+  constructor(access: KubeAccess) {
+    this.access = access;
+    this.agent = new Agent({
+      keepAlive: true,
+      maxSockets: 32,
+      ca: access.ca,
+      cert: access.cert,
+      key: access.key,
+      rejectUnauthorized: access.rejectUnauthorized,
+      servername: access.servername,
+    });
+  }
+
+  get<T>(path: string, query?: Query): Promise<T> {
+    return this.request<T>('GET', path, { query });
+  }
+
+  create<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>('POST', path, { body });
+  }
+
+  /** A JSON merge patch (RFC 7386). */
+  mergePatch<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>('PATCH', path, { body, contentType: 'application/merge-patch+json' });
+  }
+
+  replace<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>('PUT', path, { body });
+  }
+
+  delete<T>(path: string, body?: unknown): Promise<T> {
+    return this.request<T>('DELETE', path, { body });
+  }
+
+  request<T>(method: string, path: string, opts: { query?: Query; body?: unknown; contentType?: string } = {}): Promise<T> {
+    const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    return new Promise<T>((resolvePromise, reject) => {
+      const req = request(this.url(path, opts.query), this.options(method, payload ? { 'content-type': opts.contentType ?? 'application/json' } : {}), (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          if ((res.statusCode ?? 0) >= 300) return reject(apiError(res, text, `${method} ${path}`));
+          try {
+            resolvePromise((text ? JSON.parse(text) : {}) as T);
+          } catch {
+            reject(new Error(`${method} ${path}: the API server answered with no JSON`));
+          }
+        });
+      });
+      req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error(`${method} ${path} timed out after ${REQUEST_TIMEOUT_MS} ms`)));
+      req.on('error', reject);
+      req.end(payload);
+    });
+  }
+
+  /**
+   * One watch request: `onEvent` for each event line; resolves when the server ends the watch
+   * (its timeoutSeconds), rejects on an HTTP error, a network error or `signal`.
+   */
+  watch<T>(path: string, query: Query, onEvent: (e: WatchEventLine<T>) => void, signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolvePromise, reject) => {
+      const req = request(this.url(path, { ...query, watch: true }), { ...this.options('GET', {}), signal }, (res) => {
+        if ((res.statusCode ?? 0) >= 300) {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => reject(apiError(res, Buffer.concat(chunks).toString('utf8'), `watch ${path}`)));
+          return;
+        }
+        let buf = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          buf += d;
+          for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+            const line = buf.slice(0, nl);
+            buf = buf.slice(nl + 1);
+            if (line.trim()) onEvent(JSON.parse(line) as WatchEventLine<T>);
+          }
+        });
+        res.on('end', () => resolvePromise());
+        res.on('error', reject);
+        res.on('aborted', () => reject(new Error(`watch ${path}: connection lost`)));
+      });
+      // a silent connection (no event, no bookmark) for longer than the server-side timeout is dead
+      const idle = Number(query.timeoutSeconds ?? 300) * 1000 + REQUEST_TIMEOUT_MS;
+      req.setTimeout(idle, () => req.destroy(new Error(`watch ${path}: no data for ${idle} ms`)));
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+
+  private url(path: string, query?: Query): URL {
+    const u = new URL(this.access.server + path);
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
+    return u;
+  }
+
+  private options(method: string, headers: Record<string, string>): RequestOptions {
+    const token = this.access.token();
+    return { method, agent: this.agent, headers: { accept: 'application/json', ...headers, ...(token ? { authorization: `Bearer ${token}` } : {}) } };
+  }
+}
+
+function apiError(res: IncomingMessage, text: string, what: string): ApiError {
+  let reason = res.statusMessage ?? '';
+  let message = text.slice(0, 500);
+  try {
+    const status = JSON.parse(text) as { reason?: string; message?: string };
+    reason = status.reason ?? reason;
+    message = status.message ?? message;
+  } catch {
+    // not a Status object
+  }
+  return new ApiError(res.statusCode ?? 0, reason, `${what}: ${res.statusCode} ${message}`);
+}
+
+/** True for the 404 of an object that is gone. */
+export const isNotFound = (e: unknown): boolean => e instanceof ApiError && e.code === 404;
