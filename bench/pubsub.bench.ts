@@ -8,7 +8,7 @@
  * XREADGROUP (COUNT 100, BLOCK) and XACK. Latency = delivery (or read) time − publish start.
  * Target: rt ≥ 50% of the anchor's messages/s.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +27,30 @@ interface Result {
   msgs: number;
   seconds: number;
   latencies: number[];
+  /** CPU milliseconds spent per 1,000 messages, by process: where the cost is. */
+  cpu: Record<string, number>;
+}
+
+/** CPU ms (user + system) a process has used so far, from /proc (Linux). */
+function procCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ 100)
+}
+
+function selfCpuMs(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+}
+
+async function redisCpuMs(r: Redis): Promise<number> {
+  const info = await r.info('cpu');
+  const n = (k: string) => Number(new RegExp(`${k}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+  return (n('used_cpu_user') + n('used_cpu_sys')) * 1000;
+}
+
+/** CPU ms per 1,000 messages between two readings of {process: ms}. */
+function perThousand(before: Record<string, number>, after: Record<string, number>, msgs: number): Record<string, number> {
+  return Object.fromEntries(Object.keys(after).map((k) => [k, ((after[k] - before[k]) * 1000) / msgs]));
 }
 
 function row(name: string, r: Result, anchor?: Result): Row {
@@ -39,6 +63,9 @@ function row(name: string, r: Result, anchor?: Result): Row {
     'p50 ms': percentile(sorted, 50),
     'p99 ms': percentile(sorted, 99),
     'vs anchor': anchor ? ratio(rate, anchor.msgs / anchor.seconds) : '1.00×',
+    'CPU ms / 1k msgs': Object.entries(r.cpu)
+      .map(([k, v]) => `${k} ${v.toFixed(0)}`)
+      .join(', '),
   };
 }
 
@@ -58,6 +85,7 @@ async function bare(target: Awaited<ReturnType<typeof redisTarget>>): Promise<Re
   await pub.xgroup('CREATE', topic, 'bench', '$', 'MKSTREAM');
   const latencies: number[] = [];
   let received = 0;
+  const cpu0 = { bench: selfCpuMs(), redis: await redisCpuMs(pub) };
   const start = performance.now();
   const consumer = (async () => {
     while (received < N) {
@@ -78,10 +106,11 @@ async function bare(target: Awaited<ReturnType<typeof redisTarget>>): Promise<Re
   });
   await consumer;
   const seconds = (performance.now() - start) / 1000;
+  const cpu = perThousand(cpu0, { bench: selfCpuMs(), redis: await redisCpuMs(pub) }, N);
   await pub.del(topic);
   pub.disconnect();
   sub.disconnect();
-  return { msgs: N, seconds, latencies };
+  return { msgs: N, seconds, latencies, cpu };
 }
 
 async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>): Promise<Result> {
@@ -111,12 +140,17 @@ async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>): Promi
     `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: q\nspec:\n  type: pubsub.redis\n  version: v1\n  metadata:\n    - name: redisHost\n      value: "${target.redisHost}"\n    - name: concurrency\n      value: "64"\n---\napiVersion: rt.io/v1alpha1\nkind: Subscription\nmetadata:\n  name: s\nspec:\n  pubsubname: q\n  topic: ${topic}\n  route: /msg\n`,
   );
   const [hp, gp] = [await freePort(), await freePort()];
-  const sidecar = await startChild(process.execPath, [RT, 'sidecar', '--app-id', 'bench-pubsub', '--app-port', String(appPort), '--http-port', String(hp), '--grpc-port', String(gp), '--disable-metrics', '--resources-path', dir, '--data-dir', join(dir, 'data'), '--log-level', 'warn'], {
+  // BENCH_CPU_PROF=<dir> writes the sidecar's CPU profile there (node --cpu-prof), to see where its time goes
+  const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF] : [];
+  const sidecar = await startChild(process.execPath, [...prof, RT, 'sidecar', '--app-id', 'bench-pubsub', '--app-port', String(appPort), '--http-port', String(hp), '--grpc-port', String(gp), '--disable-metrics', '--resources-path', dir, '--data-dir', join(dir, 'data'), '--log-level', 'warn'], {
     readyUrl: `http://127.0.0.1:${hp}/v1.0/healthz`,
   });
   const pool = new Pool(`http://127.0.0.1:${hp}`, { connections: CONCURRENCY });
+  const r = new Redis({ host: target.host, port: target.port });
+  const pid = sidecar.proc.pid ?? 0;
   try {
     await new Promise((r) => setTimeout(r, 1500)); // the subscription opens once the app is reachable
+    const cpu0 = { bench: selfCpuMs(), sidecar: procCpuMs(pid), redis: await redisCpuMs(r) };
     const start = performance.now();
     await workers(CONCURRENCY, N, async () => {
       const res = await pool.request({ method: 'POST', path: `/v1.0/publish/q/${topic}`, body: JSON.stringify({ sent: performance.now() }), headers: { 'content-type': 'application/json' } });
@@ -125,14 +159,15 @@ async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>): Promi
     });
     const published = performance.now();
     await all;
+    const seconds = (performance.now() - start) / 1000;
+    const cpu = perThousand(cpu0, { bench: selfCpuMs(), sidecar: procCpuMs(pid), redis: await redisCpuMs(r) }, N);
     console.log(`rt: publishing took ${((published - start) / 1000).toFixed(2)} s, the last delivery ${((performance.now() - published) / 1000).toFixed(2)} s after`);
-    return { msgs: N, seconds: (performance.now() - start) / 1000, latencies };
+    return { msgs: N, seconds, latencies, cpu };
   } finally {
     await pool.close();
     await sidecar.stop();
     app.closeAllConnections();
     await new Promise((r) => app.close(r));
-    const r = new Redis({ host: target.host, port: target.port });
     await r.del(topic);
     r.disconnect();
     rmSync(dir, { recursive: true, force: true });

@@ -5,14 +5,14 @@
  * The app answers {"statuses": [{entryId, status}]}: each entry gets its own SUCCESS, RETRY or
  * DROP (an entry it does not name is RETRY). A non-2xx answer counts for every entry (404: DROP,
  * anything else RETRY). Each message then goes through the usual retries and dead letter, so a
- * retried entry simply joins a later batch.
+ * retried entry simply joins a later batch. Apps speaking gRPC get the batch through
+ * OnBulkTopicEventAlpha1 instead (grpc-app.ts): BulkSender only gathers, a BatchPoster sends.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import type { BulkSubscribe, SubscriptionInfo } from '../resources/types.ts';
-import type { CloudEvent } from './cloudevent.ts';
-import { CLOUDEVENT_CONTENT_TYPE } from './cloudevent.ts';
+import { CLOUDEVENT_CONTENT_TYPE, isJsonType, rawPayloadOf, type CloudEvent } from './cloudevent.ts';
 import { outcomeOf, type Outcome } from './delivery.ts';
 import type { MessageTarget } from './subscriptions.ts';
 
@@ -24,20 +24,27 @@ interface Waiting {
   resolve: (o: Outcome) => void;
 }
 
+export interface BatchEntry {
+  entryId: string;
+  event: CloudEvent;
+}
+
+/**
+ * Sends one batch to the app's `path`: each entry's outcome, or one outcome for all (an app
+ * that failed the whole call). An entry missing from the map is RETRY.
+ */
+export type BatchPoster = (path: string, entries: BatchEntry[]) => Promise<Map<string, Outcome> | Outcome>;
+
 export class BulkSender implements MessageTarget {
   private readonly batches = new Map<string, { entries: Waiting[]; timer: NodeJS.Timeout }>();
   private readonly max: number;
   private readonly waitMs: number;
-  private readonly app: AppChannel;
-  private readonly info: SubscriptionInfo;
-  private readonly log: Logger;
+  private readonly post: BatchPoster;
 
-  constructor(app: AppChannel, info: SubscriptionInfo, bulk: BulkSubscribe, log: Logger) {
-    this.app = app;
-    this.info = info;
+  constructor(post: BatchPoster, bulk: BulkSubscribe) {
+    this.post = post;
     this.max = bulk.maxMessagesCount ?? 100;
     this.waitMs = bulk.maxAwaitDurationMs ?? 1000;
-    this.log = log;
   }
 
   send(path: string, event: CloudEvent): Promise<Outcome> {
@@ -57,20 +64,10 @@ export class BulkSender implements MessageTarget {
     if (!b) return;
     this.batches.delete(path);
     clearTimeout(b.timer);
-    const body = {
-      id: randomUUID(),
-      entries: b.entries.map((e) => ({ entryId: e.entryId, event: e.event, contentType: CLOUDEVENT_CONTENT_TYPE, metadata: {} })),
-      metadata: this.info.metadata,
-      pubsubname: this.info.pubsubname,
-      topic: this.info.topic,
-      type: BULK_EVENT_TYPE,
-    };
     let outcomes: Map<string, Outcome> | Outcome;
     try {
-      const res = await this.app.invoke({ method: 'POST', path, body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
-      outcomes = res.status >= 200 && res.status < 300 ? statusesOf(res.body) : outcomeOf(res.status, res.body);
-    } catch (e) {
-      this.log.warn({ path, entries: b.entries.length }, `bulk delivery: ${(e as Error).message}`);
+      outcomes = await this.post(path, b.entries);
+    } catch {
       outcomes = 'RETRY';
     }
     for (const e of b.entries) e.resolve(typeof outcomes === 'string' ? outcomes : (outcomes.get(e.entryId) ?? 'RETRY'));
@@ -80,6 +77,42 @@ export class BulkSender implements MessageTarget {
   close(): void {
     for (const path of [...this.batches.keys()]) void this.flush(path);
   }
+}
+
+/** One bulk entry's event as JSON: the CloudEvent, or for rawPayload the bytes (JSON when they are, else text or base64). */
+function entryOf(e: BatchEntry): { event: unknown; contentType: string } {
+  const raw = rawPayloadOf(e.event);
+  if (!raw) return { event: e.event, contentType: CLOUDEVENT_CONTENT_TYPE };
+  if (isJsonType(raw.contentType)) {
+    try {
+      return { event: JSON.parse(raw.data.toString('utf8')), contentType: raw.contentType };
+    } catch {
+      // not JSON after all: as text below
+    }
+  }
+  if (raw.contentType.startsWith('text/') || isJsonType(raw.contentType)) return { event: raw.data.toString('utf8'), contentType: raw.contentType };
+  return { event: raw.data.toString('base64'), contentType: raw.contentType };
+}
+
+/** Bulk delivery over HTTP: the batch is POSTed to the path as JSON, the app answers per entry. */
+export function httpBatchPoster(app: AppChannel, info: SubscriptionInfo, log: Logger): BatchPoster {
+  return async (path, entries) => {
+    const body = {
+      id: randomUUID(),
+      entries: entries.map((e) => ({ entryId: e.entryId, ...entryOf(e), metadata: {} })),
+      metadata: info.metadata,
+      pubsubname: info.pubsubname,
+      topic: info.topic,
+      type: BULK_EVENT_TYPE,
+    };
+    try {
+      const res = await app.invoke({ method: 'POST', path, body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+      return res.status >= 200 && res.status < 300 ? statusesOf(res.body) : outcomeOf(res.status, res.body);
+    } catch (e) {
+      log.warn({ path, entries: entries.length }, `bulk delivery: ${(e as Error).message}`);
+      return 'RETRY';
+    }
+  };
 }
 
 function statusesOf(body: Buffer): Map<string, Outcome> {

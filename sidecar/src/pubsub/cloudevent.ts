@@ -88,6 +88,14 @@ export function envelope(input: EnvelopeInput): { data: Buffer; contentType: str
   return { data: Buffer.from(JSON.stringify(event)), contentType: CLOUDEVENT_CONTENT_TYPE };
 }
 
+/** The bytes a received CloudEvent arrived as, kept when reading did not change it. */
+const ORIGINAL = Symbol('original bytes');
+
+/** The event as JSON text: the bytes it arrived in when unchanged (no second stringify per delivery). */
+export function eventJson(event: CloudEvent): string | Buffer {
+  return (event as { [ORIGINAL]?: Buffer })[ORIGINAL] ?? JSON.stringify(event);
+}
+
 /**
  * A received message as a CloudEvent. Messages that are not one (raw payloads, other
  * publishers) are wrapped, their bytes in data_base64, so the app always gets a CloudEvent.
@@ -98,8 +106,12 @@ export function readEvent(data: Uint8Array, ctx: { topic: string; pubsubname: st
     try {
       const o = JSON.parse(buf.toString('utf8')) as Record<string, unknown>;
       if (typeof o === 'object' && o !== null && typeof o.specversion === 'string' && typeof o.id === 'string') {
-        o.topic ??= ctx.topic;
-        o.pubsubname ??= ctx.pubsubname;
+        if (o.topic === undefined || o.pubsubname === undefined) {
+          o.topic ??= ctx.topic;
+          o.pubsubname ??= ctx.pubsubname;
+        } else {
+          Object.defineProperty(o, ORIGINAL, { value: buf, enumerable: false });
+        }
         return o as CloudEvent;
       }
     } catch {
@@ -116,6 +128,31 @@ export function readEvent(data: Uint8Array, ctx: { topic: string; pubsubname: st
     topic: ctx.topic,
     pubsubname: ctx.pubsubname,
   };
+}
+
+/** The message as published, for a subscription with rawPayload: delivered instead of the event. */
+export interface RawPayload {
+  data: Buffer;
+  contentType: string;
+}
+
+const RAW = Symbol('raw payload');
+
+/**
+ * A message for a rawPayload subscription: routing reads a CloudEvent that wraps the bytes
+ * whatever they are (even a CloudEvent), and the app gets the bytes themselves.
+ */
+export function rawEvent(data: Uint8Array, ctx: { topic: string; pubsubname: string; contentType?: string }): CloudEvent {
+  const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  const contentType = ctx.contentType || 'application/octet-stream';
+  const event: CloudEvent = { specversion: '1.0', id: randomUUID(), source: ctx.pubsubname, type: EVENT_TYPE, datacontenttype: contentType, data_base64: buf.toString('base64'), topic: ctx.topic, pubsubname: ctx.pubsubname };
+  Object.defineProperty(event, RAW, { value: { data: buf, contentType } satisfies RawPayload, enumerable: false });
+  return event;
+}
+
+/** The raw payload to deliver in place of the event, when its subscription asked for rawPayload. */
+export function rawPayloadOf(event: CloudEvent): RawPayload | undefined {
+  return (event as { [RAW]?: RawPayload })[RAW];
 }
 
 /** The event's expiration (metadata.ttlInSeconds at publish) has passed. */

@@ -11,7 +11,9 @@
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import type { CloudEvent } from './cloudevent.ts';
-import { CLOUDEVENT_CONTENT_TYPE } from './cloudevent.ts';
+import { CLOUDEVENT_CONTENT_TYPE, eventJson, rawPayloadOf } from './cloudevent.ts';
+import { BulkSender, httpBatchPoster } from './bulk.ts';
+import type { AppTargets } from './subscriptions.ts';
 
 export type Outcome = 'SUCCESS' | 'RETRY' | 'DROP';
 
@@ -41,13 +43,14 @@ export function outcomeOf(status: number, body: Buffer): Outcome {
   return 'RETRY';
 }
 
-/** One attempt: POSTs the CloudEvent to `path` on the app. */
+/** One attempt: POSTs the CloudEvent (or, for a rawPayload subscription, the raw bytes) to `path` on the app. */
 export async function sendToApp(app: AppChannel, path: string, event: CloudEvent, log: Logger): Promise<Outcome> {
-  const headers: Record<string, string> = { 'content-type': CLOUDEVENT_CONTENT_TYPE };
+  const raw = rawPayloadOf(event);
+  const headers: Record<string, string> = { 'content-type': raw ? raw.contentType : CLOUDEVENT_CONTENT_TYPE };
   if (typeof event.traceparent === 'string') headers.traceparent = event.traceparent;
   if (typeof event.tracestate === 'string') headers.tracestate = event.tracestate;
   try {
-    const res = await app.invoke({ method: 'POST', path, body: JSON.stringify(event), headers });
+    const res = await app.invoke({ method: 'POST', path, body: raw ? raw.data : eventJson(event), headers });
     const outcome = outcomeOf(res.status, res.body);
     if (outcome !== 'SUCCESS') log.debug({ path, status: res.status, outcome, id: event.id }, 'app did not take the message');
     return outcome;
@@ -55,6 +58,14 @@ export async function sendToApp(app: AppChannel, path: string, event: CloudEvent
     log.warn({ path, id: event.id }, `delivering message: ${(e as Error).message}`);
     return 'RETRY';
   }
+}
+
+/** Delivery to an app that speaks HTTP: one POST per message, bulk batches as one POST. */
+export function httpTargets(app: AppChannel, log: Logger): AppTargets {
+  return {
+    single: { send: (path, event) => sendToApp(app, path, event, log) },
+    bulk: (info, bulk) => new BulkSender(httpBatchPoster(app, info, log), bulk),
+  };
 }
 
 /**

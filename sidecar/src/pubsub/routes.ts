@@ -16,6 +16,9 @@ type Params = { Params: { pubsub: string; topic: string }; Querystring: Record<s
 
 export async function publishRoutes(http: FastifyInstance, service: PublishService): Promise<void> {
   await rawBodyRoutes(http, (scope) => {
+    // a child logger per request (for its request id) is a measurable share of a publish; it is
+    // only worth it when debug lines, which carry it, are written
+    scope.setChildLoggerFactory((logger, bindings, opts) => (logger.level === 'debug' || logger.level === 'trace' ? logger.child(bindings, opts) : logger));
     scope.post<Params>('/v1.0/publish/:pubsub/*', async (req, reply) => {
       const { pubsub, topic } = target(req);
       await service.publish({

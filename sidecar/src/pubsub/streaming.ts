@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
-import type { CloudEvent } from './cloudevent.ts';
+import { rawPayloadOf, type CloudEvent } from './cloudevent.ts';
 import { DEFAULT_RETRY, type Outcome } from './delivery.ts';
 import { pubsubByName } from './lookup.ts';
 import { messageHandler } from './subscriptions.ts';
@@ -31,10 +31,15 @@ type Stream = grpc.ServerDuplexStream<StreamRequest, unknown>;
 const STATUS: Record<number, Outcome> = { 0: 'SUCCESS', 1: 'RETRY', 2: 'DROP' };
 const CE_FIELDS = new Set(['id', 'source', 'type', 'specversion', 'datacontenttype', 'data', 'data_base64', 'topic', 'pubsubname']);
 
-/** The CloudEvent as the proto's TopicEventRequest: data as bytes, other attributes as extensions. */
+/**
+ * The CloudEvent as the proto's TopicEventRequest: data as bytes, other attributes as
+ * extensions; for a rawPayload subscription data holds the message's bytes as published.
+ */
 export function topicEvent(e: CloudEvent, path: string): Record<string, unknown> {
+  const raw = rawPayloadOf(e);
   let data: Buffer;
-  if (typeof e.data_base64 === 'string') data = Buffer.from(e.data_base64, 'base64');
+  if (raw) data = raw.data;
+  else if (typeof e.data_base64 === 'string') data = Buffer.from(e.data_base64, 'base64');
   else if (e.data === undefined) data = Buffer.alloc(0);
   else if (typeof e.data === 'string') data = Buffer.from(e.data);
   else data = Buffer.from(JSON.stringify(e.data));
@@ -45,7 +50,7 @@ export function topicEvent(e: CloudEvent, path: string): Record<string, unknown>
     source: e.source,
     type: e.type,
     spec_version: e.specversion,
-    data_content_type: typeof e.datacontenttype === 'string' ? e.datacontenttype : '',
+    data_content_type: raw ? raw.contentType : typeof e.datacontenttype === 'string' ? e.datacontenttype : '',
     topic: String(e.topic ?? ''),
     data,
     pubsub_name: String(e.pubsubname ?? ''),

@@ -6,14 +6,12 @@
  * the app's own entry for the same topic.
  */
 import type { Logger } from 'pino';
-import type { AppChannel } from '../app/channel.ts';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { PubSub, PubSubMessage, TopicSubscription } from '../components/pubsub/types.ts';
-import type { SubscriptionInfo } from '../resources/types.ts';
-import { CLOUDEVENT_CONTENT_TYPE, expired, readEvent, type CloudEvent } from './cloudevent.ts';
-import { DEFAULT_RETRY, sendToApp, withRetries, type Outcome, type RetryPolicy } from './delivery.ts';
+import type { BulkSubscribe, SubscriptionInfo } from '../resources/types.ts';
+import { CLOUDEVENT_CONTENT_TYPE, expired, isRawPayload, rawEvent, rawPayloadOf, readEvent, type CloudEvent } from './cloudevent.ts';
+import { DEFAULT_RETRY, withRetries, type Outcome, type RetryPolicy } from './delivery.ts';
 import { pubsubByName } from './lookup.ts';
-import { BulkSender } from './bulk.ts';
 import { compileRules, route, type CompiledRule } from './rules.ts';
 
 interface Active {
@@ -26,6 +24,14 @@ interface Active {
 export interface MessageTarget {
   /** Sends the event to `path` once; the outcome decides about retries. */
   send(path: string, event: CloudEvent): Promise<Outcome>;
+}
+
+/** How the app is reached: over HTTP (delivery.ts, bulk.ts) or gRPC AppCallback (grpc-app.ts). */
+export interface AppTargets {
+  /** One message per call. */
+  single: MessageTarget;
+  /** Batches for a bulkSubscribe subscription; closed with the subscription. */
+  bulk(info: SubscriptionInfo, bulk: BulkSubscribe): MessageTarget & { close(): void };
 }
 
 /**
@@ -41,8 +47,10 @@ export function messageHandler(
   state: { closed: boolean },
   log: Logger,
 ): (m: PubSubMessage) => Promise<void> {
+  // rawPayload: the app gets the message's bytes as published (a CloudEvent wraps them for routing only)
+  const read = isRawPayload(info.metadata) ? rawEvent : readEvent;
   return async (m) => {
-    const event = readEvent(m.data, { topic: info.topic, pubsubname: info.pubsubname, contentType: m.contentType });
+    const event = read(m.data, { topic: info.topic, pubsubname: info.pubsubname, contentType: m.contentType });
     if (expired(event)) {
       log.debug({ id: event.id, topic: info.topic }, 'message expired (ttlInSeconds) before delivery: dropped');
       return;
@@ -57,7 +65,9 @@ export function messageHandler(
     if (outcome === 'DROP') log.warn({ id: event.id, topic: info.topic, path }, 'the app dropped the message');
     if (outcome !== 'RETRY') return;
     if (info.deadLetterTopic && !state.closed) {
-      await pubsub.publish(info.deadLetterTopic, Buffer.from(JSON.stringify(event)), {}, CLOUDEVENT_CONTENT_TYPE);
+      const raw = rawPayloadOf(event);
+      if (raw) await pubsub.publish(info.deadLetterTopic, raw.data, {}, raw.contentType);
+      else await pubsub.publish(info.deadLetterTopic, Buffer.from(JSON.stringify(event)), {}, CLOUDEVENT_CONTENT_TYPE);
       log.warn({ id: event.id, topic: info.topic, deadLetterTopic: info.deadLetterTopic }, 'message sent to the dead-letter topic after its retries');
       return;
     }
@@ -75,11 +85,11 @@ export class SubscriptionManager {
 
   private readonly components: ComponentRegistry;
   private readonly declarative: () => SubscriptionInfo[];
-  private readonly app: AppChannel;
+  private readonly app: AppTargets;
   private readonly log: Logger;
   private readonly policy: RetryPolicy;
 
-  constructor(components: ComponentRegistry, declarative: () => SubscriptionInfo[], app: AppChannel, log: Logger, policy: RetryPolicy = DEFAULT_RETRY) {
+  constructor(components: ComponentRegistry, declarative: () => SubscriptionInfo[], app: AppTargets, log: Logger, policy: RetryPolicy = DEFAULT_RETRY) {
     this.components = components;
     this.declarative = declarative;
     this.app = app;
@@ -96,11 +106,6 @@ export class SubscriptionManager {
     this.timer = setInterval(() => void this.reconcile(), 1000);
     this.timer.unref();
     return this.reconcile();
-  }
-
-  /** What the app declared, listed in the metadata even when it is not delivered to over HTTP. */
-  setProgrammatic(list: SubscriptionInfo[]): void {
-    this.programmatic = list;
   }
 
   programmaticList(): SubscriptionInfo[] {
@@ -149,8 +154,8 @@ export class SubscriptionManager {
         continue;
       }
       const state = { closed: false };
-      const bulk = info.bulkSubscribe?.enabled ? new BulkSender(this.app, info, info.bulkSubscribe, this.log) : undefined;
-      const target: MessageTarget = bulk ?? { send: (path, event) => sendToApp(this.app, path, event, this.log) };
+      const bulk = info.bulkSubscribe?.enabled ? this.app.bulk(info, info.bulkSubscribe) : undefined;
+      const target: MessageTarget = bulk ?? this.app.single;
       const handler = messageHandler(info, rules, pubsub, target, this.policy, state, this.log);
       try {
         const opened = pubsub.subscribe(info.topic, info.metadata, handler);
