@@ -1,15 +1,22 @@
 /**
- * The receiving side of service invocation: the internal gRPC port (50002 on a cluster, a free
- * one standalone). A call is checked against the Configuration's accessControl, then handed to
- * this sidecar's app through the app channel, which adds the app's API token and holds
- * --app-max-concurrency.
+ * The receiving side of service invocation: the internal port (50002 on a cluster, a free one
+ * standalone). One TCP port, two protocols told apart by the first bytes of a connection:
+ *  - the HTTP/2 preface → gRPC: the `CallStream` service (proto/invoke.proto), and gRPC calls of
+ *    any other method, proxied to this sidecar's gRPC app (grpc-proxy.ts);
+ *  - anything else → HTTP/1.1 keep-alive, the fast path sidecars call each other on (internal-http.ts).
+ * A call is checked against the Configuration's accessControl, then handed to this sidecar's app
+ * through the app channel, which adds the app's API token and holds --app-max-concurrency.
  */
-import type { Duplex } from 'node:stream';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import type { Duplex, Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import { GrpcServer } from '../grpc/server.ts';
 import { headerObject, responseHeaders } from './headers.ts';
+import { headOf, sendAnswer, sendError } from './internal-http.ts';
+import type { InvokeAnswer } from './invoker.ts';
 import { internalService, type InvokeChunk, type RequestHead, type ResponseHead } from './proto.ts';
 import { splitHead, writeBody } from './stream.ts';
 
@@ -24,26 +31,111 @@ export interface InternalServerOptions {
   access: AccessCheck;
 }
 
+/** Why the callee sidecar refuses a call itself (before its app sees it). */
+type Refusal = Pick<ResponseHead, 'status' | 'error_code' | 'message'>;
+
+const H2_PREFACE = Buffer.from('PRI * HTTP/2.0');
+
 export class InternalServer {
   // the same server class as the public gRPC port, without its API token: callers are sidecars
-  private readonly server: GrpcServer;
+  readonly grpc: GrpcServer;
   private readonly o: InternalServerOptions;
+  private readonly http1 = createHttpServer({ keepAliveTimeout: 60_000 }, (req, res) => void this.serveHttp(req, res));
+  private readonly net: NetServer;
+  private readonly injector: ReturnType<grpc.Server['createConnectionInjector']>;
 
   constructor(o: InternalServerOptions) {
     this.o = o;
-    this.server = new GrpcServer(o.log);
-    this.server.addService(internalService(), { CallStream: (call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>) => void this.serve(call) });
+    this.grpc = new GrpcServer(o.log);
+    this.grpc.addService(internalService(), { CallStream: (call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>) => void this.serveStream(call) });
+    this.injector = this.grpc.server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+    this.net = createNetServer({ noDelay: true }, (s) => this.sniff(s));
   }
 
   listen(address: string, port: number): Promise<number> {
-    return this.server.listen(address, port);
+    return new Promise((resolve, reject) => {
+      this.net.once('error', reject);
+      this.net.listen(port, address, () => {
+        this.net.off('error', reject);
+        resolve((this.net.address() as { port: number }).port);
+      });
+    });
   }
 
-  close(): Promise<void> {
-    return this.server.close();
+  async close(): Promise<void> {
+    await new Promise<void>((r) => this.net.close(() => r()));
+    this.http1.closeAllConnections();
+    this.injector.destroy();
+    await this.grpc.close();
   }
 
-  private async serve(call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>): Promise<void> {
+  /** Reads until the first bytes say which protocol the connection speaks, then hands it over. */
+  private sniff(socket: Socket): void {
+    let seen = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      seen = Buffer.concat([seen, chunk]);
+      const n = Math.min(seen.length, H2_PREFACE.length);
+      const h2 = seen.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
+      if (h2 && n < H2_PREFACE.length) return; // too few bytes to tell yet
+      socket.off('data', onData);
+      socket.pause();
+      socket.unshift(seen);
+      if (h2) this.injector.injectConnection(socket);
+      else this.http1.emit('connection', socket);
+      process.nextTick(() => socket.resume());
+    };
+    socket.on('data', onData);
+    socket.on('error', () => socket.destroy());
+  }
+
+  /** undefined when the call may go on to the app. */
+  private refuse(head: RequestHead): Refusal | undefined {
+    if (head.target_app_id !== this.o.appId) {
+      return { status: 500, error_code: 'ERR_DIRECT_INVOKE', message: `this sidecar serves app id "${this.o.appId}", not "${head.target_app_id}" (a stale registry entry or DNS record?)` };
+    }
+    const denied = this.o.access(head);
+    if (denied) return { status: 403, error_code: 'ERR_DIRECT_INVOKE', message: denied };
+    if (!this.o.app.enabled) return { status: 500, error_code: 'ERR_DIRECT_INVOKE', message: `app "${this.o.appId}" has no app port: its sidecar was started without --app-port` };
+    return undefined;
+  }
+
+  private async callApp(head: RequestHead, body: Readable | undefined, signal: AbortSignal): Promise<InvokeAnswer> {
+    const headers = headerObject(head.headers);
+    headers['rt-caller-app-id'] = headers['dapr-caller-app-id'] = head.caller?.app_id ?? '';
+    headers['rt-callee-app-id'] = headers['dapr-callee-app-id'] = this.o.appId;
+    const res = await this.o.app.invokeStream({ method: head.method, path: head.path + head.query, headers, body, signal });
+    return { status: res.status, headers: responseHeaders(res.headers), body: res.body };
+  }
+
+  private failure(e: unknown): string {
+    this.o.log.debug({ err: (e as Error).message }, 'invocation failed');
+    return `app "${this.o.appId}" did not answer: ${(e as Error).message}`;
+  }
+
+  private async serveHttp(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const head = headOf(req);
+    if (!head) return sendError(res, 400, 'ERR_MALFORMED_REQUEST', 'not a call between rt sidecars: the rt-invoke-target header is missing');
+    const refused = this.refuse(head);
+    if (refused) return sendError(res, refused.status, refused.error_code, refused.message);
+    const abort = new AbortController();
+    // the caller went away before the whole answer was sent: stop the app's request too
+    res.once('close', () => {
+      if (!res.writableFinished) abort.abort();
+    });
+    let answer: InvokeAnswer;
+    try {
+      answer = await this.callApp(head, head.has_body ? req : undefined, abort.signal);
+    } catch (e) {
+      if (!abort.signal.aborted) sendError(res, 500, 'ERR_DIRECT_INVOKE', this.failure(e));
+      return;
+    }
+    sendAnswer(res, answer, (err) => {
+      if (!abort.signal.aborted) this.failure(err);
+    });
+  }
+
+  /** The same call over the gRPC stream (CallStream), for gRPC clients of this port. */
+  private async serveStream(call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>): Promise<void> {
     const abort = new AbortController();
     let finished = false;
     // grpc-js reports 'cancelled' after a call that ended normally too: only a live call is aborted
@@ -62,40 +154,20 @@ export class InternalServer {
         call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: 'the first message of a call must be its request head' });
         return;
       }
-      if (head.target_app_id !== this.o.appId) {
-        answer({ error_code: 'ERR_DIRECT_INVOKE', message: `this sidecar serves app id "${this.o.appId}", not "${head.target_app_id}" (a stale registry entry or DNS record?)` });
+      const refused = this.refuse(head);
+      if (refused) {
+        answer(refused);
         call.end();
         return;
       }
-      const denied = this.o.access(head);
-      if (denied) {
-        answer({ status: 403, error_code: 'ERR_DIRECT_INVOKE', message: denied });
-        call.end();
-        return;
-      }
-      if (!this.o.app.enabled) {
-        answer({ error_code: 'ERR_DIRECT_INVOKE', message: `app "${this.o.appId}" has no app port: its sidecar was started without --app-port` });
-        call.end();
-        return;
-      }
-      const headers = headerObject(head.headers);
-      headers['rt-caller-app-id'] = headers['dapr-caller-app-id'] = head.caller?.app_id ?? '';
-      headers['rt-callee-app-id'] = headers['dapr-callee-app-id'] = this.o.appId;
-      const res = await this.o.app.invokeStream({
-        method: head.method,
-        path: head.path + head.query,
-        headers,
-        body: head.has_body ? split.body : undefined,
-        signal: abort.signal,
-      });
-      answer({ status: res.status, headers: responseHeaders(res.headers) });
+      const res = await this.callApp(head, head.has_body ? split.body : undefined, abort.signal);
+      answer({ status: res.status, headers: res.headers });
       await writeBody(res.body, call as unknown as Duplex);
       finished = true;
       call.end();
     } catch (e) {
-      const message = `app "${this.o.appId}" did not answer: ${(e as Error).message}`;
       if (abort.signal.aborted) return; // the caller went away: nobody to tell
-      this.o.log.debug({ err: (e as Error).message }, 'invocation failed');
+      const message = this.failure(e);
       if (!headSent) {
         answer({ error_code: 'ERR_DIRECT_INVOKE', message });
         call.end();

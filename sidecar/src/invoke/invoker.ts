@@ -1,11 +1,14 @@
 /**
- * The calling side of service invocation: resolve the app id, open one stream to its sidecar's
- * internal port, send the head and the body as it arrives, and hand back the answer's head with
- * its body still streaming. Used by the HTTP routes and the gRPC InvokeService.
+ * The calling side of service invocation: resolve the app id, call its sidecar's internal port,
+ * send the head and the body as it arrives, and hand back the answer's head with its body still
+ * streaming. Used by the HTTP routes and the gRPC InvokeService. Two transports, both served on
+ * the internal port: HTTP/1.1 keep-alive (the default, internal-http.ts) and one bidi gRPC stream
+ * per call (`RT_INVOKE_TRANSPORT=grpc`), which costs several times more per call.
  */
 import type { Duplex, Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import { ApiError } from '../http/errors.ts';
+import { HttpTransport } from './internal-http.ts';
 import { internalClient, type Caller, type Header, type InvokeChunk, type RequestHead } from './proto.ts';
 import { ResolveError, type Resolver } from './resolve.ts';
 import { splitHead, writeBody } from './stream.ts';
@@ -37,10 +40,12 @@ export class Invoker {
   private readonly clients = new Map<string, grpc.Client>();
   private readonly resolver: Resolver;
   private readonly caller: Caller;
+  private readonly http?: HttpTransport;
 
-  constructor(resolver: Resolver, caller: Caller) {
+  constructor(resolver: Resolver, caller: Caller, transport: 'http1' | 'grpc' = 'http1') {
     this.resolver = resolver;
     this.caller = caller;
+    if (transport === 'http1') this.http = new HttpTransport();
   }
 
   async invoke(t: AppTarget, c: InvokeCall): Promise<InvokeAnswer> {
@@ -51,6 +56,19 @@ export class Invoker {
       if (e instanceof ResolveError) throw directInvokeError(t.appId, e.message);
       throw e;
     }
+    if (this.http) {
+      try {
+        return await this.http.call(t.appId, address, this.caller, c);
+      } catch (e) {
+        if (e instanceof ApiError) throw e;
+        if (['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'].includes((e as NodeJS.ErrnoException).code ?? '')) this.resolver.failed(t);
+        throw directInvokeError(t.appId, `the sidecar of "${t.appId}" at ${address} did not answer: ${(e as Error).message}`);
+      }
+    }
+    return this.overStream(t, address, c);
+  }
+
+  private async overStream(t: AppTarget, address: string, c: InvokeCall): Promise<InvokeAnswer> {
     const head: RequestHead = { method: c.method, path: c.path, query: c.query, headers: c.headers, caller: this.caller, target_app_id: t.appId, has_body: c.body !== undefined };
     const call = (this.client(address) as unknown as { CallStream(md: grpc.Metadata, o: grpc.CallOptions): grpc.ClientDuplexStream<InvokeChunk, InvokeChunk> }).CallStream(new grpc.Metadata(), {});
     const cancel = () => call.cancel();
@@ -111,8 +129,9 @@ export class Invoker {
     this.clients.delete(address);
   }
 
-  close(): void {
+  async close(): Promise<void> {
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
+    await this.http?.close();
   }
 }

@@ -24,8 +24,11 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   ctx.log.debug({ port: internalPort }, 'internal invocation port listening');
 
   const registry = standalone ? new LocalRegistry() : undefined;
+  ctx.onClose(() => registry?.close());
   const resolver = registry ? new LocalResolver(registry) : new DnsResolver();
-  const invoker = new Invoker(resolver, { app_id: o.appId, namespace: o.namespace, trust_domain: '' });
+  // HTTP/1.1 between sidecars unless RT_INVOKE_TRANSPORT=grpc (docs/service-invocation.md)
+  const transport = process.env.RT_INVOKE_TRANSPORT === 'grpc' ? 'grpc' : 'http1';
+  const invoker = new Invoker(resolver, { app_id: o.appId, namespace: o.namespace, trust_domain: '' }, transport);
   ctx.onClose(() => invoker.close());
   ctx.services.invoke = invoker;
 

@@ -4,7 +4,7 @@
  * sidecar listens, removed when it stops; an entry whose process is gone is skipped (and swept).
  * Discovery stays on this machine's files and loopback: no multicast.
  */
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
@@ -99,35 +99,69 @@ export function listEntries(dir = registryDir()): RegistryEntry[] {
 }
 
 /**
- * Lookups for one sidecar: the folder is read again only when its mtime moved (an entry was
- * added, rewritten or removed), so a call costs one stat, and a restarted target is seen at once.
+ * Lookups for one sidecar, without file reads per call: the folder is watched, and read again
+ * only after it changed (an entry added, rewritten or removed) or a call failed; where watching
+ * is not possible, its mtime is checked instead. A process that died without removing its file
+ * is noticed by a liveness check at most every LIVENESS_MS.
  */
+const LIVENESS_MS = 500;
+
 export class LocalRegistry {
   private cache: RegistryEntry[] = [];
+  private stale = true;
   private mtime = -1;
+  private watcher?: FSWatcher;
+  private checkedAt = 0;
   readonly dir: string;
   constructor(dir = registryDir()) {
     this.dir = dir;
   }
 
   entries(): RegistryEntry[] {
-    let m: number;
-    try {
-      m = statSync(this.dir).mtimeMs;
-    } catch {
-      return [];
+    if (!this.watcher) this.watch();
+    if (!this.watcher) {
+      let m: number;
+      try {
+        m = statSync(this.dir).mtimeMs;
+      } catch {
+        return [];
+      }
+      if (m !== this.mtime) [this.stale, this.mtime] = [true, m];
     }
-    if (m !== this.mtime) {
+    const now = Date.now();
+    if (this.stale) {
+      this.stale = false;
       this.cache = listEntries(this.dir);
-      this.mtime = m;
+      this.checkedAt = now;
+    } else if (now - this.checkedAt > LIVENESS_MS) {
+      this.checkedAt = now;
+      this.cache = this.cache.filter((e) => processAlive(e.pid));
     }
-    // a process that died without removing its file is skipped even before the folder changes
-    return this.cache.filter((e) => processAlive(e.pid));
+    return this.cache;
   }
 
   /** Forget the cache (after a call to an address that did not answer). */
   invalidate(): void {
+    this.stale = true;
     this.mtime = -1;
+  }
+
+  close(): void {
+    this.watcher?.close();
+    this.watcher = undefined;
+  }
+
+  private watch(): void {
+    try {
+      // persistent: false — a lookup cache must not keep the process alive
+      this.watcher = watch(this.dir, { persistent: false }, () => {
+        this.stale = true;
+      });
+      this.watcher.on('error', () => this.close());
+      this.stale = true;
+    } catch {
+      this.watcher = undefined; // no folder yet: stat until there is one
+    }
   }
 }
 

@@ -1,0 +1,102 @@
+/**
+ * The fast path between sidecars: plain HTTP/1.1 keep-alive on the internal port (which still
+ * speaks gRPC to any client that opens with the HTTP/2 preface). The call is the app's own
+ * request, with its method, path, query, headers and body as sent, plus the `rt-invoke-*`
+ * headers below; the answer is the target app's own, or the callee sidecar's error marked with
+ * `rt-invoke-error`. Measured in bench/invoke.bench.ts: a bidi gRPC stream per call cost several
+ * times more (docs/service-invocation.md).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Agent, type Dispatcher } from 'undici';
+import { ApiError } from '../http/errors.ts';
+import { headerObject, requestHeaders, responseHeaders } from './headers.ts';
+import type { InvokeAnswer, InvokeCall } from './invoker.ts';
+import type { Caller, Header, RequestHead } from './proto.ts';
+
+/** The app id the caller meant (a sidecar refuses a call for another app). */
+const TARGET = 'rt-invoke-target';
+/** Who calls, as the calling sidecar states it (see Caller in proto/invoke.proto). */
+const CALLER_APP = 'rt-invoke-caller-app-id';
+const CALLER_NS = 'rt-invoke-caller-namespace';
+const CALLER_TD = 'rt-invoke-caller-trust-domain';
+/** On an answer: the callee sidecar (not its app) answers; the body is the message. */
+const ERROR = 'rt-invoke-error';
+/** Headers of this hop only: never taken from an app, never handed to one. */
+export const isHopHeader = (name: string): boolean => name.startsWith('rt-invoke-');
+
+/** The calling side: one keep-alive pool per target sidecar (undici's Agent keeps them). */
+export class HttpTransport {
+  private readonly agent = new Agent({ connections: 256, pipelining: 1, keepAliveTimeout: 30_000 });
+
+  async call(appId: string, address: string, caller: Caller, c: InvokeCall): Promise<InvokeAnswer> {
+    const headers = headerObject(c.headers.filter((h) => !isHopHeader(h.name) && h.name !== 'expect'));
+    headers[TARGET] = appId;
+    headers[CALLER_APP] = caller.app_id;
+    headers[CALLER_NS] = caller.namespace;
+    if (caller.trust_domain) headers[CALLER_TD] = caller.trust_domain;
+    const res = await this.agent.request({
+      origin: `http://${address}`,
+      method: c.method as Dispatcher.HttpMethod,
+      path: c.path + c.query,
+      headers,
+      body: c.body,
+      signal: c.signal,
+      // a slow app is the app's business: no timeouts of this hop's own
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    });
+    const code = res.headers[ERROR];
+    if (typeof code === 'string') {
+      const message = await res.body.text();
+      throw new ApiError(res.statusCode, code, code === 'ERR_DIRECT_INVOKE' ? `failed to invoke, id: ${appId}, err: ${message}` : message);
+    }
+    return { status: res.statusCode, headers: responseHeaders(res.headers), body: res.body };
+  }
+
+  close(): Promise<void> {
+    return this.agent.close().catch(() => undefined);
+  }
+}
+
+/** The receiving side: the request's head, in the shape the gRPC stream carries it. */
+export function headOf(req: IncomingMessage): RequestHead | undefined {
+  const target = req.headers[TARGET];
+  if (typeof target !== 'string') return undefined;
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const headers: Header[] = requestHeaders(req.rawHeaders).filter((h) => !isHopHeader(h.name));
+  const str = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : '');
+  const len = req.headers['content-length'];
+  return {
+    method: req.method ?? 'GET',
+    path: q < 0 ? url : url.slice(0, q),
+    query: q < 0 ? '' : url.slice(q),
+    headers,
+    caller: { app_id: str(CALLER_APP), namespace: str(CALLER_NS), trust_domain: str(CALLER_TD) },
+    target_app_id: target,
+    has_body: req.headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0'),
+  };
+}
+
+/** The callee sidecar's own error answer. */
+export function sendError(res: ServerResponse, status: number, code: string, message: string): void {
+  res.writeHead(status, { [ERROR]: code, 'content-type': 'text/plain; charset=utf-8' });
+  res.end(message);
+}
+
+/**
+ * The app's answer, streamed back. pipe() rather than pipeline(): pipeline's clean-up builds an
+ * AbortSignal's DOMException per call, a few percent of the callee's CPU in the profile.
+ */
+export function sendAnswer(res: ServerResponse, a: InvokeAnswer, onError: (err: Error) => void): void {
+  res.writeHead(a.status, headerObject(a.headers));
+  a.body.once('error', (err) => {
+    // the app broke off mid-answer: the caller must see a cut, not a short body that looks whole
+    res.destroy(err);
+    onError(err);
+  });
+  res.once('close', () => {
+    if (!a.body.readableEnded) a.body.destroy();
+  });
+  a.body.pipe(res);
+}
