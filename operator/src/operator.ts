@@ -16,6 +16,7 @@ import { operatorService, type ResourceSnapshot, type WatchResourcesRequest } fr
 import { loadInCluster, loadKubeconfig } from './kube/config.ts';
 import { ApiError, KubeClient } from './kube/client.ts';
 import { WorkQueue } from './queue.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL, ServiceReconciler } from './services.ts';
 import { buildSnapshot } from './snapshot.ts';
 import { Watched, type WatchEvent } from './watched.ts';
 import { Watchdog } from './watchdog.ts';
@@ -50,6 +51,8 @@ export class Operator {
   private readonly kinds = new Map<string, Watched<RtResourceObject>>();
   private readonly secrets: Watched<k8s.V1Secret>;
   private readonly pods: Watched<k8s.V1Pod>;
+  private readonly services: Watched<k8s.V1Service>;
+  private readonly serviceReconciler: ServiceReconciler;
   private readonly queue: WorkQueue;
   private readonly identity: IdentityChecker;
   private readonly watchdog: Watchdog;
@@ -57,6 +60,8 @@ export class Operator {
   private readonly dirtyNamespaces = new Set<string>();
   private flushTimer: NodeJS.Timeout | undefined;
   private server: grpc.Server | undefined;
+  /** Every cache has its first list: before that, a missing pod or Service proves nothing. */
+  private synced = false;
   /** Components reconciled (status written or found up to date), for the benchmark and metrics. */
   reconciled = 0;
 
@@ -76,6 +81,10 @@ export class Operator {
     }
     this.secrets = new Watched<k8s.V1Secret>(this.client, 'secrets', '/api/v1/secrets', this.log, (_t, s) => this.touch(s.metadata?.namespace));
     this.pods = new Watched<k8s.V1Pod>(this.client, 'pods', '/api/v1/pods', this.log, (t, p) => this.onPod(t, p), { trim: trimPod });
+    this.services = new Watched<k8s.V1Service>(this.client, 'services', '/api/v1/services', this.log, (_t, s) => this.serviceReconciler.onService(s), {
+      labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY}`,
+    });
+    this.serviceReconciler = new ServiceReconciler(this.client, this.pods, this.services, this.log, () => this.synced);
   }
 
   /** Starts the watches, waits for their first lists, then serves sidecars. Returns the gRPC port. */
@@ -89,9 +98,11 @@ export class Operator {
       );
       if (!installed) this.kinds.delete(key);
     }
-    const all = [...this.kinds.values(), this.secrets, this.pods];
+    const all = [...this.kinds.values(), this.secrets, this.pods, this.services];
     for (const w of all) w.start();
     await Promise.all(all.map((w) => w.whenSynced()));
+    this.synced = true;
+    this.serviceReconciler.resync();
     this.server = new grpc.Server();
     this.server.addService(operatorService(), { WatchResources: (call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>) => void this.serve(call) });
     const port = await new Promise<number>((resolve, reject) =>
@@ -101,16 +112,17 @@ export class Operator {
     return port;
   }
 
-  /** Resolves when every queued Component has been reconciled. */
-  idle(): Promise<void> {
-    return this.queue.idle();
+  /** Resolves when every queued Component and Service has been reconciled. */
+  async idle(): Promise<void> {
+    await Promise.all([this.queue.idle(), this.serviceReconciler.idle()]);
   }
 
   async close(): Promise<void> {
     this.queue.stop();
+    this.serviceReconciler.stop();
     this.watchdog.stop();
     clearTimeout(this.flushTimer);
-    await Promise.all([...this.kinds.values(), this.secrets, this.pods].map((w) => w.stop().catch(() => undefined)));
+    await Promise.all([...this.kinds.values(), this.secrets, this.pods, this.services].map((w) => w.stop().catch(() => undefined)));
     // sidecars' watch streams never end by themselves: cut them (they reconnect to another replica)
     this.server?.forceShutdown();
     this.subscribers.clear();
@@ -251,6 +263,7 @@ export class Operator {
   private onPod(type: WatchEvent, pod: k8s.V1Pod): void {
     if (type === 'delete') this.watchdog.forget(pod);
     else void this.watchdog.observe(pod);
+    this.serviceReconciler.onPod(pod);
   }
 }
 
@@ -259,8 +272,8 @@ function fail(call: grpc.ServerWritableStream<unknown, unknown>, code: grpc.stat
   call.emit('error', { code, details, metadata: new grpc.Metadata() } satisfies Partial<grpc.StatusObject>);
 }
 
-/** What the operator reads of a pod (its cache holds thousands on a big cluster): metadata and container names. */
+/** What the operator reads of a pod (its cache holds thousands on a big cluster): metadata, container names, phase. */
 function trimPod(p: k8s.V1Pod): k8s.V1Pod {
   const names = (cs: { name: string }[] | undefined) => cs?.map((c) => ({ name: c.name }) as k8s.V1Container);
-  return { metadata: p.metadata, spec: p.spec && { containers: names(p.spec.containers) ?? [], initContainers: names(p.spec.initContainers) } };
+  return { metadata: p.metadata, spec: p.spec && { containers: names(p.spec.containers) ?? [], initContainers: names(p.spec.initContainers) }, status: { phase: p.status?.phase } };
 }
