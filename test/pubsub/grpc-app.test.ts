@@ -1,0 +1,154 @@
+/**
+ * Delivery to an app that speaks gRPC (--app-protocol grpc), with the real @dapr/dapr DaprServer
+ * (CommunicationProtocolEnum.GRPC) as the app: its ListTopicSubscriptions is the programmatic
+ * source, events arrive through OnTopicEvent with the route in `path`, SUCCESS / RETRY / DROP
+ * decide as over HTTP, a Subscription resource's rules pick the route, bulk subscriptions go
+ * through OnBulkTopicEventAlpha1, and rawPayload hands the app the bytes as published.
+ */
+import { CommunicationProtocolEnum, DaprPubSubStatusEnum, DaprServer, LogLevel } from '@dapr/dapr';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../services/net.ts';
+import { component, startPubSubSidecar, type PubSubSidecar } from './helpers.ts';
+
+const noop = () => undefined;
+const logger = { level: LogLevel.Error, service: { error: noop, warn: noop, info: noop, verbose: noop, debug: noop } };
+
+const RESOURCES = [
+  component('mem', 'pubsub.in-memory'),
+  `apiVersion: rt.io/v2alpha1
+kind: Subscription
+metadata:
+  name: decl
+spec:
+  pubsubname: mem
+  topic: decl
+  routes:
+    rules:
+      - match: event.data.kind == "vip"
+        path: vip
+    default: decl
+`,
+].join('---\n');
+
+let sc: PubSubSidecar;
+let server: DaprServer;
+const got: Record<string, unknown[]> = {};
+let answer: (topic: string, n: number) => DaprPubSubStatusEnum = () => DaprPubSubStatusEnum.SUCCESS;
+let bulkCalls = 0;
+
+function record(key: string) {
+  got[key] = [];
+  return async (data: unknown) => {
+    got[key].push(data);
+    return answer(key, got[key].length);
+  };
+}
+
+beforeAll(async () => {
+  const appPort = await freePort();
+  sc = await startPubSubSidecar(RESOURCES, { appId: 'grpc-sub', appPort, appProtocol: 'grpc' });
+  server = new DaprServer({
+    serverHost: '127.0.0.1',
+    serverPort: String(appPort),
+    communicationProtocol: CommunicationProtocolEnum.GRPC,
+    clientOptions: { daprHost: '127.0.0.1', daprPort: String(sc.sidecar.grpcPort), communicationProtocol: CommunicationProtocolEnum.GRPC, logger },
+    logger,
+  });
+  await server.pubsub.subscribe('mem', 'orders', record('orders'));
+  // the app's own rule for this topic differs from the Subscription resource's, which wins
+  await server.pubsub.subscribeWithOptions('mem', 'decl', { route: { rules: [{ match: 'event.data.kind == "never"', path: 'vip' }], default: 'decl' } });
+  server.pubsub.subscribeToRoute('mem', 'decl', 'vip', record('vip'));
+  server.pubsub.subscribeToRoute('mem', 'decl', 'decl', record('decl'));
+  await server.pubsub.subscribeBulk('mem', 'bulk', record('bulk'), { maxMessagesCount: 3, maxAwaitDurationMs: 2000 });
+  await server.pubsub.subscribe('mem', 'raw', record('raw'), 'raw', { rawPayload: true }); // the SDK sends each value JSON-encoded
+  // count the batches the SDK's own OnBulkTopicEventAlpha1 receives
+  const impl = (server.daprServer as unknown as { getServerImpl(): { onBulkTopicEventAlpha1: (...a: unknown[]) => Promise<unknown> } }).getServerImpl();
+  const bulk = impl.onBulkTopicEventAlpha1.bind(impl);
+  impl.onBulkTopicEventAlpha1 = (...a: unknown[]) => (bulkCalls++, bulk(...a));
+  await server.start();
+  // the sidecar asks the app for its subscriptions once its port answers
+  const end = Date.now() + 15_000;
+  for (;;) {
+    const md = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { subscriptions: { topic: string; type: string }[] };
+    if (md.subscriptions.some((s) => s.type === 'PROGRAMMATIC')) break;
+    if (Date.now() > end) throw new Error('the sidecar never listed the gRPC app subscriptions');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await new Promise((r) => setTimeout(r, 100));
+}, 30_000);
+
+afterAll(async () => {
+  await server?.stop().catch(() => undefined);
+  await sc?.close();
+});
+
+async function publish(topic: string, body: string, query = '', contentType = 'application/json'): Promise<void> {
+  const res = await fetch(`${sc.base}/v1.0/publish/mem/${topic}${query}`, { method: 'POST', body, headers: { 'content-type': contentType } });
+  expect(res.status).toBe(204);
+}
+
+async function until(check: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`condition not met in time; got ${JSON.stringify(got)}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('a gRPC app (DaprServer over gRPC) as the subscriber', () => {
+  it('lists its ListTopicSubscriptions as PROGRAMMATIC subscriptions in the metadata', async () => {
+    const md = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { subscriptions: { topic: string; type: string; metadata?: Record<string, string> }[] };
+    const byTopic = Object.fromEntries(md.subscriptions.map((s) => [s.topic, s]));
+    expect(byTopic.orders).toMatchObject({ type: 'PROGRAMMATIC' });
+    expect(byTopic.bulk).toMatchObject({ type: 'PROGRAMMATIC' });
+    expect(byTopic.raw).toMatchObject({ type: 'PROGRAMMATIC', metadata: { rawPayload: 'true' } });
+  });
+
+  it('gets a published event through OnTopicEvent', async () => {
+    got.orders.length = 0;
+    await publish('orders', JSON.stringify({ id: 7, item: 'tea' }));
+    await until(() => got.orders.length === 1);
+    expect(got.orders[0]).toEqual({ id: 7, item: 'tea' });
+  });
+
+  it('RETRY is delivered again, DROP is not', async () => {
+    got.orders.length = 0;
+    answer = (_t, n) => (n === 1 ? DaprPubSubStatusEnum.RETRY : DaprPubSubStatusEnum.SUCCESS);
+    await publish('orders', JSON.stringify({ try: 'again' }));
+    await until(() => got.orders.length === 2);
+    expect(got.orders).toEqual([{ try: 'again' }, { try: 'again' }]);
+
+    got.orders.length = 0;
+    answer = () => DaprPubSubStatusEnum.DROP;
+    await publish('orders', JSON.stringify({ drop: 'me' }));
+    await until(() => got.orders.length === 1);
+    await new Promise((r) => setTimeout(r, 800)); // past the first retry's backoff
+    expect(got.orders).toHaveLength(1);
+    answer = () => DaprPubSubStatusEnum.SUCCESS;
+  });
+
+  it("a Subscription resource's rules choose the route the app sees in path", async () => {
+    await publish('decl', JSON.stringify({ kind: 'vip', n: 1 }));
+    await publish('decl', JSON.stringify({ kind: 'plain', n: 2 }));
+    await until(() => got.vip.length === 1 && got.decl.length === 1);
+    expect(got.vip).toEqual([{ kind: 'vip', n: 1 }]);
+    expect(got.decl).toEqual([{ kind: 'plain', n: 2 }]);
+  });
+
+  it('a bulk subscription receives its messages in one OnBulkTopicEventAlpha1 batch', async () => {
+    const before = bulkCalls;
+    for (const n of [1, 2, 3]) await publish('bulk', JSON.stringify({ n }));
+    await until(() => got.bulk.length === 3);
+    expect(got.bulk).toEqual(expect.arrayContaining([{ n: 1 }, { n: 2 }, { n: 3 }]));
+    expect(bulkCalls - before).toBe(1);
+  });
+
+  it('rawPayload: the app gets the bytes as published, not a CloudEvent', async () => {
+    await publish('raw', 'plain words, no envelope', '?metadata.rawPayload=true', 'text/plain');
+    await publish('raw', JSON.stringify({ wrapped: true }));
+    await until(() => got.raw.length === 2);
+    expect(got.raw[0]).toBe('plain words, no envelope');
+    // published as a CloudEvent: the raw subscriber sees the envelope itself
+    expect(got.raw[1]).toMatchObject({ specversion: '1.0', topic: 'raw', data: { wrapped: true } });
+  });
+});
