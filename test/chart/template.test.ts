@@ -38,7 +38,7 @@ interface Rule {
 
 const pod = (objects: K8sObject[], kind: string, name: string) => find<PodTemplateOwner>(objects, kind, name).spec.template.spec;
 const webhook = (objects: K8sObject[]) => find<{ webhooks: Webhook[] }>(objects, 'MutatingWebhookConfiguration', 'rt-injector').webhooks[0];
-const rules = (objects: K8sObject[], name: string) => find<{ rules: Rule[] }>(objects, 'ClusterRole', name).rules;
+const rules = (objects: K8sObject[], name: string, kind = 'ClusterRole') => find<{ rules: Rule[] }>(objects, kind, name).rules;
 const secretPem = (objects: K8sObject[], name: string, key: string) => Buffer.from(find<{ data: Record<string, string> }>(objects, 'Secret', name).data[key], 'base64').toString();
 /** Every verb the role grants on one resource. */
 const verbsOn = (rs: Rule[], group: string, resource: string) => rs.filter((r) => r.apiGroups.includes(group) && r.resources.includes(resource)).flatMap((r) => r.verbs).sort();
@@ -81,7 +81,7 @@ describe('the rt chart', () => {
       }
     }
     const kinds = (objects: K8sObject[]) => [...new Set(objects.map((o) => o.kind))].sort();
-    expect(kinds(renders.default)).toEqual(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'MutatingWebhookConfiguration', 'Secret', 'Service', 'ServiceAccount', 'StatefulSet']);
+    expect(kinds(renders.default)).toEqual(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'MutatingWebhookConfiguration', 'Role', 'RoleBinding', 'Secret', 'Service', 'ServiceAccount', 'StatefulSet']);
     expect(renders.default.filter((o) => o.kind === 'CustomResourceDefinition').map((o) => o.metadata.name).sort()).toEqual(['components.rt.io', 'configurations.rt.io', 'httpendpoints.rt.io', 'subscriptions.rt.io']);
     expect(kinds(renders.minimal)).not.toContain('CustomResourceDefinition');
     expect(kinds(renders.minimal)).not.toContain('StatefulSet');
@@ -125,7 +125,7 @@ describe('the rt chart', () => {
     expect(new X509Certificate(secretPem(renders.default, 'rt-injector-tls', 'tls.crt')).checkIP('127.0.0.1')).toBeUndefined();
   });
 
-  it('grants least privilege: the operator reads rt.io, Secrets and Pods, writes Component status, reviews tokens, records Events, and deletes pods only with the watchdog on', () => {
+  it('grants least privilege: the operator reads rt.io, Secrets and Pods, writes Component status, reviews tokens, records Events, keeps headless Services, holds a Lease in its namespace, and deletes pods only with the watchdog on', () => {
     const op = rules(renders.default, 'rt-operator');
     for (const plural of ['components', 'configurations', 'subscriptions', 'httpendpoints']) expect(verbsOn(op, 'rt.io', plural)).toEqual(['get', 'list', 'watch']);
     expect(verbsOn(op, 'rt.io', 'components/status')).toEqual(['get', 'patch', 'update']);
@@ -133,6 +133,8 @@ describe('the rt chart', () => {
     expect(verbsOn(op, '', 'pods')).toEqual(['get', 'list', 'watch']);
     expect(verbsOn(op, 'authentication.k8s.io', 'tokenreviews')).toEqual(['create']);
     expect(verbsOn(op, '', 'events')).toEqual(['create', 'patch']);
+    expect(verbsOn(op, '', 'services')).toEqual(['create', 'delete', 'get', 'list', 'patch', 'watch']);
+    expect(rules(renders.default, 'rt-operator', 'Role')).toEqual([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'get', 'update'] }]);
     expect(verbsOn(rules(renders.ha, 'rt-operator'), '', 'pods')).toEqual(['delete', 'get', 'list', 'watch']);
     expect(rules(renders.default, 'rt-injector')).toEqual([{ apiGroups: ['rt.io'], resources: ['components'], verbs: ['get', 'list', 'watch'] }]);
     for (const objects of Object.values(renders)) {
