@@ -29,6 +29,8 @@ export type MutateResult =
   | { allowed: false; message: string; warnings: string[] };
 
 const TOKEN_SECONDS = 3600;
+/** A Kubernetes label value. */
+const LABEL_VALUE = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 
 export function mutatePod(value: unknown, namespace: string, settings: InjectorSettings, components: ComponentLister): MutateResult {
   const shape = podShapeError(value);
@@ -119,6 +121,10 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
   const added: Record<string, string> = { [`${PREFIX}app-id`]: appId };
   if (settings.operatorCaPem) added[CA_ANNOTATION] = settings.operatorCaPem;
   out.metadata = { ...(out.metadata ?? {}), annotations: { ...annotations, ...added } };
+  // the label the operator's headless Service <app-id>-rt selects pods by (docs/kubernetes.md);
+  // an app id that is no label value gets none, and a warning
+  if (LABEL_VALUE.test(appId)) out.metadata.labels = { ...out.metadata.labels, [`${PREFIX}app-id`]: appId };
+  else warnings.push(`app id "${appId}" cannot be a label value (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit): the pod gets no ${PREFIX}app-id label, so no headless Service, and other apps cannot call it by DNS`);
 
   return { allowed: true, patch: fastJsonPatch.compare(pod, out), warnings };
 

@@ -20,6 +20,8 @@ const cases: AnnotationCase[] = [
   { name: 'app-id', annotations: { 'rt.io/app-id': 'orders' }, check: (s, p) => {
     expect(arg(s, 'app-id')).toBe('orders');
     expect(p.metadata?.annotations?.['rt.io/app-id']).toBe('orders');
+    // the operator's headless Service selects by this label
+    expect(p.metadata?.labels?.['rt.io/app-id']).toBe('orders');
   } },
   { name: 'app-id defaults to the generate-name prefix', annotations: {}, check: (s, p) => {
     expect(arg(s, 'app-id')).toBe('web');
@@ -87,6 +89,20 @@ describe('injector: one case per annotation (patch applied, Pod validated)', () 
     const a = admit(pod(annotations));
     expect(a.allowed, a.message).toBe(true);
     check(sidecarOf(a.pod), a.pod);
+  });
+
+  it('labels the pod rt.io/app-id when the app id is a label value, and warns when it is not', () => {
+    // the annotation takes up to 64 characters, a label 63; a default app id comes from generateName, up to 253
+    const long = 'a'.repeat(64);
+    const named = `web.${'b'.repeat(70)}`;
+    for (const [p, id] of [[pod({ 'rt.io/app-id': long }), long], [pod({}, { generateName: `${named}-` }), named]] as const) {
+      const a = admit(p);
+      expect(a.pod.metadata?.labels?.['rt.io/app-id']).toBeUndefined();
+      expect(a.warnings.join('\n')).toContain(`app id "${id}" cannot be a label value`);
+    }
+    for (const id of ['a', 'My_App.v2', 'x'.repeat(63)]) expect(admit(pod({ 'rt.io/app-id': id })).pod.metadata?.labels?.['rt.io/app-id']).toBe(id);
+    // the user's own labels stay
+    expect(admit(pod({}, { labels: { tier: 'web' } })).pod.metadata?.labels).toMatchObject({ tier: 'web', 'rt.io/app-id': 'web' });
   });
 
   it('dapr.io/* aliases are read when rt.io/* is absent', () => {
