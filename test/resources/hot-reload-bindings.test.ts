@@ -1,0 +1,145 @@
+/**
+ * An input binding added, updated and removed in the resource files of a running sidecar, while
+ * its events flow to the app and state requests are in flight: the added one starts delivering,
+ * an update re-initialises it (new metadata) and moves delivery to the new instance's Read stream
+ * while the old stream closes, a removal stops delivery — and no delivery nor request fails.
+ * The input binding is a pluggable component served over its socket (a real gRPC server).
+ */
+import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
+import type * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { Sidecar } from '../../sidecar/src/sidecar.ts';
+import { ok, sidecarFor, startTestServer, tempDirs, writeComponents, type TempDirs } from '../pluggable/helpers.ts';
+import { freePort } from '../services/net.ts';
+
+type ReadCall = grpc.ServerDuplexStream<{ messageId: string; responseData: Buffer; responseError: { message: string } | null }, unknown>;
+
+describe('hot reload: input bindings', () => {
+  let dirs: TempDirs;
+  let sidecar: Sidecar;
+  let server: grpc.Server;
+  let app: Server;
+  /** Metadata of every Init, in order. */
+  const inits: Record<string, string>[] = [];
+  /** Read streams open now, and every ack with the generation (metadata v) of its stream. */
+  let openReads = 0;
+  const acks: { gen: string; id: string; error?: string }[] = [];
+  /** What the app got: the body of each POST to /ticks. */
+  const delivered: { gen: string; n: number }[] = [];
+
+  beforeAll(async () => {
+    dirs = tempDirs();
+    app = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c));
+      req.on('end', () => {
+        if (req.method !== 'POST' || req.url !== '/ticks') return void res.writeHead(404).end();
+        delivered.push(JSON.parse(body) as { gen: string; n: number });
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      });
+    });
+    const appPort = await freePort();
+    await new Promise<void>((r) => app.listen(appPort, '127.0.0.1', r));
+    // each Read stream sends a tick every 10 ms, tagged with the metadata of the Init before it
+    server = await startTestServer(join(dirs.sockets, 'ticker.sock'), {
+      InputBinding: {
+        Init: (call: grpc.ServerUnaryCall<{ metadata: { properties: Record<string, string> } }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+          inits.push(call.request.metadata.properties);
+          cb(null, {});
+        },
+        Ping: ok({}),
+        Read: (call: ReadCall) => {
+          const gen = inits.at(-1)?.v ?? '?';
+          openReads++;
+          let n = 0;
+          const timer = setInterval(() => call.write({ data: Buffer.from(JSON.stringify({ gen, n: n++ })), metadata: {}, contentType: 'application/json', messageId: `${gen}-${n}` }), 10);
+          const end = () => {
+            if (!timer.hasRef()) return;
+            clearInterval(timer);
+            timer.unref();
+            openReads--;
+          };
+          call.on('data', (ack) => acks.push({ gen, id: ack.messageId, error: ack.responseError?.message }));
+          call.on('cancelled', end);
+          call.on('end', () => {
+            end();
+            call.end();
+          });
+          call.on('error', end);
+        },
+      },
+    });
+    writeComponents(dirs.resources, [{ name: 'store', type: 'state.in-memory' }]);
+    sidecar = await sidecarFor(dirs, 'hot-bindings', { appPort });
+  });
+
+  afterAll(async () => {
+    await sidecar?.close();
+    server?.forceShutdown();
+    app?.close();
+    dirs?.cleanup();
+  });
+
+  /** State writes and reads on `store` until stop(); every status seen (0: no answer). */
+  const traffic = () => {
+    const base = `http://127.0.0.1:${sidecar.httpPort}`;
+    let running = true;
+    const statuses: number[] = [];
+    const done = (async () => {
+      for (let i = 0; running; i++) {
+        try {
+          const save = await fetch(`${base}/v1.0/state/store`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([{ key: `k${i % 5}`, value: i }]) });
+          await save.arrayBuffer();
+          statuses.push(save.status);
+          const get = await fetch(`${base}/v1.0/state/store/k${i % 5}`);
+          await get.arrayBuffer();
+          statuses.push(get.status);
+        } catch {
+          statuses.push(0);
+        }
+      }
+    })();
+    return { statuses, stop: async () => ((running = false), await done, statuses) };
+  };
+
+  it('adds, updates and removes an input binding while events and requests are in flight; none fails', async () => {
+    const t = traffic();
+    const both = (v: string) => [{ name: 'store', type: 'state.in-memory' }, { name: 'ticks', type: 'bindings.ticker', metadata: { v } }];
+
+    // add: events of generation 1 reach the app
+    writeComponents(dirs.resources, both('1'));
+    await vi.waitFor(() => expect(delivered.filter((d) => d.gen === '1').length).toBeGreaterThan(20), { timeout: 15_000 });
+    expect(openReads).toBe(1);
+
+    // update: Init again with the new metadata; delivery moves to the new stream, the old one closes
+    writeComponents(dirs.resources, both('2'));
+    await vi.waitFor(() => expect(delivered.filter((d) => d.gen === '2').length).toBeGreaterThan(20), { timeout: 15_000 });
+    await vi.waitFor(() => expect(openReads).toBe(1), { timeout: 10_000 });
+    expect(inits.map((i) => i.v)).toEqual(['1', '2']);
+    const oneAfterUpdate = delivered.filter((d) => d.gen === '1').length;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(delivered.filter((d) => d.gen === '1').length).toBe(oneAfterUpdate);
+
+    // remove: its stream closes and nothing more arrives
+    writeComponents(dirs.resources, [{ name: 'store', type: 'state.in-memory' }]);
+    await vi.waitFor(() => expect(sidecar.ctx.components.get('ticks')).toBeUndefined(), { timeout: 10_000 });
+    await vi.waitFor(() => expect(openReads).toBe(0), { timeout: 10_000 });
+    const total = delivered.length;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(delivered.length).toBe(total);
+
+    const statuses = await t.stop();
+    expect(statuses.length).toBeGreaterThan(20);
+    expect(statuses.filter((s) => s !== 200 && s !== 204)).toEqual([]);
+    // every event the app answered was acked with its answer: no delivery failed across the swaps
+    expect(acks.filter((a) => a.error)).toEqual([]);
+    expect(acks.length).toBeGreaterThan(40);
+    // each generation's deliveries are in order, none twice
+    for (const gen of ['1', '2']) {
+      const ns = delivered.filter((d) => d.gen === gen).map((d) => d.n);
+      expect(ns).toEqual([...ns].sort((a, b) => a - b));
+      expect(new Set(ns).size).toBe(ns.length);
+    }
+  }, 60_000);
+});
