@@ -123,13 +123,13 @@ export function fastObject(b: Buffer, start: number, rawMin: number): Record<str
   }
 }
 
-function skipWs(b: Buffer, i: number): number {
+export function skipWs(b: Buffer, i: number): number {
   while (i < b.length && (b[i] === 0x20 || b[i] === 0x0a || b[i] === 0x0d || b[i] === 0x09)) i++;
   return i;
 }
 
 /** Index after the closing quote of the string starting at `i`, or -1. */
-function stringEnd(b: Buffer, i: number): number {
+export function stringEnd(b: Buffer, i: number): number {
   let from = i + 1;
   for (;;) {
     const q = b.indexOf(0x22, from);
@@ -142,7 +142,7 @@ function stringEnd(b: Buffer, i: number): number {
 }
 
 /** End of a non-string value (number, literal, object, array) starting at `i`, or -1. */
-function valueEnd(b: Buffer, i: number): number {
+export function valueEnd(b: Buffer, i: number): number {
   let depth = 0;
   let j = i;
   while (j < b.length) {

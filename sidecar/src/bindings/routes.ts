@@ -3,15 +3,20 @@
  * Body: {operation (required), data (optional, any JSON), metadata (optional, strings)}.
  *
  * The body is read as JSON whatever its Content-Type (clients of the ecosystem's API send
- * none, or text/plain, too), with the low-copy reader of body.ts because `data` may be a file.
+ * none, or text/plain, too). Bindings that stream an operation's `data` (bindings.sftp create)
+ * get it as it arrives (stream-body.ts) when the body names `operation` before a string `data`;
+ * every other body is read whole with the low-copy reader of body.ts, because `data` may be a file.
  * Streamed responses (Readable) are piped; a client that goes away destroys the stream, which
  * lets the binding release what it holds (e.g. a remote file handle).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
+import type { FastifyReply } from 'fastify';
 import type { SidecarContext } from '../context.ts';
+import type { BindingResponse, OutputBinding } from '../components/types.ts';
 import { ApiError, badRequest, errorMessage, malformed } from '../http/errors.ts';
-import { parseJsonBody, readBody } from './body.ts';
+import { parseJsonBody } from './body.ts';
+import { BodySource, readHead } from './stream-body.ts';
 
 /** Bindings carry whole files as base64 in JSON: allow large bodies on this route only. */
 export const BINDING_BODY_LIMIT = 512 * 1024 * 1024;
@@ -19,10 +24,8 @@ export const BINDING_BODY_LIMIT = 512 * 1024 * 1024;
 export async function setup(ctx: SidecarContext): Promise<void> {
   await ctx.http.register(async (scope) => {
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', async (req: { headers: IncomingHttpHeaders }, payload: Readable) => {
-      const buf = await readBody(payload, req.headers, BINDING_BODY_LIMIT);
-      return buf.length === 0 ? undefined : parseJsonBody(buf);
-    });
+    // the route reads the body itself: it knows the binding, and so whether to stream
+    scope.addContentTypeParser('*', (_req: unknown, payload: Readable, done: (err: null, body: Readable) => void) => done(null, payload));
     scope.post<{ Params: { name: string } }>('/v1.0/bindings/:name', async (req, reply) => {
       const name = req.params.name;
       const binding = ctx.components.outputBinding(name);
@@ -30,40 +33,90 @@ export async function setup(ctx: SidecarContext): Promise<void> {
         const loaded = ctx.components.namesOf('bindings');
         throw badRequest('ERR_BINDING_NOT_FOUND', `output binding "${name}" is not loaded; loaded bindings: ${loaded.join(', ') || 'none'}`);
       }
-      const body = req.body;
-      if (typeof body !== 'object' || body === null || Array.isArray(body) || Buffer.isBuffer(body)) {
+      const payload = req.body instanceof Readable ? req.body : undefined;
+      let whole: Buffer = Buffer.alloc(0);
+      if (payload) {
+        const src = new BodySource(payload, req.headers as IncomingHttpHeaders, BINDING_BODY_LIMIT);
+        try {
+          const got = binding.invokeStreamed ? await streamedOrWhole(name, binding, src) : await src.rest([]);
+          if (!Buffer.isBuffer(got)) return send(reply, got);
+          whole = got;
+        } catch (e) {
+          await src.discard(); // what the client still sends is not wanted
+          throw e;
+        }
+      }
+      const body = whole.length === 0 ? undefined : parseJsonBody(whole);
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) {
         throw malformed('the body must be a JSON object with "operation", and optionally "data" and "metadata"');
       }
       const b = body as Record<string, unknown>;
-      if (typeof b.operation !== 'string' || b.operation === '') throw malformed('"operation" is required and must be a string');
-      const operations = binding.operations();
-      if (!operations.includes(b.operation)) {
-        throw badRequest('ERR_INVOKE_OUTPUT_BINDING', `binding "${name}" does not support operation "${b.operation}"; supported: ${operations.join(', ')}`);
-      }
-      const metadata: Record<string, string> = {};
-      if (b.metadata !== undefined && b.metadata !== null) {
-        if (typeof b.metadata !== 'object' || Array.isArray(b.metadata)) throw malformed('"metadata" must be an object of strings');
-        for (const [k, v] of Object.entries(b.metadata as Record<string, unknown>)) {
-          if (typeof v !== 'string') throw malformed(`"metadata.${k}" must be a string`);
-          // an own "__proto__" key stays a plain entry
-          Object.defineProperty(metadata, k, { value: v, enumerable: true, writable: true, configurable: true });
-        }
-      }
-      let res;
-      try {
-        res = await binding.invoke({ operation: b.operation, data: b.data, metadata });
-      } catch (e) {
-        if (e instanceof ApiError) throw e;
-        throw new ApiError(500, 'ERR_INVOKE_OUTPUT_BINDING', `error invoking output binding "${name}": ${errorMessage(e)}`);
-      }
-      for (const [k, v] of Object.entries(res.metadata ?? {})) {
-        // response metadata travels as headers, as the ecosystem's HTTP API does
-        if (/^[A-Za-z0-9-]+$/.test(k)) reply.header(`metadata.${k}`, v);
-      }
-      if (res.data === undefined) return reply.status(204).send();
-      if (res.contentType) reply.type(res.contentType);
-      if (res.data instanceof Readable) return reply.status(200).send(res.data);
-      return reply.status(200).send(Buffer.from(res.data.buffer, res.data.byteOffset, res.data.byteLength));
+      const operation = checkOperation(name, binding, b);
+      const metadata = b.metadata === undefined ? {} : metadataOf(b.metadata);
+      return send(reply, await guarded(name, () => binding.invoke({ operation, data: b.data, metadata })));
     });
   });
+}
+
+/**
+ * Streams `data` to the binding when the body names a streamed operation before a string
+ * `data`; otherwise returns the whole body, to be parsed as any other.
+ */
+async function streamedOrWhole(name: string, binding: OutputBinding, src: BodySource): Promise<BindingResponse | Buffer> {
+  const head = await readHead(src);
+  if (head.kind === 'whole') return head.body;
+  // the operation must come before the data (the usual order) to know that it streams
+  const operation = typeof head.members.operation === 'string' ? checkOperation(name, binding, head.members) : '';
+  if (!binding.invokeStreamed || !binding.streamedOperations?.().includes(operation)) return src.rest([head.raw]);
+  const early = head.members.metadata === undefined ? undefined : metadataOf(head.members.metadata);
+  const reader = head.reader;
+  const complete = async () => metadataOf(mergedMetadata(head.members, await reader.rest()));
+  const invoke = binding.invokeStreamed.bind(binding);
+  return guarded(name, () => invoke({ operation, data: reader.chunks(), early, complete }));
+}
+
+function checkOperation(name: string, binding: OutputBinding, b: Record<string, unknown>): string {
+  if (typeof b.operation !== 'string' || b.operation === '') throw malformed('"operation" is required and must be a string');
+  const operations = binding.operations();
+  if (!operations.includes(b.operation)) {
+    throw badRequest('ERR_INVOKE_OUTPUT_BINDING', `binding "${name}" does not support operation "${b.operation}"; supported: ${operations.join(', ')}`);
+  }
+  return b.operation;
+}
+
+/** The body's metadata: a later member wins over an earlier one, as in JSON.parse. */
+function mergedMetadata(head: Record<string, unknown>, tail: Record<string, unknown>): unknown {
+  return Object.hasOwn(tail, 'metadata') ? tail.metadata : head.metadata;
+}
+
+function metadataOf(value: unknown): Record<string, string> {
+  const metadata: Record<string, string> = {};
+  if (value === undefined || value === null) return metadata;
+  if (typeof value !== 'object' || Array.isArray(value)) throw malformed('"metadata" must be an object of strings');
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    if (typeof v !== 'string') throw malformed(`"metadata.${k}" must be a string`);
+    // an own "__proto__" key stays a plain entry
+    Object.defineProperty(metadata, k, { value: v, enumerable: true, writable: true, configurable: true });
+  }
+  return metadata;
+}
+
+async function guarded(name: string, fn: () => Promise<BindingResponse>): Promise<BindingResponse> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof ApiError) throw e;
+    throw new ApiError(500, 'ERR_INVOKE_OUTPUT_BINDING', `error invoking output binding "${name}": ${errorMessage(e)}`);
+  }
+}
+
+function send(reply: FastifyReply, res: BindingResponse): FastifyReply {
+  for (const [k, v] of Object.entries(res.metadata ?? {})) {
+    // response metadata travels as headers, as the ecosystem's HTTP API does
+    if (/^[A-Za-z0-9-]+$/.test(k)) reply.header(`metadata.${k}`, v);
+  }
+  if (res.data === undefined) return reply.status(204).send();
+  if (res.contentType) reply.type(res.contentType);
+  if (res.data instanceof Readable) return reply.status(200).send(res.data);
+  return reply.status(200).send(Buffer.from(res.data.buffer, res.data.byteOffset, res.data.byteLength));
 }

@@ -131,9 +131,26 @@ export interface BindingResponse {
   metadata?: Record<string, string>;
 }
 
+/**
+ * A request whose `data` string is read from the HTTP body as it arrives (bindings/stream-body.ts):
+ * `data` yields the string's content (for files: base64 text) with backpressure, and `complete()`
+ * resolves to the request's metadata once the whole body has been read and checked (it rejects
+ * with a 400 ApiError on a malformed body). `early` is the metadata when the body named it before
+ * `data`, a hint only: complete()'s metadata is the one that counts.
+ */
+export interface StreamedBindingRequest {
+  operation: string;
+  data: AsyncIterable<Buffer>;
+  early?: Record<string, string>;
+  complete(): Promise<Record<string, string>>;
+}
+
 export interface OutputBinding extends Component {
   operations(): string[];
   invoke(req: BindingRequest): Promise<BindingResponse>;
+  /** Operations whose string `data` the binding takes as a stream (invokeStreamed). */
+  streamedOperations?(): string[];
+  invokeStreamed?(req: StreamedBindingRequest): Promise<BindingResponse>;
 }
 
 export interface InputBindingEvent {

@@ -11,7 +11,7 @@
  */
 import type { Logger } from 'pino';
 import { ApiError, errorMessage, malformed } from '../../../http/errors.ts';
-import type { BindingRequest, BindingResponse, ComponentContext, ComponentSpec, OutputBinding } from '../../types.ts';
+import type { BindingRequest, BindingResponse, ComponentContext, ComponentSpec, OutputBinding, StreamedBindingRequest } from '../../types.ts';
 import { isStatusError, SftpConnection, type Session, type Ssh2Module } from './connection.ts';
 import { parseMetadata, type SftpMetadata } from './metadata.ts';
 import { resolveInRoot } from './paths.ts';
@@ -25,6 +25,7 @@ import {
   TEMP_NAME,
   unlink,
   uploadBase64,
+  uploadStreamed,
 } from './transfer.ts';
 
 export const OPERATIONS = ['create', 'get', 'list', 'delete'] as const;
@@ -95,6 +96,34 @@ export class SftpBinding implements OutputBinding {
     const data = base64Text(req.data);
     assertBase64(data);
     await this.call('create', fileName, (s) => uploadBase64(s, this.root(), remote, data, (tmp) => this.connection().forget(tmp)));
+    return json({ fileName });
+  }
+
+  /** create takes its base64 data as the HTTP body brings it. */
+  streamedOperations(): string[] {
+    return ['create'];
+  }
+
+  /**
+   * A streamed create: the file is written to a temporary file as the data arrives and renamed
+   * to metadata.fileName once the body (whose metadata may follow the data) has been read. No
+   * retry on a broken connection: the data already sent cannot be read again.
+   */
+  async invokeStreamed(req: StreamedBindingRequest): Promise<BindingResponse> {
+    const early = req.early?.fileName;
+    const near = early && !early.endsWith('/') ? tryResolve(this.root(), early) : undefined;
+    let fileName = early ?? '';
+    const target = async () => {
+      const md = await req.complete();
+      fileName = requiredFileName({ operation: req.operation, data: undefined, metadata: md });
+      return resolveInRoot(this.root(), fileName).remote;
+    };
+    try {
+      const s = await this.connection().acquire();
+      await uploadStreamed(s, this.root(), near, req.data, target, (tmp) => this.connection().forget(tmp));
+    } catch (e) {
+      throw this.failure('create', fileName, e);
+    }
     return json({ fileName });
   }
 
@@ -186,6 +215,15 @@ function base64Text(data: unknown): string {
   if (typeof data === 'string') return data;
   if (data instanceof Uint8Array) return Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('latin1');
   throw malformed('create needs "data" to be the file content as a base64 string');
+}
+
+/** The remote path of `fileName`, or undefined when it is not a valid one (reported later). */
+function tryResolve(root: string, fileName: string): string | undefined {
+  try {
+    return resolveInRoot(root, fileName).remote;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The file a create/get/delete names; a trailing "/" names a folder, which these do not take. */

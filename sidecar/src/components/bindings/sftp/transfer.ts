@@ -6,15 +6,17 @@
  * large as the server allows, 255 KiB with OpenSSH), which is what makes large files fast.
  *
  * Uploads decode the base64 text slice by slice straight into WRITE requests (the decoded file
- * never exists whole in memory), into a temporary file next to the target that is renamed over
- * it at the end: readers never see half a file, and a failed upload leaves the old one intact.
+ * never exists whole in memory), into a temporary file that is renamed over the target at the
+ * end: readers never see half a file, and a failed upload leaves the old one intact. A streamed
+ * upload (uploadStreamed) decodes the text as the HTTP body brings it, with backpressure: the
+ * body is read no faster than the server acknowledges WRITEs.
  * Downloads are a Readable that keeps IN_FLIGHT reads ahead of the consumer.
  */
 import { randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import { Readable } from 'node:stream';
 import type { FileEntryWithStats, Stats } from 'ssh2';
-import { DECODE_SLICE } from './base64.ts';
+import { Base64Decoder, DECODE_SLICE } from './base64.ts';
 import type { Session } from './connection.ts';
 
 /** Requests kept in flight per transfer. */
@@ -120,51 +122,112 @@ export async function mkdirp(s: Session, root: string, dir: string): Promise<voi
 // ------------------------------------------------------------------ upload
 
 /**
- * Writes the decoded base64 text to `remote` atomically; `data` must have passed assertBase64.
- * A temporary file that cannot be removed after a failure (the connection died) is handed to
- * `orphaned`, so that it can be removed once connected again.
+ * WRITE requests for consecutive bytes, at most IN_FLIGHT outstanding, each filled up to
+ * maxWriteLen. ssh2 copies a WRITE's data into its packet when the request is made (no request
+ * is longer than maxWriteLen, so none is split for later): the caller's buffers and our block
+ * may be reused as soon as `write` returns.
  */
-export async function uploadBase64(s: Session, root: string, remote: string, data: string, orphaned: (path: string) => void = () => undefined): Promise<void> {
-  const dir = posix.dirname(remote);
-  const tmp = posix.join(dir, `.${posix.basename(remote)}.rt-upload-${randomBytes(8).toString('hex')}`);
+class RemoteWriter {
+  private readonly pending = new Set<Promise<void>>();
+  private failure: unknown;
+  private pos = 0;
+  private readonly block: Buffer;
+  private filled = 0;
+  private readonly s: Session;
+  private readonly handle: Buffer;
+
+  constructor(s: Session, handle: Buffer) {
+    this.s = s;
+    this.handle = handle;
+    this.block = Buffer.allocUnsafe(s.maxWriteLen);
+  }
+
+  async write(bytes: Buffer): Promise<void> {
+    let off = 0;
+    // a partly filled block is completed first; whole blocks go straight from `bytes`
+    while (off < bytes.length) {
+      if (this.filled === 0 && bytes.length - off >= this.block.length) {
+        await this.send(bytes, off, this.block.length);
+        off += this.block.length;
+        continue;
+      }
+      const n = bytes.copy(this.block, this.filled, off);
+      this.filled += n;
+      off += n;
+      if (this.filled === this.block.length) await this.flush();
+    }
+  }
+
+  /** Sends what is left and waits for every answer. */
+  async finish(): Promise<void> {
+    await this.flush();
+    await Promise.all(this.pending);
+    if (this.failure) throw this.failure;
+  }
+
+  /** Waits for the answers of the requests sent, without sending what is left. */
+  async drain(): Promise<void> {
+    await Promise.all(this.pending);
+  }
+
+  private async flush(): Promise<void> {
+    if (this.filled === 0) return;
+    const n = this.filled;
+    this.filled = 0;
+    await this.send(this.block, 0, n);
+  }
+
+  private async send(buf: Buffer, off: number, len: number): Promise<void> {
+    while (this.pending.size >= IN_FLIGHT) await Promise.race(this.pending);
+    if (this.failure) throw this.failure;
+    const p: Promise<void> = write(this.s, this.handle, buf, off, len, this.pos).then(
+      () => void this.pending.delete(p),
+      (e: unknown) => {
+        this.failure ??= e;
+        this.pending.delete(p);
+      },
+    );
+    this.pending.add(p);
+    this.pos += len;
+  }
+}
+
+/** A temporary name beside `remote` for its upload. */
+function tempBeside(remote: string): string {
+  return posix.join(posix.dirname(remote), `.${posix.basename(remote)}.rt-upload-${randomBytes(8).toString('hex')}`);
+}
+
+/**
+ * Writes `fill`'s bytes to the temporary file `tmp` (its folder made when missing), then hands
+ * it to `settle`, which moves it to its place. On any failure the temporary file is removed; one
+ * that cannot be (the connection died) goes to `orphaned`, to be removed once connected again.
+ */
+async function uploadVia(
+  s: Session,
+  root: string,
+  tmp: string,
+  fill: (w: RemoteWriter) => Promise<void>,
+  settle: (tmp: string) => Promise<void>,
+  orphaned: (path: string) => void,
+): Promise<void> {
   // the folder usually exists: try first, make folders only when the server says it is missing
   const handle = await open(s, tmp, 'w').catch(async (e: unknown) => {
     if ((e as { code?: unknown }).code !== SFTP_NO_SUCH_FILE) throw e;
-    await mkdirp(s, root, dir);
+    await mkdirp(s, root, posix.dirname(tmp));
     return open(s, tmp, 'w');
   });
   let closed = false;
   try {
-    const pending = new Set<Promise<void>>();
-    let failure: unknown;
-    let pos = 0;
-    const chunk = s.maxWriteLen;
-    // one decode buffer for the whole upload: ssh2 copies a WRITE's data into its packet when
-    // the request is made (no request is longer than maxWriteLen, so none is split for later),
-    // so the next slice may be decoded over this one as soon as its requests are sent
-    const scratch = Buffer.allocUnsafe((Math.min(DECODE_SLICE, data.length) / 4) * 3);
-    for (let i = 0; i < data.length; i += DECODE_SLICE) {
-      const bytes = scratch.subarray(0, scratch.write(data.slice(i, i + DECODE_SLICE), 0, 'base64'));
-      for (let off = 0; off < bytes.length; off += chunk) {
-        while (pending.size >= IN_FLIGHT) await Promise.race(pending);
-        if (failure) throw failure;
-        const len = Math.min(chunk, bytes.length - off);
-        const p: Promise<void> = write(s, handle, bytes, off, len, pos).then(
-          () => void pending.delete(p),
-          (e: unknown) => {
-            failure ??= e;
-            pending.delete(p);
-          },
-        );
-        pending.add(p);
-        pos += len;
-      }
-    }
-    await Promise.all(pending);
-    if (failure) throw failure;
+    const w = new RemoteWriter(s, handle);
+    // on failure the answers still due are awaited: the handle is closed after them
+    await fill(w).catch(async (e: unknown) => {
+      await w.drain();
+      throw e;
+    });
+    await w.finish();
     closed = true;
     await closeHandle(s, handle);
-    await replace(s, tmp, remote);
+    await settle(tmp);
   } catch (e) {
     if (!closed) await closeHandle(s, handle).catch(() => undefined);
     await unlink(s, tmp).catch((ue: unknown) => {
@@ -172,6 +235,61 @@ export async function uploadBase64(s: Session, root: string, remote: string, dat
     });
     throw e;
   }
+}
+
+/** Writes the decoded base64 text to `remote` atomically; `data` must have passed assertBase64. */
+export async function uploadBase64(s: Session, root: string, remote: string, data: string, orphaned: (path: string) => void = () => undefined): Promise<void> {
+  await uploadVia(
+    s,
+    root,
+    tempBeside(remote),
+    async (w) => {
+      // one decode buffer for the whole upload (the writer copies what it sends)
+      const scratch = Buffer.allocUnsafe((Math.min(DECODE_SLICE, data.length) / 4) * 3);
+      for (let i = 0; i < data.length; i += DECODE_SLICE) {
+        await w.write(scratch.subarray(0, scratch.write(data.slice(i, i + DECODE_SLICE), 0, 'base64')));
+      }
+    },
+    (tmp) => replace(s, tmp, remote),
+    orphaned,
+  );
+}
+
+/**
+ * Writes base64 text arriving in pieces (checked as it comes; a bad piece fails the upload with
+ * a 400 and leaves any existing file intact) to a temporary file, then asks `target` where it
+ * goes — the request's metadata may come after its data — and renames it there atomically.
+ * `near` is where the file will probably go (the metadata seen before the data), so that the
+ * temporary file is beside it; without it, the temporary file is made in `root`.
+ */
+export async function uploadStreamed(
+  s: Session,
+  root: string,
+  near: string | undefined,
+  text: AsyncIterable<Buffer>,
+  target: () => Promise<string>,
+  orphaned: (path: string) => void = () => undefined,
+): Promise<void> {
+  const tmp = near ? tempBeside(near) : posix.join(root, `.stream.rt-upload-${randomBytes(8).toString('hex')}`);
+  await uploadVia(
+    s,
+    root,
+    tmp,
+    async (w) => {
+      const dec = new Base64Decoder();
+      for await (const piece of text) {
+        const bytes = dec.push(piece);
+        if (bytes.length) await w.write(bytes);
+      }
+      await w.write(dec.end());
+    },
+    async (from) => {
+      const remote = await target();
+      if (posix.dirname(remote) !== posix.dirname(from)) await mkdirp(s, root, posix.dirname(remote));
+      await replace(s, from, remote);
+    },
+    orphaned,
+  );
 }
 
 // ------------------------------------------------------------------ download
