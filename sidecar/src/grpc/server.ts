@@ -28,6 +28,19 @@ export class GrpcServer {
     this.services++;
   }
 
+  /**
+   * Calls of any method no service here implements go to `handler`, as a bidi stream of raw
+   * message bytes (service invocation's gRPC proxying). grpc-js has no public unknown-service
+   * handler (grpc/grpc-node#1572), so this wraps its handler lookup; e2e/invoke/grpc-proxy.test.ts
+   * fails if an upgrade moves it.
+   */
+  setFallback(handler: grpc.handleBidiStreamingCall<Buffer, Buffer>): void {
+    const server = this.server as unknown as { _retrieveHandler(path: string): unknown };
+    const lookup = server._retrieveHandler.bind(server);
+    const raw = (b: Buffer) => b;
+    server._retrieveHandler = (path: string) => lookup(path) ?? { func: handler, serialize: raw, deserialize: raw, type: 'bidi', path };
+  }
+
   /** True when the call carries the API token (or none is configured). */
   authorized(metadata: grpc.Metadata): boolean {
     if (!this.apiToken) return true;

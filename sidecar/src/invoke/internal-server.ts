@@ -14,6 +14,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import { GrpcServer } from '../grpc/server.ts';
+import { calleeProxy, Channels } from './grpc-proxy.ts';
 import { headerObject, responseHeaders } from './headers.ts';
 import { headOf, sendAnswer, sendError } from './internal-http.ts';
 import type { InvokeAnswer } from './invoker.ts';
@@ -29,6 +30,9 @@ export interface InternalServerOptions {
   app: AppChannel;
   log: Logger;
   access: AccessCheck;
+  /** host:port of the app's gRPC server, when it speaks gRPC (--app-protocol grpc): proxied calls go there. */
+  grpcApp?: string;
+  appApiToken?: string;
 }
 
 /** Why the callee sidecar refuses a call itself (before its app sees it). */
@@ -42,12 +46,16 @@ export class InternalServer {
   private readonly o: InternalServerOptions;
   private readonly http1 = createHttpServer({ keepAliveTimeout: 60_000 }, (req, res) => void this.serveHttp(req, res));
   private readonly net: NetServer;
+  private readonly channels = new Channels();
+  private readonly sockets = new Set<Socket>();
   private readonly injector: ReturnType<grpc.Server['createConnectionInjector']>;
 
   constructor(o: InternalServerOptions) {
     this.o = o;
     this.grpc = new GrpcServer(o.log);
     this.grpc.addService(internalService(), { CallStream: (call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>) => void this.serveStream(call) });
+    // gRPC calls of any other method are proxied calls for this sidecar's gRPC app
+    this.grpc.setFallback(calleeProxy({ appId: o.appId, appAddress: o.grpcApp, appApiToken: o.appApiToken, refuse: (h) => this.refuse(h) }, this.channels));
     this.injector = this.grpc.server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
     this.net = createNetServer({ noDelay: true }, (s) => this.sniff(s));
   }
@@ -63,14 +71,20 @@ export class InternalServer {
   }
 
   async close(): Promise<void> {
-    await new Promise<void>((r) => this.net.close(() => r()));
+    // net.Server.close waits for every connection: callers keep theirs open (keep-alive, HTTP/2)
+    const closed = new Promise<void>((r) => this.net.close(() => r()));
     this.http1.closeAllConnections();
     this.injector.destroy();
     await this.grpc.close();
+    for (const s of this.sockets) s.destroy();
+    await closed;
+    this.channels.close();
   }
 
   /** Reads until the first bytes say which protocol the connection speaks, then hands it over. */
   private sniff(socket: Socket): void {
+    this.sockets.add(socket);
+    socket.once('close', () => this.sockets.delete(socket));
     let seen = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
       seen = Buffer.concat([seen, chunk]);

@@ -6,6 +6,7 @@ import type { SidecarContext } from '../context.ts';
 import { EndpointCaller, endpointTarget } from './endpoints.ts';
 import { checkAccess, parseAccessControl, type AccessControl } from './access-control.ts';
 import { invokeServiceDefinition, invokeServiceHandler } from './grpc-service.ts';
+import { callerProxy, Channels } from './grpc-proxy.ts';
 import { InternalServer, type AccessCheck } from './internal-server.ts';
 import { Invoker, type InvokeCall } from './invoker.ts';
 import { LocalRegistry, register } from './registry/local.ts';
@@ -17,7 +18,8 @@ import { directInvokeError } from './invoker.ts';
 export async function setup(ctx: SidecarContext): Promise<void> {
   const o = ctx.options;
   const standalone = o.mode !== 'kubernetes';
-  const server = new InternalServer({ appId: o.appId, namespace: o.namespace, app: ctx.app, log: ctx.log, access: accessCheck(ctx) });
+  const grpcApp = o.appProtocol === 'grpc' && o.appPort > 0 ? `${o.appChannelAddress.includes(':') ? `[${o.appChannelAddress}]` : o.appChannelAddress}:${o.appPort}` : undefined;
+  const server = new InternalServer({ appId: o.appId, namespace: o.namespace, app: ctx.app, log: ctx.log, access: accessCheck(ctx), grpcApp, appApiToken: o.appApiToken });
   // standalone sidecars share one machine: a free port each, found through the registry
   const internalPort = await server.listen(o.listenAddress, o.internalGrpcPort ?? (standalone ? 0 : INTERNAL_GRPC_PORT));
   ctx.onClose(() => server.close());
@@ -44,6 +46,10 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   };
   await invokeRoutes(ctx.http, dispatch);
   ctx.grpc.addService(invokeServiceDefinition(), { InvokeService: invokeServiceHandler(ctx.grpc, dispatch) });
+  // gRPC proxying: any method this port does not implement, sent with rt-app-id, goes to that app
+  const channels = new Channels();
+  ctx.onClose(() => channels.close());
+  ctx.grpc.setFallback(callerProxy(ctx.grpc, resolver, { app_id: o.appId, namespace: o.namespace, trust_domain: '' }, channels));
 
   if (registry) {
     let entry: ReturnType<typeof register> | undefined;

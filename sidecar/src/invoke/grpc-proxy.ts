@@ -1,0 +1,160 @@
+/**
+ * gRPC proxying, for apps that speak gRPC: an app calls ANY method on its sidecar's gRPC port
+ * with the metadata `rt-app-id` (or `dapr-app-id`); the sidecar forwards the call — unary or
+ * streaming, messages as raw bytes, no proto knowledge — to the target's sidecar (the internal
+ * port's gRPC side), which calls its app's gRPC server (--app-protocol grpc). Messages, headers,
+ * status and trailers come back unchanged.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { GrpcServer } from '../grpc/server.ts';
+import type { Caller, RequestHead } from './proto.ts';
+import { ResolveError, type Resolver } from './resolve.ts';
+import { parseAppTarget } from './target.ts';
+
+type Call = grpc.ServerDuplexStream<Buffer, Buffer>;
+type Out = grpc.ClientDuplexStream<Buffer, Buffer>;
+
+const raw = (b: Buffer) => b;
+/** Metadata of the hop between sidecars (as internal-http.ts's headers). */
+const TARGET = 'rt-invoke-target';
+const CALLER_APP = 'rt-invoke-caller-app-id';
+const CALLER_NS = 'rt-invoke-caller-namespace';
+/** Trailer of an UNAVAILABLE status that comes from the target app, not its sidecar. */
+const APP_DOWN = 'rt-invoke-app-unavailable';
+/** Never passed on: routing, and each side's own tokens. */
+const DROP = ['rt-app-id', 'dapr-app-id', 'rt-api-token', 'dapr-api-token'];
+
+/** gRPC channels, one per address, kept for the sidecar's life. */
+export class Channels {
+  private readonly clients = new Map<string, grpc.Client>();
+
+  get(address: string): grpc.Client {
+    let c = this.clients.get(address);
+    if (!c) {
+      c = new grpc.Client(address, grpc.credentials.createInsecure(), {
+        'grpc.max_receive_message_length': -1,
+        'grpc.max_send_message_length': -1,
+        'grpc.initial_reconnect_backoff_ms': 100,
+        'grpc.max_reconnect_backoff_ms': 1000,
+      });
+      this.clients.set(address, c);
+    }
+    return c;
+  }
+
+  drop(address: string): void {
+    this.clients.get(address)?.close();
+    this.clients.delete(address);
+  }
+
+  close(): void {
+    for (const c of this.clients.values()) c.close();
+    this.clients.clear();
+  }
+}
+
+function fail(call: Call, code: grpc.status, details: string): void {
+  call.emit('error', { code, details });
+}
+
+/** Copies the messages both ways with backpressure, and ends `call` with `out`'s status and trailers. */
+function relay(call: Call, out: Out, onStatus?: (s: grpc.StatusObject) => void): void {
+  call.on('data', (m: Buffer) => {
+    if (!out.write(m)) {
+      call.pause();
+      out.once('drain', () => call.resume());
+    }
+  });
+  call.on('end', () => out.end());
+  call.on('cancelled', () => out.cancel());
+  out.on('metadata', (md: grpc.Metadata) => call.sendMetadata(md));
+  out.on('data', (m: Buffer) => {
+    if (!call.write(m)) {
+      out.pause();
+      call.once('drain', () => out.resume());
+    }
+  });
+  out.on('error', () => undefined); // the status below carries it
+  out.on('status', (s: grpc.StatusObject) => {
+    onStatus?.(s);
+    if (s.code === grpc.status.OK) call.end(s.metadata);
+    else call.emit('error', { code: s.code, details: s.details, metadata: s.metadata });
+  });
+}
+
+function deadlineOf(call: Call): grpc.CallOptions {
+  const d = call.getDeadline();
+  return d instanceof Date || (typeof d === 'number' && Number.isFinite(d)) ? { deadline: d } : {};
+}
+
+/** The calling sidecar's side, on its public gRPC port: unknown methods with rt-app-id go out. */
+export function callerProxy(server: GrpcServer, resolver: Resolver, caller: Caller, channels: Channels): grpc.handleBidiStreamingCall<Buffer, Buffer> {
+  return (call) => {
+    const md = call.metadata;
+    const id = String(md.get('rt-app-id')[0] ?? md.get('dapr-app-id')[0] ?? '');
+    const path = call.getPath();
+    if (!id) return fail(call, grpc.status.UNIMPLEMENTED, `unknown method ${path}: to call another app's gRPC service through rt, send its app id in the rt-app-id (or dapr-app-id) metadata`);
+    if (!server.authorized(md)) return call.emit('error', GrpcServer.unauthenticated());
+    const target = parseAppTarget(id, caller.namespace);
+    if (!target) return fail(call, grpc.status.INVALID_ARGUMENT, `"${id}" in rt-app-id is not an app id (optionally .<namespace>)`);
+    resolver.resolve(target).then(
+      (address) => {
+        const out = md.clone();
+        for (const k of DROP) out.remove(k);
+        out.set(TARGET, target.appId);
+        out.set(CALLER_APP, caller.app_id);
+        out.set(CALLER_NS, caller.namespace);
+        const stream = channels.get(address).makeBidiStreamRequest(path, raw, raw, out, deadlineOf(call));
+        relay(call, stream, (s) => {
+          // the target's sidecar (not its app) did not answer: look it up again next time
+          if (s.code === grpc.status.UNAVAILABLE && !s.metadata.get(APP_DOWN).length) {
+            resolver.failed(target);
+            channels.drop(address);
+            s.details = `failed to invoke, id: ${target.appId}, err: the sidecar of "${target.appId}" at ${address} did not answer: ${s.details}`;
+          }
+        });
+      },
+      (e: unknown) => fail(call, grpc.status.UNAVAILABLE, e instanceof ResolveError ? `failed to invoke, id: ${target.appId}, err: ${e.message}` : String(e)),
+    );
+  };
+}
+
+export interface CalleeOptions {
+  appId: string;
+  /** host:port of this sidecar's gRPC app; undefined when the app does not speak gRPC. */
+  appAddress?: string;
+  appApiToken?: string;
+  /** The receiving side's checks (target app id, accessControl, an app at all): a reason, or undefined. */
+  refuse(head: RequestHead): { status: number; message: string } | undefined;
+}
+
+/** The receiving sidecar's side, on the internal port's gRPC: a proxied call goes to its gRPC app. */
+export function calleeProxy(o: CalleeOptions, channels: Channels): grpc.handleBidiStreamingCall<Buffer, Buffer> {
+  return (call) => {
+    const md = call.metadata;
+    const target = String(md.get(TARGET)[0] ?? '');
+    const path = call.getPath();
+    if (!target) return fail(call, grpc.status.UNIMPLEMENTED, `unknown method ${path}`);
+    const str = (k: string) => String(md.get(k)[0] ?? '');
+    const head: RequestHead = { method: 'POST', path, query: '', headers: [], caller: { app_id: str(CALLER_APP), namespace: str(CALLER_NS), trust_domain: '' }, target_app_id: target, has_body: true };
+    const refused = o.refuse(head);
+    if (refused) return fail(call, refused.status === 403 ? grpc.status.PERMISSION_DENIED : grpc.status.UNAVAILABLE, refused.message);
+    if (!o.appAddress) return fail(call, grpc.status.UNIMPLEMENTED, `app "${o.appId}" does not speak gRPC: its sidecar runs with --app-protocol http, so gRPC calls cannot be proxied to it`);
+    const out = md.clone();
+    for (const k of [TARGET, CALLER_APP, CALLER_NS]) out.remove(k);
+    out.set('dapr-caller-app-id', head.caller.app_id);
+    out.set('dapr-callee-app-id', o.appId);
+    if (o.appApiToken) {
+      out.set('rt-api-token', o.appApiToken);
+      out.set('dapr-api-token', o.appApiToken);
+    }
+    const address = o.appAddress;
+    relay(call, channels.get(address).makeBidiStreamRequest(path, raw, raw, out, deadlineOf(call)), (s) => {
+      // the app itself is down: say so, and mark it so the caller does not blame the sidecar
+      if (s.code === grpc.status.UNAVAILABLE && !s.metadata.get(APP_DOWN).length) {
+        s.details = `failed to invoke, id: ${o.appId}, err: app "${o.appId}" at ${address} did not answer: ${s.details}`;
+        s.metadata.set(APP_DOWN, o.appId);
+      }
+    });
+  };
+}
