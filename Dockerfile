@@ -30,11 +30,12 @@ RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund --lo
 COPY images/rt/prune-node-modules.ts /tmp/
 RUN node /tmp/prune-node-modules.ts node_modules && node -e "require('fs').mkdirSync('/rt-data')"
 
-# the compiled JavaScript (npm run build: tsc + the .proto files beside it)
+# the bundled JavaScript (npm run build: esbuild + the .proto files beside it). esbuild's binary is
+# an optional dependency per platform: its install script fetches the one for this machine
 FROM ${BUILD_BASE} AS build
 WORKDIR /src
 COPY --from=manifest /src/ ./
-RUN npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
+RUN npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error && node node_modules/esbuild/install.js
 # .dockerignore lets in only the sources of the build (and the whole package.json, for npm run build)
 COPY . .
 RUN npm run build

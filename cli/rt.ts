@@ -4,6 +4,7 @@
  *   rt run --app-id ID [options] -- <app command...>   sidecar + app on a laptop
  *   rt sidecar --app-id ID [options]                   the sidecar alone (container entrypoint)
  */
+import './v8-flags.ts'; // first: V8 heap settings before the rest loads
 import { RUNTIME_VERSION } from '../sidecar/src/version.ts';
 import { runCommand } from './run.ts';
 import { sidecarCommand } from './sidecar.ts';

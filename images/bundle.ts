@@ -1,0 +1,86 @@
+/**
+ * First half of `npm run build`: esbuild bundles the `rt` command (cli/rt.ts and everything it
+ * imports, dependencies included) into dist/cli/rt.js, with one chunk per lazy `import()` in
+ * dist/chunks/ (component SDKs, the scheduler/operator/injector commands stay unloaded until
+ * used). One file instead of ~1,100 modules is what cuts the start time and the loader's memory
+ * (bench/startup.bench.ts).
+ *
+ * Code that finds files beside itself (`.proto`, CRD `.yaml`, package.json) does so through
+ * `import.meta.url`/`import.meta.dirname`; in a bundle those would all name dist/cli/rt.js, so
+ * each source file's own are replaced by the URL it would have as dist/<its path>.js, where
+ * images/dist-assets.ts copies those files.
+ */
+import { readFile, rm } from 'node:fs/promises';
+import { dirname, join, relative } from 'node:path';
+import * as esbuild from 'esbuild';
+
+const root = join(import.meta.dirname, '..');
+const dist = join(root, 'dist');
+
+/** Dependencies never bundled: native addons and packages that read files beside themselves. */
+const EXTERNAL = ['ssh2', 'cpu-features', 'pg-native', '@kubernetes/client-node', 'pino-pretty', 'thread-stream', 'pino'];
+
+const ownImportMeta: esbuild.Plugin = {
+  name: 'own-import-meta',
+  setup(build) {
+    build.onLoad({ filter: /\.ts$/ }, async (args) => {
+      if (args.path.includes(`${join('/', 'node_modules')}/`)) return undefined;
+      const source = lazyPackageImports(await readFile(args.path, 'utf8'));
+      if (!source.includes('import.meta.')) return { contents: source, loader: 'ts', resolveDir: dirname(args.path) };
+      // the URL of dist/<path>.js, from the bundle chunk's own URL at run time
+      const rel = relative(dist, join(dist, relative(root, args.path))).replace(/\.ts$/, '.js');
+      const fileUrl = `new URL(${JSON.stringify(`../${rel}`)}, import.meta.url)`;
+      const contents = source.replace(/\bimport\.meta\.(dirname|filename|url)\b/g, (_m, key: string) =>
+        key === 'dirname' ? `__rtDirname(${fileUrl})` : key === 'filename' ? `__rtFilename(${fileUrl})` : `${fileUrl}.href`,
+      );
+      return { contents, loader: 'ts', resolveDir: dirname(args.path) };
+    });
+  },
+};
+
+/**
+ * `await import('pkg')` of a CommonJS package: Node gives its exports as named ones, a bundle chunk
+ * only as `default`. `__rtNamespace` (banner) spreads them out again, so `const { Registry } =
+ * await import('prom-client')` works in both.
+ */
+function lazyPackageImports(source: string): string {
+  return source.replace(/(?<!typeof\s*)\bimport\((['"])([^.'"][^'"]*)\1\)/g, (m, _q: string, spec: string) => (spec.startsWith('node:') ? m : `${m}.then(__rtNamespace)`));
+}
+
+await rm(dist, { recursive: true, force: true });
+const result = await esbuild.build({
+  absWorkingDir: root,
+  entryPoints: { 'cli/rt': 'cli/rt.ts' },
+  outdir: dist,
+  bundle: true,
+  splitting: true,
+  chunkNames: 'chunks/[name]-[hash]',
+  format: 'esm',
+  platform: 'node',
+  target: 'node22',
+  external: EXTERNAL,
+  plugins: [ownImportMeta],
+  // dependencies written in CommonJS call require(); and the helpers the plugin's code uses.
+  // Every chunk sits one folder below dist/, as the entry does (dist/cli, dist/chunks).
+  banner: {
+    js: [
+      "import { createRequire as __rtCreateRequire } from 'node:module';",
+      "import { fileURLToPath as __rtFileURLToPath } from 'node:url';",
+      'const require = __rtCreateRequire(import.meta.url);',
+      'const __rtFilename = (u) => __rtFileURLToPath(u);',
+      "const __rtDirname = (u) => __rtFileURLToPath(new URL('.', u)).replace(/\\/$/, '');",
+      'const __rtNamespace = (m) => { const d = m.default; const onlyDefault = Object.keys(m).length === 1 && d !== null && (typeof d === "object" || typeof d === "function"); return onlyDefault ? Object.assign(Object.create(null), d, { default: d }) : m; };',
+    ].join('\n'),
+  },
+  legalComments: 'none',
+  logLevel: 'warning',
+  metafile: true,
+});
+const outputs = Object.entries(result.metafile.outputs);
+const bytes = outputs.reduce((n, [, o]) => n + o.bytes, 0);
+console.log(`dist: ${outputs.length} bundle files, ${(bytes / 1048576).toFixed(1)} MB (entry dist/cli/rt.js)`);
+if (process.env.RT_BUNDLE_REPORT) {
+  const byPkg = new Map<string, number>();
+  for (const [file, o] of outputs) if (file.endsWith('cli/rt.js')) for (const [inp, v] of Object.entries(o.inputs)) { const m = /node_modules\/((@[^/]+\/)?[^/]+)/.exec(inp); const k = m ? m[1] : inp.split('/').slice(0, 3).join('/'); byPkg.set(k, (byPkg.get(k) ?? 0) + v.bytesInOutput); }
+  for (const [k, v] of [...byPkg].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(String(Math.round(v / 1024)).padStart(6), 'KB', k);
+}
