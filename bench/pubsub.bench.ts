@@ -113,8 +113,16 @@ async function bare(target: Awaited<ReturnType<typeof redisTarget>>): Promise<Re
   return { msgs: N, seconds, latencies, cpu };
 }
 
-async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>): Promise<Result> {
-  const topic = `rt-bench-rt-${Date.now()}`;
+/**
+ * 'single': one HTTP publish and one HTTP delivery per message (the headline row).
+ * 'bulk': the API's batched forms, as the anchor batches its Redis calls: bulk publish of
+ * BULK entries per request, and a bulkSubscribe subscription delivering up to BULK per call.
+ */
+type Mode = 'single' | 'bulk';
+const BULK = 100;
+
+async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>, mode: Mode): Promise<Result> {
+  const topic = `rt-bench-rt-${mode}-${Date.now()}`;
   const latencies: number[] = [];
   let received = 0;
   let done: () => void = () => undefined;
@@ -123,12 +131,19 @@ async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>): Promi
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (req.url === '/msg') {
-        const ce = JSON.parse(Buffer.concat(chunks).toString()) as { data: { sent: number } };
-        latencies.push(performance.now() - ce.data.sent);
-        if (++received === N) done();
+      if (req.url !== '/msg') return void res.writeHead(404).end();
+      const body = JSON.parse(Buffer.concat(chunks).toString()) as { data: { sent: number } } | { entries: { entryId: string; event: { data: { sent: number } } }[] };
+      const now = performance.now();
+      if ('entries' in body) {
+        for (const e of body.entries) latencies.push(now - e.event.data.sent);
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ statuses: body.entries.map((e) => ({ entryId: e.entryId, status: 'SUCCESS' })) }));
+        received += body.entries.length;
+      } else {
+        latencies.push(now - body.data.sent);
+        res.writeHead(200).end();
+        received++;
       }
-      res.writeHead(req.url === '/msg' ? 200 : 404).end();
+      if (received === N) done();
     });
   });
   app.keepAliveTimeout = 60_000;
@@ -137,7 +152,7 @@ async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>): Promi
   const dir = mkdtempSync(join(tmpdir(), 'rt-bench-pubsub-'));
   writeFileSync(
     join(dir, 'pubsub.yaml'),
-    `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: q\nspec:\n  type: pubsub.redis\n  version: v1\n  metadata:\n    - name: redisHost\n      value: "${target.redisHost}"\n    - name: concurrency\n      value: "64"\n---\napiVersion: rt.io/v1alpha1\nkind: Subscription\nmetadata:\n  name: s\nspec:\n  pubsubname: q\n  topic: ${topic}\n  route: /msg\n`,
+    `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: q\nspec:\n  type: pubsub.redis\n  version: v1\n  metadata:\n    - name: redisHost\n      value: "${target.redisHost}"\n    - name: concurrency\n      value: "${mode === 'bulk' ? 10 * BULK : 64}"\n---\napiVersion: rt.io/v1alpha1\nkind: Subscription\nmetadata:\n  name: s\nspec:\n  pubsubname: q\n  topic: ${topic}\n  route: /msg\n${mode === 'bulk' ? `  bulkSubscribe:\n    enabled: true\n    maxMessagesCount: ${BULK}\n    maxAwaitDurationMs: 5\n` : ''}`,
   );
   const [hp, gp] = [await freePort(), await freePort()];
   // BENCH_CPU_PROF=<dir> writes the sidecar's CPU profile there (node --cpu-prof), to see where its time goes
@@ -152,16 +167,26 @@ async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>): Promi
     await new Promise((r) => setTimeout(r, 1500)); // the subscription opens once the app is reachable
     const cpu0 = { bench: selfCpuMs(), sidecar: procCpuMs(pid), redis: await redisCpuMs(r) };
     const start = performance.now();
-    await workers(CONCURRENCY, N, async () => {
-      const res = await pool.request({ method: 'POST', path: `/v1.0/publish/q/${topic}`, body: JSON.stringify({ sent: performance.now() }), headers: { 'content-type': 'application/json' } });
-      await res.body.dump();
-      if (res.statusCode !== 204) throw new Error(`publish answered ${res.statusCode}`);
-    });
+    if (mode === 'single') {
+      await workers(CONCURRENCY, N, async () => {
+        const res = await pool.request({ method: 'POST', path: `/v1.0/publish/q/${topic}`, body: JSON.stringify({ sent: performance.now() }), headers: { 'content-type': 'application/json' } });
+        await res.body.dump();
+        if (res.statusCode !== 204) throw new Error(`publish answered ${res.statusCode}`);
+      });
+    } else {
+      await workers(CONCURRENCY, N / BULK, async (b) => {
+        const sent = performance.now();
+        const entries = Array.from({ length: BULK }, (_, i) => ({ entryId: String(b * BULK + i), event: { sent }, contentType: 'application/json' }));
+        const res = await pool.request({ method: 'POST', path: `/v1.0-alpha1/publish/bulk/q/${topic}`, body: JSON.stringify(entries), headers: { 'content-type': 'application/json' } });
+        await res.body.dump();
+        if (res.statusCode !== 204) throw new Error(`bulk publish answered ${res.statusCode}`);
+      });
+    }
     const published = performance.now();
     await all;
     const seconds = (performance.now() - start) / 1000;
     const cpu = perThousand(cpu0, { bench: selfCpuMs(), sidecar: procCpuMs(pid), redis: await redisCpuMs(r) }, N);
-    console.log(`rt: publishing took ${((published - start) / 1000).toFixed(2)} s, the last delivery ${((performance.now() - published) / 1000).toFixed(2)} s after`);
+    console.log(`rt (${mode}): publishing took ${((published - start) / 1000).toFixed(2)} s, the last delivery ${((performance.now() - published) / 1000).toFixed(2)} s after`);
     return { msgs: N, seconds, latencies, cpu };
   } finally {
     await pool.close();
@@ -180,8 +205,13 @@ async function main(): Promise<void> {
   const target = await redisTarget();
   if (!target.available) throw new Error(`Redis is not reachable at ${target.url}; npm run bench starts one (or set RT_TEST_REDIS_URL)`);
   const anchor = await bare(target);
-  const rt = await throughRt(target);
-  printTable(`publish → delivery through Redis Streams, ${N} messages, ${CONCURRENCY} publishers (target: rt ≥ 0.50× of bare)`, [row('anchor: bare ioredis XADD / XREADGROUP / XACK', anchor), row('rt: HTTP publish → sidecar → pubsub.redis → sidecar → app (HTTP)', rt, anchor)]);
+  const rt = await throughRt(target, 'single');
+  const bulk = await throughRt(target, 'bulk');
+  printTable(`publish → delivery through Redis Streams, ${N} messages, ${CONCURRENCY} publishers (target: rt ≥ 0.50× of bare)`, [
+    row('anchor: bare ioredis XADD / XREADGROUP / XACK', anchor),
+    row('rt: HTTP publish → sidecar → pubsub.redis → sidecar → app (HTTP), one message per call', rt, anchor),
+    row(`rt, batched API: bulk publish (${BULK} per call) → … → bulkSubscribe (≤ ${BULK} per call)`, bulk, anchor),
+  ]);
 }
 
 await main();

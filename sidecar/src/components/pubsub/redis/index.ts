@@ -52,6 +52,9 @@ export function streamSettings(md: Record<string, string>, appId: string): Strea
 
 type Entry = [id: Buffer, fields: Buffer[] | null];
 
+/** Longest a reader waits for half its slots to free before reading into fewer. */
+const REFILL_WAIT_MS = 2;
+
 /**
  * Writes gathered over one turn of the event loop go to Redis as one pipeline: under load many
  * publish requests (XADD) and finished deliveries (XACK) arrive in the same turn, and one write
@@ -135,7 +138,8 @@ class RedisStreamsPubSub implements PubSub {
   private readonly readers = new Set<TopicReader>();
   private readonly writes = new WriteBatcher(
     () => this.redis(),
-    (e) => this.log.warn(`acknowledging messages: ${e.message}`),
+    // after close() the lost acks only mean redelivery, which the next consumer handles
+    (e) => this.client && this.log.warn(`acknowledging messages: ${e.message}`),
   );
 
   async init(spec: ComponentSpec, ctx: ComponentContext): Promise<void> {
@@ -247,8 +251,17 @@ class TopicReader {
     }
   }
 
+  /** Resolves when a delivery finishes, or after `ms` when given. */
+  private slotFreed(ms?: number): Promise<void> {
+    return new Promise<void>((r) => {
+      this.wake = r;
+      if (ms !== undefined) setTimeout(r, ms);
+    });
+  }
+
   private async readLoop(): Promise<void> {
     let groupReady = false;
+    let refillBy = 0;
     while (!this.closed) {
       try {
         if (!groupReady) {
@@ -257,9 +270,21 @@ class TopicReader {
         }
         const room = this.s.concurrency - this.inFlight.size;
         if (room <= 0) {
-          await new Promise<void>((r) => (this.wake = r));
+          refillBy = 0;
+          await this.slotFreed();
           continue;
         }
+        // refill in batches: reading as soon as one slot frees would fetch one message per round
+        // trip under load; waiting (briefly: a delivery may hang) for half the slots reads many at once
+        if (this.inFlight.size > 0 && room < this.s.concurrency / 2) {
+          const now = performance.now();
+          refillBy ||= now + REFILL_WAIT_MS;
+          if (now < refillBy) {
+            await this.slotFreed(refillBy - now);
+            continue;
+          }
+        }
+        refillBy = 0;
         const res = (await this.blocking.xreadgroupBuffer('GROUP', this.s.consumerGroup, this.consumer, 'COUNT', room, 'BLOCK', 1000, 'STREAMS', this.topic, '>')) as [Buffer, Entry[]][] | null;
         for (const [, entries] of res ?? []) for (const e of entries) this.handle(e);
       } catch (e) {
