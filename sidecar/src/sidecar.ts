@@ -137,6 +137,7 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
       const bad = await components.unhealthy();
       const sourceProblem = res.source.problem();
       if (sourceProblem) bad.push({ name: 'resources', reason: sourceProblem });
+      bad.push(...res.applier.problems()); // changes refused while a component is held (workflows' store)
       if (bad.length === 0) return reply.status(204).send();
       return reply.status(500).send({ errorCode: 'ERR_HEALTH_NOT_READY', message: `components not healthy: ${bad.map((b) => `${b.name} (${b.reason})`).join('; ')}`, details: bad });
     });

@@ -22,6 +22,10 @@ export interface ApplyResult {
 export class ResourceApplier {
   /** name → fingerprint of the raw component that is loaded. */
   private readonly loaded = new Map<string, string>();
+  /** Components a building block cannot let go of while it runs: name → why, and who to tell. */
+  private readonly held = new Map<string, { why: string; onRefused?: (message: string | undefined) => void }>();
+  /** Changes refused because of a hold, for /v1.0/healthz/outbound: name → message. */
+  private readonly refused = new Map<string, string>();
   private waiting: Resources | undefined;
   private running: Promise<void> | undefined;
 
@@ -54,6 +58,7 @@ export class ResourceApplier {
 
     const wanted = new Map(desired.components.map((c) => [c.spec.name, c]));
     for (const name of [...this.loaded.keys()].filter((n) => !wanted.has(n)).sort()) {
+      if (this.refuse(name, 'removal', result)) continue;
       await this.registry.remove(name);
       this.loaded.delete(name);
       result.removed.push(name);
@@ -64,7 +69,12 @@ export class ResourceApplier {
       const fp = fingerprint(raw);
       const had = this.loaded.get(raw.spec.name);
       const storeChanged = raw.secretRefs.length > 0 && changedStores.has(raw.secretStore ?? this.defaultSecretStore ?? '');
-      if (had === fp && !storeChanged) continue;
+      if (had === fp && !storeChanged) {
+        // a refused change was taken back
+        if (this.refused.delete(raw.spec.name)) this.held.get(raw.spec.name)?.onRefused?.(undefined);
+        continue;
+      }
+      if (had !== undefined && this.refuse(raw.spec.name, 'change', result)) continue;
       try {
         const spec = await resolveSecrets(raw, this.registry, this.defaultSecretStore);
         const entry = await this.registry.apply(spec);
@@ -84,6 +94,33 @@ export class ResourceApplier {
     }
     if (result.added.length + result.updated.length + result.removed.length > 0) this.log.info(result, 'resources applied');
     return result;
+  }
+
+  /**
+   * Keeps `name` as it is loaded now: a later change or removal of it is refused — logged, in the
+   * result's `failed`, in problems() — until the sidecar restarts (see docs/workflows.md).
+   * `onRefused` hears each refusal, and undefined when the desired state is back to the loaded one.
+   */
+  hold(name: string, why: string, onRefused?: (message: string | undefined) => void): void {
+    this.held.set(name, { why, onRefused });
+  }
+
+  /** Refused changes, as /v1.0/healthz/outbound lists them. */
+  problems(): { name: string; reason: string }[] {
+    return [...this.refused].map(([name, reason]) => ({ name, reason }));
+  }
+
+  private refuse(name: string, what: 'change' | 'removal', result: ApplyResult): boolean {
+    const hold = this.held.get(name);
+    if (!hold) return false;
+    const reason = `${what} of component ${name} refused: ${hold.why}; the loaded version keeps working`;
+    if (this.refused.get(name) !== reason) {
+      this.log.error({ component: name }, reason);
+      hold.onRefused?.(reason);
+    }
+    this.refused.set(name, reason);
+    result.failed.push({ name, reason });
+    return true;
   }
 
   /** Queues a desired state from a watch; returns when it (or a newer one) has been applied. */

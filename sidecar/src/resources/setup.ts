@@ -20,6 +20,10 @@ export interface SidecarResources {
   close(): Promise<void>;
 }
 
+/** Each running sidecar's applier, for building blocks that hold a component (workflows' actor state store). */
+const appliers = new WeakMap<SidecarContext, ResourceApplier>();
+export const resourceApplier = (ctx: SidecarContext): ResourceApplier | undefined => appliers.get(ctx);
+
 export async function openResources(ctx: SidecarContext): Promise<SidecarResources> {
   const { options, log } = ctx;
   const loadOpts = { appId: options.appId, namespace: options.namespace };
@@ -35,6 +39,7 @@ export async function openResources(ctx: SidecarContext): Promise<SidecarResourc
   const pinned: ConfigurationResource | undefined = options.configFile && !fromOperator ? await loadConfigurationFile(options.configFile, loadOpts) : undefined;
   const withConfig = (r: Resources): Resources => (pinned ? { ...r, configuration: pinned } : r);
   const applier = new ResourceApplier(ctx.components, ctx.metadata, ctx.resources, log, options.mode === 'kubernetes' ? 'kubernetes' : undefined);
+  appliers.set(ctx, applier);
   const initial = withConfig(await source.list());
   Object.assign(ctx.resources, initial);
   return {

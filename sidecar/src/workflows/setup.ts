@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { SidecarContext } from '../context.ts';
 import type { StateStore } from '../components/types.ts';
 import { getInternalJobs } from '../jobs/internal.ts';
+import { resourceApplier } from '../resources/setup.ts';
 import { lockFileWithin } from './data-dir-lock.ts';
 import { Engine } from './engine.ts';
 import { taskHubImplementation } from './grpc.ts';
@@ -109,7 +110,9 @@ export async function setup(ctx: SidecarContext): Promise<void> {
 /**
  * In a pod, workflow state in the embedded file would be lost with the pod: without an actor state
  * store, new workflows are refused. The store is chosen at start; a change later (a resource hot
- * update) is reported and refused until the sidecar restarts, so running instances keep theirs.
+ * update) is reported and refused until the sidecar restarts, so running instances keep theirs:
+ * the store in use is held (an update or removal of its Component is not applied, and shows in
+ * /v1.0/healthz/outbound and the metadata), and another store flagged later is not taken up.
  */
 function watchActorStore(ctx: SidecarContext, engine: Engine, inUse: string | undefined, log: SidecarContext['log']): void {
   const kubernetes = ctx.options.mode === 'kubernetes';
@@ -119,6 +122,11 @@ function watchActorStore(ctx: SidecarContext, engine: Engine, inUse: string | un
     log.warn(`workflows are refused: ${engine.refuseStarts}`);
   }
   ctx.metadata.setExtended('workflowStateStore', inUse ?? 'embedded');
+  if (inUse) {
+    resourceApplier(ctx)?.hold(inUse, 'workflows use it as their actor state store and cannot move their running instances; restart the sidecar to use the new version', (refused) =>
+      ctx.metadata.setExtended('workflowStateStore', refused ? `${inUse} (a change of it was refused: restart to use it)` : inUse),
+    );
+  }
   ctx.components.onChange(() => {
     const now = ctx.components.actorStateStore()?.name;
     if (now === inUse) return;
