@@ -110,6 +110,24 @@ describe('SubscribeTopicEventsAlpha1', () => {
     dead.call.end();
   });
 
+  it('rawPayload in the initial request: events carry the bytes as published, not a CloudEvent', async () => {
+    const s = open({ pubsub_name: 'mem', topic: 'live-raw', metadata: { rawPayload: 'true' } });
+    await until(s.initialised);
+    s.call.on('data', (r: Response) => {
+      if (r.event_message) s.call.write({ event_processed: { id: r.event_message.id, status: { status: 0 } } });
+    });
+    const res = await fetch(`${sc.base}/v1.0/publish/mem/live-raw?metadata.rawPayload=true`, { method: 'POST', body: 'bytes as they are', headers: { 'content-type': 'text/plain' } });
+    expect(res.status).toBe(204);
+    await until(() => s.events.length === 1);
+    expect(Buffer.from(s.events[0].data).toString()).toBe('bytes as they are');
+    expect(s.events[0].data_content_type).toBe('text/plain');
+    // published as a CloudEvent: a raw subscriber sees the envelope's JSON text
+    await publish('live-raw', { n: 9 });
+    await until(() => s.events.length === 2);
+    expect(JSON.parse(Buffer.from(s.events[1].data).toString())).toMatchObject({ specversion: '1.0', topic: 'live-raw', data: { n: 9 } });
+    s.call.end();
+  });
+
   it('refuses an unknown pub/sub (NOT_FOUND) and a stream that does not start with initial_request (INVALID_ARGUMENT)', async () => {
     const s = open({ pubsub_name: 'nope', topic: 't', metadata: {} });
     await until(() => s.errors.length === 1);
