@@ -117,9 +117,30 @@ async function bare(target: Awaited<ReturnType<typeof redisTarget>>): Promise<Re
  * 'single': one HTTP publish and one HTTP delivery per message (the headline row).
  * 'bulk': the API's batched forms, as the anchor batches its Redis calls: bulk publish of
  * BULK entries per request, and a bulkSubscribe subscription delivering up to BULK per call.
+ * 'relay': the floor of any design with an HTTP call in and out per message — the same load
+ * and app, but the child process is a bare node:http server that answers 204 and POSTs the body
+ * on to the app with undici (no Redis, no pub/sub code).
  */
-type Mode = 'single' | 'bulk';
+type Mode = 'single' | 'bulk' | 'relay';
 const BULK = 100;
+
+const RELAY = `
+import { createServer } from 'node:http';
+import { Pool } from 'undici';
+const app = new Pool(process.argv[1], { connections: 64 });
+const server = createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    res.writeHead(204).end();
+    if (req.method !== 'POST') return;
+    const body = '{"data":' + Buffer.concat(chunks).toString() + '}';
+    app.request({ method: 'POST', path: '/msg', body, headers: { 'content-type': 'application/json' } }).then((r) => r.body.dump(), () => undefined);
+  });
+});
+server.keepAliveTimeout = 60000;
+server.listen(Number(process.argv[2]), '127.0.0.1');
+`;
 
 async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>, mode: Mode): Promise<Result> {
   const topic = `rt-bench-rt-${mode}-${Date.now()}`;
@@ -157,17 +178,20 @@ async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>, mode: 
   const [hp, gp] = [await freePort(), await freePort()];
   // BENCH_CPU_PROF=<dir> writes the sidecar's CPU profile there (node --cpu-prof), to see where its time goes
   const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF] : [];
-  const sidecar = await startChild(process.execPath, [...prof, RT, 'sidecar', '--app-id', 'bench-pubsub', '--app-port', String(appPort), '--http-port', String(hp), '--grpc-port', String(gp), '--disable-metrics', '--resources-path', dir, '--data-dir', join(dir, 'data'), '--log-level', 'warn'], {
-    readyUrl: `http://127.0.0.1:${hp}/v1.0/healthz`,
-  });
+  const args =
+    mode === 'relay'
+      ? ['--input-type=module', '-e', RELAY, `http://127.0.0.1:${appPort}`, String(hp)]
+      : [...prof, RT, 'sidecar', '--app-id', 'bench-pubsub', '--app-port', String(appPort), '--http-port', String(hp), '--grpc-port', String(gp), '--disable-metrics', '--resources-path', dir, '--data-dir', join(dir, 'data'), '--log-level', 'warn'];
+  const sidecar = await startChild(process.execPath, args, { readyUrl: `http://127.0.0.1:${hp}/v1.0/healthz` });
+  const child = mode === 'relay' ? 'relay' : 'sidecar';
   const pool = new Pool(`http://127.0.0.1:${hp}`, { connections: CONCURRENCY });
   const r = new Redis({ host: target.host, port: target.port });
   const pid = sidecar.proc.pid ?? 0;
   try {
-    await new Promise((r) => setTimeout(r, 1500)); // the subscription opens once the app is reachable
-    const cpu0 = { bench: selfCpuMs(), sidecar: procCpuMs(pid), redis: await redisCpuMs(r) };
+    if (mode !== 'relay') await new Promise((r) => setTimeout(r, 1500)); // the subscription opens once the app is reachable
+    const cpu0 = { bench: selfCpuMs(), [child]: procCpuMs(pid), redis: await redisCpuMs(r) };
     const start = performance.now();
-    if (mode === 'single') {
+    if (mode !== 'bulk') {
       await workers(CONCURRENCY, N, async () => {
         const res = await pool.request({ method: 'POST', path: `/v1.0/publish/q/${topic}`, body: JSON.stringify({ sent: performance.now() }), headers: { 'content-type': 'application/json' } });
         await res.body.dump();
@@ -185,7 +209,7 @@ async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>, mode: 
     const published = performance.now();
     await all;
     const seconds = (performance.now() - start) / 1000;
-    const cpu = perThousand(cpu0, { bench: selfCpuMs(), sidecar: procCpuMs(pid), redis: await redisCpuMs(r) }, N);
+    const cpu = perThousand(cpu0, { bench: selfCpuMs(), [child]: procCpuMs(pid), ...(mode === 'relay' ? {} : { redis: await redisCpuMs(r) }) }, N);
     console.log(`rt (${mode}): publishing took ${((published - start) / 1000).toFixed(2)} s, the last delivery ${((performance.now() - published) / 1000).toFixed(2)} s after`);
     return { msgs: N, seconds, latencies, cpu };
   } finally {
@@ -207,10 +231,12 @@ async function main(): Promise<void> {
   const anchor = await bare(target);
   const rt = await throughRt(target, 'single');
   const bulk = await throughRt(target, 'bulk');
+  const relay = await throughRt(target, 'relay');
   printTable(`publish → delivery through Redis Streams, ${N} messages, ${CONCURRENCY} publishers (target: rt ≥ 0.50× of bare)`, [
     row('anchor: bare ioredis XADD / XREADGROUP / XACK', anchor),
     row('rt: HTTP publish → sidecar → pubsub.redis → sidecar → app (HTTP), one message per call', rt, anchor),
     row(`rt, batched API: bulk publish (${BULK} per call) → … → bulkSubscribe (≤ ${BULK} per call)`, bulk, anchor),
+    row('floor, not rt: the same HTTP in and out per message through a bare node:http + undici relay (no Redis)', relay, anchor),
   ]);
 }
 
