@@ -9,7 +9,7 @@
  *
  * Run: node bench/invoke.bench.ts   (env BENCH_SECONDS changes the length of each run)
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../test/services/net.ts';
@@ -18,6 +18,23 @@ import { load, machineLine, printTable, ratio, startChild, type Child, type Load
 const root = join(import.meta.dirname, '..');
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const APP = `require('node:http').createServer((q, r) => { q.resume(); q.on('end', () => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{"ok":true,"n":42}'); }); }).listen(Number(process.env.PORT), '127.0.0.1');`;
+
+/** CPU time of a process so far, in µs (utime + stime from /proc, in clock ticks of 10 ms). */
+function cpuOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+/** [load generator, app, target sidecar, caller sidecar] CPU µs per call over a 3 s closed-loop run. */
+async function cpuPerCall(url: string, procs: Child[]): Promise<number[]> {
+  const pids = procs.map((c) => c.proc.pid!);
+  const before = pids.map(cpuOf);
+  const self = process.cpuUsage();
+  const r = await load({ url, durationMs: 3000, concurrency: 8 });
+  const own = process.cpuUsage(self);
+  const used = pids.map((p, i) => cpuOf(p) - before[i]);
+  return [own.user + own.system, ...used].map((us) => us / r.requests);
+}
 
 const home = mkdtempSync(join(tmpdir(), 'rt-bench-invoke-'));
 const children: Child[] = [];
@@ -51,6 +68,10 @@ try {
     runs.maxD.push(await load({ url: direct, durationMs: ms, concurrency: 32 }));
     runs.maxV.push(await load({ url: via, durationMs: ms, concurrency: 32 }));
   }
+  // CPU each process spends per call (Linux /proc, the load generator by process.cpuUsage): the
+  // share of each hop, and on a CPU-bound machine the ceiling of the throughput ratio
+  const cpuRuns = { direct: await cpuPerCall(direct, children), via: await cpuPerCall(via, children) };
+
   const pick = (rs: LoadResult[], k: 'p50Ms' | 'p99Ms' | 'rps') => [...rs].sort((a, b) => a[k] - b[k])[1];
   const { lightD, lightV, steadyD, steadyV, maxD, maxV } = runs;
   const [l1, lv1, l99, lv99] = [pick(lightD, 'p50Ms'), pick(lightV, 'p50Ms'), pick(lightD, 'p99Ms'), pick(lightV, 'p99Ms')];
@@ -75,6 +96,14 @@ try {
     { path: 'anchor: app → app directly', 'req/s': dMax.rps, 'p50 ms': dMax.p50Ms, 'p99 ms': dMax.p99Ms, errors: dMax.errors, 'vs direct': '1.00×' },
     { path: 'app → sidecar → sidecar → app', 'req/s': vMax.rps, 'p50 ms': vMax.p50Ms, 'p99 ms': vMax.p99Ms, errors: vMax.errors, 'vs direct': ratio(vMax.rps, dMax.rps) },
     { path: 'target', 'req/s': '', 'p50 ms': '', 'p99 ms': '', errors: '', 'vs direct': '≥ 0.40×' },
+  ]);
+  const [a, b] = [cpuRuns.direct, cpuRuns.via];
+  // the idle sidecars' own timers do not belong to a direct call
+  const total = (r: number[], n = r.length) => r.slice(0, n).reduce((x, y) => x + y, 0);
+  printTable('invoke — CPU µs per call in each process (closed loop, 8 in flight)', [
+    { path: 'anchor: app → app directly', 'load generator': a[0], 'target app': a[1], 'target sidecar': '', 'caller sidecar': '', total: total(a, 2) },
+    { path: 'app → sidecar → sidecar → app', 'load generator': b[0], 'target app': b[1], 'target sidecar': b[2], 'caller sidecar': b[3], total: total(b) },
+    { path: 'direct ÷ via: throughput ceiling when CPU-bound', 'load generator': '', 'target app': '', 'target sidecar': '', 'caller sidecar': '', total: ratio(total(a, 2), total(b)) },
   ]);
 } finally {
   for (const c of children.reverse()) await c.stop();

@@ -8,7 +8,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Agent, type Dispatcher } from 'undici';
-import { ApiError } from '../http/errors.ts';
+import { ApiError, errorBody } from '../http/errors.ts';
 import { headerObject, requestHeaders, responseHeaders } from './headers.ts';
 import type { InvokeAnswer, InvokeCall } from './invoker.ts';
 import type { Caller, Header, RequestHead } from './proto.ts';
@@ -19,7 +19,7 @@ const TARGET = 'rt-invoke-target';
 const CALLER_APP = 'rt-invoke-caller-app-id';
 const CALLER_NS = 'rt-invoke-caller-namespace';
 const CALLER_TD = 'rt-invoke-caller-trust-domain';
-/** On an answer: the callee sidecar (not its app) answers; the body is the message. */
+/** On an answer: the callee sidecar (not its app) answers; the body is the API's JSON error. */
 const ERROR = 'rt-invoke-error';
 /** Headers of this hop only: never taken from an app, never handed to one. */
 export const isHopHeader = (name: string): boolean => name.startsWith('rt-invoke-');
@@ -47,7 +47,13 @@ export class HttpTransport {
     });
     const code = res.headers[ERROR];
     if (typeof code === 'string') {
-      const message = await res.body.text();
+      const text = await res.body.text();
+      let message = text;
+      try {
+        message = (JSON.parse(text) as { message?: string }).message ?? text;
+      } catch {
+        // not JSON: the text is the message
+      }
       throw new ApiError(res.statusCode, code, code === 'ERR_DIRECT_INVOKE' ? `failed to invoke, id: ${appId}, err: ${message}` : message);
     }
     return { status: res.statusCode, headers: responseHeaders(res.headers), body: res.body };
@@ -78,10 +84,10 @@ export function headOf(req: IncomingMessage): RequestHead | undefined {
   };
 }
 
-/** The callee sidecar's own error answer. */
+/** The callee sidecar's own error answer: the API's JSON error body, marked as the sidecar's. */
 export function sendError(res: ServerResponse, status: number, code: string, message: string): void {
-  res.writeHead(status, { [ERROR]: code, 'content-type': 'text/plain; charset=utf-8' });
-  res.end(message);
+  res.writeHead(status, { [ERROR]: code, 'content-type': 'application/json' });
+  res.end(JSON.stringify(errorBody(code, message)));
 }
 
 /**

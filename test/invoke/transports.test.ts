@@ -1,0 +1,97 @@
+/**
+ * The internal port's two protocols: sidecars call each other over HTTP/1.1 keep-alive, and the
+ * same port still takes the gRPC CallStream (RT_INVOKE_TRANSPORT=grpc on the caller). Both give
+ * the app the same request and the caller the same answer; the hop's own headers cannot be
+ * forged by an app; and the port answers a request that is no sidecar's call with a 400.
+ * Real sidecars in this process, found through a private registry (RT_HOME).
+ */
+import { createServer, type Server } from 'node:http';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listEntries, registryDir } from '../../sidecar/src/invoke/registry/local.ts';
+import { startSidecar, type Sidecar } from '../../sidecar/src/sidecar.ts';
+
+describe('the internal port: HTTP/1.1 and gRPC on one port', () => {
+  let dir: string;
+  let app: Server;
+  const sidecars: Record<string, Sidecar> = {};
+  const prev = { home: process.env.RT_HOME, transport: process.env.RT_INVOKE_TRANSPORT };
+  let internalPort = 0;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'rt-invoke-transports-'));
+    process.env.RT_HOME = join(dir, 'home');
+    app = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        res.writeHead(201, { 'content-type': 'application/json', 'set-cookie': ['a=1', 'b=2'], 'x-app': 'target' });
+        res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString() }));
+      });
+    });
+    const appPort = await new Promise<number>((r) => app.listen(0, '127.0.0.1', () => r((app.address() as { port: number }).port)));
+    const common = { httpPort: 0, grpcPort: 0, enableMetrics: false, dataDir: dir, logger: pino({ level: 'silent' }) };
+    sidecars.target = await startSidecar({ ...common, appId: 'target', appPort });
+    sidecars.overHttp = await startSidecar({ ...common, appId: 'caller-http' });
+    process.env.RT_INVOKE_TRANSPORT = 'grpc';
+    sidecars.overGrpc = await startSidecar({ ...common, appId: 'caller-grpc' });
+    internalPort = listEntries(registryDir()).find((e) => e.appId === 'target')!.internalGrpcPort;
+  });
+  afterAll(async () => {
+    await Promise.all(Object.values(sidecars).map((s) => s.close()));
+    app?.close();
+    for (const [k, v] of [['RT_HOME', prev.home], ['RT_INVOKE_TRANSPORT', prev.transport]] as const) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const call = (from: Sidecar, init: RequestInit & { headers?: Record<string, string> }) => fetch(`http://127.0.0.1:${from.httpPort}/v1.0/invoke/target/method/things/1?x=1&x=2`, init);
+
+  it('gives the app the same request and the caller the same answer over either transport', async () => {
+    for (const [name, from] of [['caller-http', sidecars.overHttp], ['caller-grpc', sidecars.overGrpc]] as const) {
+      const res = await call(from, { method: 'PUT', headers: { 'content-type': 'text/plain', 'x-custom': 'v' }, body: 'payload' });
+      expect(res.status).toBe(201);
+      expect(res.headers.getSetCookie()).toEqual(['a=1', 'b=2']);
+      expect(res.headers.get('x-app')).toBe('target');
+      const got = (await res.json()) as { method: string; url: string; headers: Record<string, string>; body: string };
+      expect(got).toMatchObject({ method: 'PUT', url: '/things/1?x=1&x=2', body: 'payload' });
+      expect(got.headers).toMatchObject({ 'x-custom': 'v', 'content-type': 'text/plain', 'rt-caller-app-id': name, 'dapr-callee-app-id': 'target' });
+      expect(Object.keys(got.headers).filter((h) => h.startsWith('rt-invoke-'))).toEqual([]);
+    }
+  });
+
+  it("does not let an app forge the hop's caller or target headers", async () => {
+    const res = await call(sidecars.overHttp, { method: 'GET', headers: { 'rt-invoke-caller-app-id': 'admin', 'rt-invoke-target': 'someone-else' } });
+    expect(res.status).toBe(201);
+    const got = (await res.json()) as { headers: Record<string, string> };
+    expect(got.headers['rt-caller-app-id']).toBe('caller-http');
+  });
+
+  it('answers a plain HTTP request that is no sidecar call with 400, and a call for another app id with ERR_DIRECT_INVOKE', async () => {
+    const plain = await fetch(`http://127.0.0.1:${internalPort}/things`);
+    expect(plain.status).toBe(400);
+    expect(await plain.json()).toMatchObject({ errorCode: 'ERR_MALFORMED_REQUEST', message: expect.stringMatching(/rt-invoke-target/) });
+    const wrong = await fetch(`http://127.0.0.1:${internalPort}/things`, { headers: { 'rt-invoke-target': 'other' } });
+    expect(wrong.status).toBe(500);
+    expect(wrong.headers.get('rt-invoke-error')).toBe('ERR_DIRECT_INVOKE');
+    expect(await wrong.json()).toMatchObject({ errorCode: 'ERR_DIRECT_INVOKE', message: expect.stringMatching(/serves app id "target", not "other"/) });
+  });
+
+  it('answers UNIMPLEMENTED to a gRPC call of an unknown method without the hop metadata', async () => {
+    const client = new grpc.Client(`127.0.0.1:${internalPort}`, grpc.credentials.createInsecure());
+    try {
+      const err = await new Promise<grpc.ServiceError | null>((resolve) =>
+        client.makeUnaryRequest('/some.Service/Method', (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), new grpc.Metadata(), { deadline: Date.now() + 5000 }, (e) => resolve(e)),
+      );
+      expect(err?.code).toBe(grpc.status.UNIMPLEMENTED);
+    } finally {
+      client.close();
+    }
+  });
+});
