@@ -17,8 +17,11 @@ import * as esbuild from 'esbuild';
 const root = join(import.meta.dirname, '..');
 const dist = join(root, 'dist');
 
-/** Dependencies never bundled: native addons and packages that read files beside themselves. */
-const EXTERNAL = ['ssh2', 'cpu-features', 'pg-native', '@kubernetes/client-node', 'pino-pretty', 'thread-stream', 'pino'];
+/**
+ * Dependencies never bundled: native addons, optional dependencies (the image installs without
+ * them) and packages that read files beside themselves.
+ */
+const EXTERNAL = ['ssh2', 'cpu-features', 'pg-cloudflare', 'pg-native', '@kubernetes/client-node', 'pino-pretty', 'thread-stream', 'pino'];
 
 const ownImportMeta: esbuild.Plugin = {
   name: 'own-import-meta',
@@ -72,6 +75,11 @@ const result = await esbuild.build({
       'const __rtNamespace = (m) => { const d = m.default; const onlyDefault = Object.keys(m).length === 1 && d !== null && (typeof d === "object" || typeof d === "function"); return onlyDefault ? Object.assign(Object.create(null), d, { default: d }) : m; };',
     ].join('\n'),
   },
+  // smaller source = less to parse at start and less held as the script's source string;
+  // names kept, since errors and logs print class names
+  minify: true,
+  keepNames: true,
+  charset: 'ascii',
   legalComments: 'none',
   logLevel: 'warning',
   metafile: true,

@@ -1,11 +1,11 @@
 /**
- * The Durable Task protocol as plain JS objects: loads our .proto with @grpc/proto-loader and
+ * The Durable Task protocol as plain JS objects: loads our .proto (grpc/service-definition.ts) and
  * describes the message shapes the engine reads and writes. History events are kept in exactly
  * this shape (also in storage), so a work item is built without any conversion step.
  */
 import { fileURLToPath } from 'node:url';
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import type * as grpc from '@grpc/grpc-js';
+import { loadServiceDefinition } from '../grpc/service-definition.ts';
 
 export const PROTO_PATH = fileURLToPath(new URL('./proto/orchestrator_service.proto', import.meta.url));
 
@@ -150,9 +150,8 @@ let cached: grpc.ServiceDefinition | undefined;
 /** The TaskHubSidecarService definition (loaded once per process). */
 export function taskHubService(): grpc.ServiceDefinition {
   if (cached) return cached;
-  const def = protoLoader.loadSync(PROTO_PATH, { keepCase: true, longs: Number, enums: Number, defaults: false, oneofs: true });
-  const pkg = grpc.loadPackageDefinition(def) as unknown as Record<string, { service: grpc.ServiceDefinition }>;
-  cached = pkg.TaskHubSidecarService.service;
+  // the light loader: same encoding as @grpc/proto-loader, without its reflection descriptors
+  cached = loadServiceDefinition(PROTO_PATH, 'TaskHubSidecarService', { keepCase: true, longs: Number, enums: Number, defaults: false, oneofs: true });
   return cached;
 }
 

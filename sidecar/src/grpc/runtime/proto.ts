@@ -4,17 +4,18 @@
  * workflows/proto.ts. Options: snake_case field names as in the .proto, 64-bit numbers as JS
  * numbers, enums as numbers, unset fields as their defaults (null for messages; proto3
  * `optional` fields stay undefined), and `json: true` so that google.protobuf.Any arrives as
- * {'@type', ...fields} for the types we load (wrappers, struct).
+ * {'@type', ...fields} for the types we load (wrappers, struct). Loaded with the light loader
+ * (../service-definition.ts): the sidecar serves this service from its first second.
  */
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import { loadServiceDefinition, type LightLoadOptions } from '../service-definition.ts';
 
 export const PROTO_DIR = join(import.meta.dirname, 'proto');
 export const RUNTIME_PACKAGE = 'dapr.proto.runtime.v1';
 export const SERVICE_NAME = `${RUNTIME_PACKAGE}.Dapr`;
 
-const LOADER_OPTIONS: protoLoader.Options = {
+const LOADER_OPTIONS: LightLoadOptions = {
   keepCase: true,
   longs: Number,
   enums: Number,
@@ -24,16 +25,12 @@ const LOADER_OPTIONS: protoLoader.Options = {
   includeDirs: [PROTO_DIR],
 };
 
-let definition: protoLoader.PackageDefinition | undefined;
-
-export function runtimeDefinition(): protoLoader.PackageDefinition {
-  definition ??= protoLoader.loadSync('dapr/proto/runtime/v1/dapr.proto', LOADER_OPTIONS);
-  return definition;
-}
+let service: grpc.ServiceDefinition | undefined;
 
 /** Service definition of dapr.proto.runtime.v1.Dapr (for the server). */
 export function runtimeService(): grpc.ServiceDefinition {
-  return runtimeDefinition()[SERVICE_NAME] as grpc.ServiceDefinition;
+  service ??= loadServiceDefinition('dapr/proto/runtime/v1/dapr.proto', SERVICE_NAME, LOADER_OPTIONS);
+  return service;
 }
 
 /** A generic client of the same service (tests, benchmarks, tooling). */
