@@ -1,18 +1,26 @@
 /**
- * Start-to-healthz time and idle memory of the sidecar: the compiled build (`node dist/cli/rt.js`,
- * what the rt image runs) beside the TypeScript sources (`node cli/rt.ts`, type stripping at
- * start). Anchor: bare `node -e` that opens an HTTP port and answers 204.
- * Runs `npm run build` first when dist/ is missing.
+ * The sidecar tax at start (issue 15): process start → `/v1.0/healthz` 204 (median of ROUNDS,
+ * default 10) and idle RSS (IDLE_MS after ready), for
+ * - the compiled build (`node dist/cli/rt.js`: the esbuild bundle of `npm run build`, what the rt
+ *   image runs) with no components, and with a SQLite state store + a Redis state store + an SFTP
+ *   output binding;
+ * - the same with V8's default heap settings (`RT_V8_FLAGS=`), to show what cli/v8-flags.ts buys;
+ * - the TypeScript sources (`node cli/rt.ts`, type stripping at start; what the tests run).
+ * Anchor, in the same run: bare `node -e` that opens an HTTP port and answers 204.
+ * Runs `npm run build` first when dist/ is missing (BENCH_BUILD=1 rebuilds always). Redis comes
+ * from RT_TEST_REDIS_URL (npm run bench starts one), sshd from test/services/sshd.ts.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { machineLine, printTable, ratio, rssMb, type Row } from './lib.ts';
 import { freePort } from '../test/services/net.ts';
+import { startSharedServices } from '../test/services/shared-services.ts';
+import { startSshd } from '../test/services/sshd.ts';
 
 const ROOT = join(import.meta.dirname, '..');
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10);
 const IDLE_MS = 2000;
 
 interface Sample {
@@ -20,12 +28,17 @@ interface Sample {
   rssMb: number;
 }
 
-async function once(args: (port: number, dataDir: string) => Promise<string[]>): Promise<Sample> {
+interface Variant {
+  argv: (port: number, dataDir: string) => Promise<string[]>;
+  env?: NodeJS.ProcessEnv;
+}
+
+async function once(v: Variant): Promise<Sample> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rt-bench-startup-'));
   const port = await freePort();
-  const argv = await args(port, dataDir);
+  const argv = await v.argv(port, dataDir);
   const t0 = performance.now();
-  const proc: ChildProcess = spawn(process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  const proc: ChildProcess = spawn(process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...v.env } });
   try {
     const url = `http://127.0.0.1:${port}/v1.0/healthz`;
     for (;;) {
@@ -50,10 +63,11 @@ async function once(args: (port: number, dataDir: string) => Promise<string[]>):
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-async function measure(args: (port: number, dataDir: string) => Promise<string[]>): Promise<Sample> {
-  const samples: Sample[] = [];
-  for (let i = 0; i < ROUNDS; i++) samples.push(await once(args));
-  return { readyMs: median(samples.map((s) => s.readyMs)), rssMb: median(samples.map((s) => s.rssMb)) };
+/** Rounds interleaved across the variants, so a burst of load on the machine hits them alike. */
+async function measureAll(variants: Record<string, Variant>): Promise<Record<string, Sample>> {
+  const samples: Record<string, Sample[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
+  for (let i = 0; i < ROUNDS; i++) for (const [k, v] of Object.entries(variants)) samples[k]!.push(await once(v));
+  return Object.fromEntries(Object.entries(samples).map(([k, s]) => [k, { readyMs: median(s.map((x) => x.readyMs)), rssMb: median(s.map((x) => x.rssMb)) }]));
 }
 
 const sidecarArgs = async (port: number, dataDir: string) => [
@@ -61,27 +75,59 @@ const sidecarArgs = async (port: number, dataDir: string) => [
   '--disable-metrics', '--data-dir', dataDir, '--log-level', 'warn',
 ];
 
-if (!existsSync(join(ROOT, 'dist', 'cli', 'rt.js'))) {
+if (process.env.BENCH_BUILD === '1' || !existsSync(join(ROOT, 'dist', 'cli', 'rt.js'))) {
   const built = spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit' });
   if (built.status !== 0) process.exit(1);
 }
 
 console.log(machineLine());
-const anchor = await measure(async (port) => ['-e', `require('http').createServer((q, s) => { s.statusCode = 204; s.end(); }).listen(${port}, '127.0.0.1')`]);
-const sources = await measure(async (port, dataDir) => ['cli/rt.ts', ...(await sidecarArgs(port, dataDir))]);
-const compiled = await measure(async (port, dataDir) => ['dist/cli/rt.js', ...(await sidecarArgs(port, dataDir))]);
+const services = await startSharedServices({ quiet: true });
+const sshd = await startSshd();
+const resources = mkdtempSync(join(tmpdir(), 'rt-bench-startup-res-'));
+try {
+  const redis = new URL(process.env.RT_TEST_REDIS_URL!);
+  const component = (name: string, type: string, metadata: Record<string, string>) =>
+    `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${name}\nspec:\n  type: ${type}\n  version: v1\n  metadata:\n${Object.entries(metadata)
+      .map(([k, v]) => `    - { name: ${k}, value: ${JSON.stringify(v)} }`)
+      .join('\n')}\n`;
+  writeFileSync(join(resources, 'sqlite.yaml'), component('sqlite', 'state.sqlite', { connectionString: '{env:RT_BENCH_DATA}/state.db' }));
+  writeFileSync(join(resources, 'redis.yaml'), component('redis', 'state.redis', { redisHost: redis.host, ...(redis.password ? { redisPassword: decodeURIComponent(redis.password) } : {}) }));
+  writeFileSync(
+    join(resources, 'sftp.yaml'),
+    component('files', 'bindings.sftp', { rootPath: sshd.root, address: sshd.address, username: sshd.username, privateKey: sshd.keys.ed25519.path, knownHostsFile: sshd.knownHostsFile }),
+  );
+  const withComponents: Variant = {
+    argv: async (port, dataDir) => {
+      process.env.RT_BENCH_DATA = dataDir;
+      return ['dist/cli/rt.js', ...(await sidecarArgs(port, dataDir)), '--resources-path', resources];
+    },
+  };
 
-const row = (name: string, s: Sample): Row => ({
-  process: name,
-  'start → healthz ms': s.readyMs,
-  'idle RSS MB': s.rssMb,
-  'vs anchor (time)': ratio(s.readyMs, anchor.readyMs),
-  'vs anchor (RSS)': ratio(s.rssMb, anchor.rssMb),
-  'vs sources (time)': ratio(s.readyMs, sources.readyMs),
-  'vs sources (RSS)': ratio(s.rssMb, sources.rssMb),
-});
-printTable(`sidecar start, no components, median of ${ROUNDS} (RSS ${IDLE_MS / 1000} s after ready); anchor = bare node -e opening a port`, [
-  row('anchor: node -e, HTTP 204', anchor),
-  row('rt sidecar from sources (node cli/rt.ts)', sources),
-  row('rt sidecar compiled (node dist/cli/rt.js)', compiled),
-]);
+  const r = await measureAll({
+    anchor: { argv: async (port) => ['-e', `require('http').createServer((q, s) => { s.statusCode = 204; s.end(); }).listen(${port}, '127.0.0.1')`] },
+    compiled: { argv: async (port, dataDir) => ['dist/cli/rt.js', ...(await sidecarArgs(port, dataDir))] },
+    components: withComponents,
+    v8defaults: { argv: async (port, dataDir) => ['dist/cli/rt.js', ...(await sidecarArgs(port, dataDir))], env: { RT_V8_FLAGS: '' } },
+    sources: { argv: async (port, dataDir) => ['cli/rt.ts', ...(await sidecarArgs(port, dataDir))] },
+  });
+  const anchor = r.anchor!;
+  const row = (name: string, s: Sample, target: string): Row => ({
+    process: name,
+    'start → healthz ms': s.readyMs,
+    'idle RSS MB': s.rssMb,
+    'vs anchor (time)': ratio(s.readyMs, anchor.readyMs),
+    'vs anchor (RSS)': ratio(s.rssMb, anchor.rssMb),
+    target,
+  });
+  printTable(`sidecar start, median of ${ROUNDS} (RSS ${IDLE_MS / 1000} s after ready); anchor = bare node -e opening a port`, [
+    row('anchor: node -e, HTTP 204', anchor, ''),
+    row('rt sidecar compiled (node dist/cli/rt.js), no components', r.compiled!, '≤ 250 ms, ≤ 60 MB'),
+    row('rt sidecar compiled, sqlite + redis state + sftp binding', r.components!, '≤ 75 MB'),
+    row('rt sidecar compiled, V8 default heap (RT_V8_FLAGS=)', r.v8defaults!, ''),
+    row('rt sidecar from sources (node cli/rt.ts), no components', r.sources!, ''),
+  ]);
+} finally {
+  rmSync(resources, { recursive: true, force: true });
+  await sshd.close();
+  await services.stop();
+}
