@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import type { BulkSubscribe, SubscriptionInfo } from '../resources/types.ts';
-import { CLOUDEVENT_CONTENT_TYPE, isJsonType, rawPayloadOf, type CloudEvent } from './cloudevent.ts';
+import { CLOUDEVENT_CONTENT_TYPE, eventJson, isJsonType, rawPayloadOf, type CloudEvent } from './cloudevent.ts';
 import { outcomeOf, type Outcome } from './delivery.ts';
 import type { MessageTarget } from './subscriptions.ts';
 
@@ -79,7 +79,7 @@ export class BulkSender implements MessageTarget {
   }
 }
 
-/** One bulk entry's event as JSON: the CloudEvent, or for rawPayload the bytes (JSON when they are, else text or base64). */
+/** A rawPayload entry's event as JSON: the bytes parsed when they are JSON, else their text or base64. */
 function entryOf(e: BatchEntry): { event: unknown; contentType: string } {
   const raw = rawPayloadOf(e.event);
   if (!raw) return { event: e.event, contentType: CLOUDEVENT_CONTENT_TYPE };
@@ -97,16 +97,17 @@ function entryOf(e: BatchEntry): { event: unknown; contentType: string } {
 /** Bulk delivery over HTTP: the batch is POSTed to the path as JSON, the app answers per entry. */
 export function httpBatchPoster(app: AppChannel, info: SubscriptionInfo, log: Logger): BatchPoster {
   return async (path, entries) => {
-    const body = {
-      id: randomUUID(),
-      entries: entries.map((e) => ({ entryId: e.entryId, ...entryOf(e), metadata: {} })),
-      metadata: info.metadata,
-      pubsubname: info.pubsubname,
-      topic: info.topic,
-      type: BULK_EVENT_TYPE,
-    };
+    // written as text: each CloudEvent goes in as the bytes it arrived in, not stringified again
+    const list = entries.map((e) => {
+      const raw = rawPayloadOf(e.event);
+      if (raw) return JSON.stringify({ entryId: e.entryId, ...entryOf(e), metadata: {} });
+      const json = eventJson(e.event);
+      return `{"entryId":${JSON.stringify(e.entryId)},"event":${typeof json === 'string' ? json : json.toString('utf8')},"contentType":"${CLOUDEVENT_CONTENT_TYPE}","metadata":{}}`;
+    });
+    const head = JSON.stringify({ id: randomUUID(), metadata: info.metadata, pubsubname: info.pubsubname, topic: info.topic, type: BULK_EVENT_TYPE });
+    const body = `${head.slice(0, -1)},"entries":[${list.join(',')}]}`;
     try {
-      const res = await app.invoke({ method: 'POST', path, body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+      const res = await app.invoke({ method: 'POST', path, body, headers: { 'content-type': 'application/json' } });
       return res.status >= 200 && res.status < 300 ? statusesOf(res.body) : outcomeOf(res.status, res.body);
     } catch (e) {
       log.warn({ path, entries: entries.length }, `bulk delivery: ${(e as Error).message}`);

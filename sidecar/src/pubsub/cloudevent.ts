@@ -22,6 +22,8 @@ export interface EnvelopeInput {
   metadata: Record<string, string>;
   traceparent?: string;
   tracestate?: string;
+  /** the body already parsed (bulk publish parsed the whole request): not parsed again. */
+  parsed?: { value: unknown };
 }
 
 export function isJsonType(ct: string | undefined): boolean {
@@ -69,7 +71,8 @@ export function envelope(input: EnvelopeInput): { data: Buffer; contentType: str
   } else {
     event = { specversion: '1.0', id: randomUUID(), source: input.appId, type: EVENT_TYPE, datacontenttype: contentType };
     if (isJsonType(contentType)) {
-      if (input.body.length > 0) event.data = parseJsonText(text(), 'request body');
+      if (input.parsed) event.data = input.parsed.value;
+      else if (input.body.length > 0) event.data = parseJsonText(text(), 'request body');
     } else if (contentType.startsWith('text/')) {
       event.data = text();
     } else {

@@ -23,6 +23,8 @@ export interface BulkEntry {
   data: Uint8Array;
   contentType?: string;
   metadata: Record<string, string>;
+  /** `data` as a JSON value, when the caller has parsed it already. */
+  parsed?: { value: unknown };
 }
 
 export interface BulkPublishRequest {
@@ -72,7 +74,7 @@ export class PublishService {
       if (seen.has(e.entryId)) throw malformed(`entries[${i}].entryId "${e.entryId.slice(0, 80)}" is used twice; entry ids must be unique`);
       seen.add(e.entryId);
       const metadata = { ...req.metadata, ...e.metadata };
-      const env = envelope({ appId: this.appId, pubsubname: req.pubsubname, topic: req.topic, body: e.data, contentType: e.contentType, metadata, traceparent: req.traceparent });
+      const env = envelope({ appId: this.appId, pubsubname: req.pubsubname, topic: req.topic, body: e.data, contentType: e.contentType, metadata, traceparent: req.traceparent, parsed: e.parsed });
       return { entryId: e.entryId, event: env.data, contentType: env.contentType, metadata };
     });
     if (pubsub.bulkPublish) {

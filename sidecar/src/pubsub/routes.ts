@@ -101,7 +101,9 @@ export function bulkEntries(list: unknown): BulkEntry[] {
         Object.defineProperty(metadata, k, { value: v, enumerable: true, writable: true, configurable: true });
       }
     }
-    const data = typeof o.event === 'string' && !isJsonType(contentType) ? Buffer.from(o.event) : Buffer.from(JSON.stringify(o.event ?? null));
-    return { entryId: o.entryId, data, contentType, metadata };
+    if (typeof o.event === 'string' && !isJsonType(contentType)) return { entryId: o.entryId, data: Buffer.from(o.event), contentType, metadata };
+    // the JSON value goes on as parsed: the envelope does not parse its text again
+    const value = o.event ?? null;
+    return { entryId: o.entryId, data: Buffer.from(JSON.stringify(value)), contentType, metadata, parsed: { value } };
   });
 }
