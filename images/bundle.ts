@@ -11,6 +11,7 @@
  * images/dist-assets.ts copies those files.
  */
 import { readFile, rm } from 'node:fs/promises';
+import { builtinModules } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import * as esbuild from 'esbuild';
 
@@ -50,6 +51,23 @@ function lazyPackageImports(source: string): string {
   return source.replace(/(?<!typeof\s*)\bimport\((['"])([^.'"][^'"]*)\1\)/g, (m, _q: string, spec: string) => (spec.startsWith('node:') ? m : `${m}.then(__rtNamespace)`));
 }
 
+/**
+ * Node's built-in modules through `require()`, not `import`: an ESM import of a built-in builds
+ * its ESM facade, which reads every export, getters included, and `node:http`'s lazy getters
+ * load Node's own copy of undici (~45 ms and several MB at start) that the sidecar never uses.
+ */
+const builtinsAsRequire: esbuild.Plugin = {
+  name: 'builtins-as-require',
+  setup(build) {
+    const names = new Set(builtinModules);
+    build.onResolve({ filter: /^[a-z_:/]+$/ }, (args) => {
+      if (args.kind !== 'import-statement' || !(args.path.startsWith('node:') || names.has(args.path))) return undefined;
+      return { path: args.path, namespace: 'builtin-require' };
+    });
+    build.onLoad({ filter: /.*/, namespace: 'builtin-require' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
+  },
+};
+
 await rm(dist, { recursive: true, force: true });
 const result = await esbuild.build({
   absWorkingDir: root,
@@ -62,7 +80,7 @@ const result = await esbuild.build({
   platform: 'node',
   target: 'node22',
   external: EXTERNAL,
-  plugins: [ownImportMeta],
+  plugins: [ownImportMeta, builtinsAsRequire],
   // dependencies written in CommonJS call require(); and the helpers the plugin's code uses.
   // Every chunk sits one folder below dist/, as the entry does (dist/cli, dist/chunks).
   banner: {
