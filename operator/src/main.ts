@@ -17,6 +17,8 @@ options:
   --tls-key-file PATH             and this PEM key (env RT_OPERATOR_TLS_KEY_FILE); sidecars verify it
                                   with the CA in their env RT_OPERATOR_CA_FILE
   --metrics-port N                Prometheus metrics on GET /metrics (default 0 = off)
+  --leader-election-namespace NS  namespace of the Lease "rt-operator" that elects the one replica that
+                                  writes (env POD_NAMESPACE; default "default"); every replica serves sidecars
   --watchdog-delete-uninjected    delete controller-owned pods annotated rt.io/enabled that have no
                                   rt-sidecar container, so they come back injected (rate-limited)
   --log-level LEVEL               debug, info, warn, error (default info)
@@ -30,6 +32,7 @@ const FLAGS = {
   'tls-key-file': { type: 'string' },
   'metrics-port': { type: 'string' },
   'watchdog-delete-uninjected': { type: 'boolean' },
+  'leader-election-namespace': { type: 'string' },
   'log-level': { type: 'string' },
   'log-as-json': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -79,6 +82,7 @@ export async function operatorCommand(argv: string[]): Promise<number> {
     listenAddress: v['listen-address'] ?? env.RT_OPERATOR_LISTEN_ADDRESS,
     tlsCertFile,
     tlsKeyFile,
+    leaderElectionNamespace: v['leader-election-namespace'],
     watchdogDeleteUninjected: v['watchdog-delete-uninjected'] ?? env.RT_OPERATOR_WATCHDOG_DELETE_UNINJECTED === 'true',
     log,
   });

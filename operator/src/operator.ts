@@ -14,6 +14,7 @@ import { checkComponent } from './check.ts';
 import { type Caller, IdentityChecker, IdentityError } from './identity.ts';
 import { operatorService, type ResourceSnapshot, type WatchResourcesRequest } from './proto.ts';
 import { loadInCluster, loadKubeconfig } from './kube/config.ts';
+import { LeaderElector } from './leader.ts';
 import { ApiError, KubeClient } from './kube/client.ts';
 import { WorkQueue } from './queue.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, ServiceReconciler } from './services.ts';
@@ -32,6 +33,8 @@ export interface OperatorOptions {
   tlsCertFile?: string;
   tlsKeyFile?: string;
   watchdogDeleteUninjected?: boolean;
+  /** Where the leader-election Lease lives (default: POD_NAMESPACE, else "default"). */
+  leaderElectionNamespace?: string;
   /** Minimum time between two watchdog deletions (default 1 s). */
   watchdogDeleteIntervalMs?: number;
   log: Logger;
@@ -53,6 +56,7 @@ export class Operator {
   private readonly pods: Watched<k8s.V1Pod>;
   private readonly services: Watched<k8s.V1Service>;
   private readonly serviceReconciler: ServiceReconciler;
+  private readonly elector: LeaderElector;
   private readonly queue: WorkQueue;
   private readonly identity: IdentityChecker;
   private readonly watchdog: Watchdog;
@@ -70,7 +74,12 @@ export class Operator {
     this.log = opts.log;
     this.client = new KubeClient(opts.kubeconfig ? loadKubeconfig(opts.kubeconfig) : loadInCluster());
     this.identity = new IdentityChecker(this.client);
-    this.watchdog = new Watchdog(this.client, this.log, !!opts.watchdogDeleteUninjected, opts.watchdogDeleteIntervalMs);
+    this.elector = new LeaderElector(this.client, {
+      namespace: opts.leaderElectionNamespace || process.env.POD_NAMESPACE || 'default',
+      log: this.log,
+      onChange: (leader) => this.onLeader(leader),
+    });
+    this.watchdog = new Watchdog(this.client, this.log, !!opts.watchdogDeleteUninjected, opts.watchdogDeleteIntervalMs, () => this.elector.isLeader());
     this.queue = new WorkQueue((key) => this.reconcile(key), 16);
 
     for (const group of RESOURCE_GROUPS) {
@@ -84,7 +93,7 @@ export class Operator {
     this.services = new Watched<k8s.V1Service>(this.client, 'services', '/api/v1/services', this.log, (_t, s) => this.serviceReconciler.onService(s), {
       labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY}`,
     });
-    this.serviceReconciler = new ServiceReconciler(this.client, this.pods, this.services, this.log, () => this.synced);
+    this.serviceReconciler = new ServiceReconciler(this.client, this.pods, this.services, this.log, () => this.synced && this.elector.isLeader());
   }
 
   /** Starts the watches, waits for their first lists, then serves sidecars. Returns the gRPC port. */
@@ -98,11 +107,13 @@ export class Operator {
       );
       if (!installed) this.kinds.delete(key);
     }
+    // only the leader writes; the first attempt is made before the caches fill, so a lone replica writes at once
+    await this.elector.start();
     const all = [...this.kinds.values(), this.secrets, this.pods, this.services];
     for (const w of all) w.start();
     await Promise.all(all.map((w) => w.whenSynced()));
     this.synced = true;
-    this.serviceReconciler.resync();
+    this.onLeader(this.elector.isLeader());
     this.server = new grpc.Server();
     this.server.addService(operatorService(), { WatchResources: (call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>) => void this.serve(call) });
     const port = await new Promise<number>((resolve, reject) =>
@@ -110,6 +121,11 @@ export class Operator {
     );
     this.log.info({ grpcPort: port, tls: !!this.opts.tlsCertFile }, `rt operator ready: serving sidecars on port ${port}`);
     return port;
+  }
+
+  /** Whether this replica holds the leader Lease (writes status, Events, deletions and Services). */
+  get leader(): boolean {
+    return this.elector.isLeader();
   }
 
   /** Resolves when every queued Component and Service has been reconciled. */
@@ -121,6 +137,7 @@ export class Operator {
     this.queue.stop();
     this.serviceReconciler.stop();
     this.watchdog.stop();
+    await this.elector.stop();
     clearTimeout(this.flushTimer);
     await Promise.all([...this.kinds.values(), this.secrets, this.pods, this.services].map((w) => w.stop().catch(() => undefined)));
     // sidecars' watch streams never end by themselves: cut them (they reconnect to another replica)
@@ -164,8 +181,17 @@ export class Operator {
     return out;
   }
 
+  /** Became the leader (or the caches filled while leader): everything is looked at again. */
+  private onLeader(leader: boolean): void {
+    if (!leader || !this.synced) return;
+    for (const c of this.kinds.get(`${GROUP}/Component`)!.list()) this.queue.add(`${c.metadata.namespace}/${c.metadata.name}`);
+    for (const p of this.pods.list()) void this.watchdog.observe(p);
+    this.serviceReconciler.resync();
+  }
+
   /** Level-triggered and idempotent: reads the cached object, writes status only when it differs. */
   private async reconcile(key: string): Promise<void> {
+    if (!this.elector.isLeader()) return; // the leader does it (and looks at every key when it becomes one)
     const [ns, name] = key.split('/');
     const c = this.kinds.get(`${GROUP}/Component`)!.get(name, ns) as ComponentObject | undefined;
     if (!c) return;

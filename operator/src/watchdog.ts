@@ -25,9 +25,12 @@ export class Watchdog {
   private readonly deleteQueue: k8s.V1Pod[] = [];
   private deleteTimer: NodeJS.Timeout | undefined;
   private lastDelete = 0;
+  /** Only the leader reports and deletes (leader.ts); a new leader looks at every pod again. */
+  private readonly canWrite: () => boolean;
 
-  constructor(client: KubeClient, log: Logger, deleteUninjected: boolean, deleteIntervalMs = 1000) {
+  constructor(client: KubeClient, log: Logger, deleteUninjected: boolean, deleteIntervalMs = 1000, canWrite: () => boolean = () => true) {
     this.client = client;
+    this.canWrite = canWrite;
     this.log = log.child({ scope: 'watchdog' });
     this.deleteUninjected = deleteUninjected;
     this.deleteIntervalMs = deleteIntervalMs;
@@ -35,7 +38,7 @@ export class Watchdog {
 
   async observe(pod: k8s.V1Pod): Promise<void> {
     const uid = pod.metadata?.uid;
-    if (!uid || !uninjected(pod) || this.reported.has(uid)) return;
+    if (!uid || !uninjected(pod) || this.reported.has(uid) || !this.canWrite()) return;
     this.reported.add(uid);
     const ns = pod.metadata!.namespace!;
     const name = pod.metadata!.name!;

@@ -2,14 +2,17 @@
  * The headless Services of service invocation (`<app-id>-rt`), on a real kube-apiserver: created
  * when an annotated, labelled pod appears, updated when the newest pod's sidecar ports change,
  * put back after a hand edit or deletion, left alone when someone else owns the name, and removed
- * with the last pod — also when that pod went while the operator was down.
+ * with the last pod — also when that pod went while the operator was down. With two replicas,
+ * only the holder of the leader Lease writes, both serve sidecars, and the other takes over.
  */
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Operator } from '../../operator/src/operator.ts';
 import { requireService } from '../services/ci.ts';
 import { kubeUnavailable } from '../services/kube.ts';
-import { type OperatorBed, startOperatorBed } from './helpers.ts';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { component, type OperatorBed, startOperatorBed, watchAs } from './helpers.ts';
 
 const why = kubeUnavailable();
 const available = requireService('Kubernetes control plane', why === undefined, why ?? '');
@@ -117,12 +120,51 @@ describe.skipIf(!available)('rt operator keeps headless Services for annotated p
     await vi.waitFor(async () => expect(await service('gone-rt')).toBeDefined(), { timeout: 15_000 });
     await bed.operator.close();
     await deletePod('gone-1');
-    const again = new Operator({ kubeconfig: bed.kube.kubeconfig, grpcPort: 0, listenAddress: '127.0.0.1', log: pino({ level: 'silent' }) });
+    const again = new Operator({ kubeconfig: bed.kube.kubeconfig, grpcPort: 0, listenAddress: '127.0.0.1', log: pino({ level: process.env.RT_TEST_LOG ?? 'silent' }) });
     try {
       await again.start();
       await vi.waitFor(async () => expect(await service('gone-rt')).toBeUndefined(), { timeout: 15_000 });
     } finally {
       await again.close();
+    }
+  });
+
+  it('two replicas: one leader writes, both serve sidecars, the other takes over when the leader stops', async () => {
+    const opts = { kubeconfig: bed.kube.kubeconfig, grpcPort: 0, listenAddress: '127.0.0.1', tlsCertFile: join(bed.dir, 'tls.crt'), tlsKeyFile: join(bed.dir, 'tls.key'), log: pino({ level: process.env.RT_TEST_LOG ?? 'silent' }) };
+    const first = new Operator(opts);
+    const second = new Operator(opts);
+    let firstClosed = false;
+    try {
+      await first.start();
+      const port = await second.start();
+      expect(first.leader).toBe(true);
+      expect(second.leader).toBe(false);
+      const lease = (await bed.kube.request('GET', '/apis/coordination.k8s.io/v1/namespaces/default/leases/rt-operator')).body as { spec: { holderIdentity: string } };
+      expect(lease.spec.holderIdentity).toMatch(/_[0-9a-f]{8}$/);
+
+      // the follower serves a sidecar too
+      const token = readFileSync(await bed.identity(ns, 'id-pod', 'idapp'), 'utf8');
+      await bed.apply(component(ns, 'shared', 'state.in-memory', []));
+      const w = watchAs({ ...bed, port }, token);
+      try {
+        await vi.waitFor(() => expect([...w.latest().keys()]).toContain('Component/shared'), { timeout: 15_000 });
+      } finally {
+        w.close();
+      }
+
+      // the leader stops (releasing the Lease): the other replica writes from then on
+      await first.close();
+      firstClosed = true;
+      await vi.waitFor(() => expect(second.leader).toBe(true), { timeout: 15_000 });
+      await bed.apply(pod('late-1', 'late'), component(ns, 'later', 'state.redis', []));
+      await vi.waitFor(async () => expect(await service('late-rt')).toBeDefined(), { timeout: 15_000 });
+      await vi.waitFor(async () => {
+        const c = JSON.parse(await bed.kubectl(['get', 'components.rt.io', 'later', '-n', ns, '-o', 'json'])) as { status?: { conditions?: { reason: string }[] } };
+        expect(c.status?.conditions?.[0]?.reason).toBe('Invalid');
+      }, { timeout: 15_000 });
+    } finally {
+      if (!firstClosed) await first.close();
+      await second.close();
     }
   });
 });

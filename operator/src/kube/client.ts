@@ -68,7 +68,9 @@ export class KubeClient {
   request<T>(method: string, path: string, opts: { query?: Query; body?: unknown; contentType?: string } = {}): Promise<T> {
     const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     return new Promise<T>((resolvePromise, reject) => {
-      const req = request(this.url(path, opts.query), this.options(method, payload ? { 'content-type': opts.contentType ?? 'application/json' } : {}), (res) => {
+      // an explicit length: Node sends a DELETE's body without one, and the server then reads it as the next request
+      const headers: Record<string, string> = payload ? { 'content-type': opts.contentType ?? 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {};
+      const req = request(this.url(path, opts.query), this.options(method, headers), (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', reject);
