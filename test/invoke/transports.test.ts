@@ -5,7 +5,8 @@
  * forged by an app; and the port answers a request that is no sidecar's call with a 400.
  * Real sidecars in this process, found through a private registry (RT_HOME).
  */
-import { createServer, type Server } from 'node:http';
+import { statSync } from 'node:fs';
+import { createServer, request, type Server } from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -71,6 +72,22 @@ describe('the internal port: HTTP/1.1 and gRPC on one port', () => {
     expect(res.status).toBe(201);
     const got = (await res.json()) as { headers: Record<string, string> };
     expect(got.headers['rt-caller-app-id']).toBe('caller-http');
+  });
+
+  it('listens on a Unix socket too (standalone), named in the registry, which the same calls reach', async () => {
+    const entry = listEntries(registryDir()).find((e) => e.appId === 'target')!;
+    expect(statSync(entry.internalSocket!).isSocket()).toBe(true);
+    const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({ socketPath: entry.internalSocket, path: '/over-unix', headers: { 'rt-invoke-target': 'target', 'rt-invoke-caller-app-id': 'local' } }, (r) => {
+        let body = '';
+        r.on('data', (c: Buffer) => (body += c.toString()));
+        r.on('end', () => resolve({ status: r.statusCode!, body }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(res.status).toBe(201);
+    expect(JSON.parse(res.body)).toMatchObject({ url: '/over-unix', headers: { 'rt-caller-app-id': 'local' } });
   });
 
   it('answers a plain HTTP request that is no sidecar call with 400, and a call for another app id with ERR_DIRECT_INVOKE', async () => {

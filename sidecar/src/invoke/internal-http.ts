@@ -7,7 +7,7 @@
  * times more (docs/service-invocation.md).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Agent, type Dispatcher } from 'undici';
+import { Agent, Pool, type Dispatcher } from 'undici';
 import { ApiError, errorBody } from '../http/errors.ts';
 import { headerObject, requestHeaders, responseHeaders } from './headers.ts';
 import type { InvokeAnswer, InvokeCall } from './invoker.ts';
@@ -24,9 +24,30 @@ const ERROR = 'rt-invoke-error';
 /** Headers of this hop only: never taken from an app, never handed to one. */
 export const isHopHeader = (name: string): boolean => name.startsWith('rt-invoke-');
 
-/** The calling side: one keep-alive pool per target sidecar (undici's Agent keeps them). */
+const POOL = { connections: 256, pipelining: 1, keepAliveTimeout: 30_000 } as const;
+
+/** The calling side: one keep-alive pool per target sidecar (TCP: undici's Agent keeps them). */
 export class HttpTransport {
-  private readonly agent = new Agent({ connections: 256, pipelining: 1, keepAliveTimeout: 30_000 });
+  private readonly agent = new Agent(POOL);
+  /** Pools per Unix socket (`unix:<path>` addresses). */
+  private readonly unix = new Map<string, Pool>();
+
+  private dispatcher(address: string): { d: Dispatcher; origin: string } {
+    if (!address.startsWith('unix:')) return { d: this.agent, origin: `http://${address}` };
+    let pool = this.unix.get(address);
+    if (!pool) {
+      pool = new Pool('http://localhost', { ...POOL, socketPath: address.slice('unix:'.length) });
+      this.unix.set(address, pool);
+    }
+    return { d: pool, origin: 'http://localhost' };
+  }
+
+  /** A target that did not answer: its pool goes (a restarted sidecar has a new socket anyway). */
+  drop(address: string): void {
+    const pool = this.unix.get(address);
+    this.unix.delete(address);
+    void pool?.destroy().catch(() => undefined);
+  }
 
   async call(appId: string, address: string, caller: Caller, c: InvokeCall): Promise<InvokeAnswer> {
     const headers = headerObject(c.headers.filter((h) => !isHopHeader(h.name) && h.name !== 'expect'));
@@ -34,8 +55,9 @@ export class HttpTransport {
     headers[CALLER_APP] = caller.app_id;
     headers[CALLER_NS] = caller.namespace;
     if (caller.trust_domain) headers[CALLER_TD] = caller.trust_domain;
-    const res = await this.agent.request({
-      origin: `http://${address}`,
+    const { d, origin } = this.dispatcher(address);
+    const res = await d.request({
+      origin,
       method: c.method as Dispatcher.HttpMethod,
       path: c.path + c.query,
       headers,
@@ -59,8 +81,9 @@ export class HttpTransport {
     return { status: res.statusCode, headers: responseHeaders(res.headers), body: res.body };
   }
 
-  close(): Promise<void> {
-    return this.agent.close().catch(() => undefined);
+  async close(): Promise<void> {
+    await Promise.all([this.agent, ...this.unix.values()].map((d) => d.close().catch(() => undefined)));
+    this.unix.clear();
   }
 }
 

@@ -7,8 +7,10 @@
  * A call is checked against the Configuration's accessControl, then handed to this sidecar's app
  * through the app channel, which adds the app's API token and holds --app-max-concurrency.
  */
+import { mkdirSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import { dirname } from 'node:path';
 import type { Duplex, Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -48,6 +50,7 @@ export class InternalServer {
   private readonly net: NetServer;
   private readonly channels = new Channels();
   private readonly sockets = new Set<Socket>();
+  private unix?: { server: NetServer; path: string };
   private readonly injector: ReturnType<grpc.Server['createConnectionInjector']>;
 
   constructor(o: InternalServerOptions) {
@@ -70,14 +73,38 @@ export class InternalServer {
     });
   }
 
+  /**
+   * Standalone: the same port on a Unix socket too, which sidecars of one machine call instead of
+   * TCP (a loopback TCP write costs the kernel more, and each call makes two). Undefined when it
+   * cannot listen there (the path is too long, a platform without them): TCP serves alone.
+   */
+  async listenUnix(path: string): Promise<string | undefined> {
+    if (process.platform === 'win32' || Buffer.byteLength(path) > 100) return undefined;
+    const server = createNetServer({ noDelay: true }, (s) => this.sniff(s));
+    try {
+      mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+      rmSync(path, { force: true }); // a socket file left by a crashed sidecar of the same name
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(path, () => resolve());
+      });
+    } catch (e) {
+      this.o.log.debug({ path, err: (e as Error).message }, 'no Unix socket for the internal port');
+      return undefined;
+    }
+    this.unix = { server, path };
+    return path;
+  }
+
   async close(): Promise<void> {
     // net.Server.close waits for every connection: callers keep theirs open (keep-alive, HTTP/2)
-    const closed = new Promise<void>((r) => this.net.close(() => r()));
+    const closed = Promise.all([this.net, this.unix?.server].map((s) => new Promise<void>((r) => (s ? s.close(() => r()) : r()))));
     this.http1.closeAllConnections();
     this.injector.destroy();
     await this.grpc.close();
     for (const s of this.sockets) s.destroy();
     await closed;
+    if (this.unix) rmSync(this.unix.path, { force: true });
     this.channels.close();
   }
 

@@ -61,7 +61,10 @@ export class Invoker {
         return await this.http.call(t.appId, address, this.caller, c);
       } catch (e) {
         if (e instanceof ApiError) throw e;
-        if (['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'].includes((e as NodeJS.ErrnoException).code ?? '')) this.resolver.failed(t);
+        if (['ECONNREFUSED', 'ECONNRESET', 'ENOENT', 'EHOSTUNREACH', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'].includes((e as NodeJS.ErrnoException).code ?? '')) {
+          this.resolver.failed(t);
+          this.http.drop(address);
+        }
         throw directInvokeError(t.appId, `the sidecar of "${t.appId}" at ${address} did not answer: ${(e as Error).message}`);
       }
     }

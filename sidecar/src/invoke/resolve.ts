@@ -12,7 +12,7 @@ export const INTERNAL_GRPC_PORT = 50002;
 export class ResolveError extends Error {}
 
 export interface Resolver {
-  /** host:port of one sidecar of the app; throws ResolveError saying what was tried. */
+  /** host:port (or unix:<path>) of one sidecar of the app; throws ResolveError saying what was tried. */
   resolve(t: AppTarget): Promise<string>;
   /** An address did not answer: look again next time. */
   failed(t: AppTarget): void;
@@ -36,7 +36,8 @@ export class LocalResolver implements Resolver {
       );
     }
     const e = hits[this.turn++ % hits.length];
-    return `${e.host}:${e.internalGrpcPort}`;
+    // the Unix socket when the sidecar has one: both are on this machine
+    return e.internalSocket ? `unix:${e.internalSocket}` : `${e.host}:${e.internalGrpcPort}`;
   }
 
   failed(): void {

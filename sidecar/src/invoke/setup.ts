@@ -9,7 +9,7 @@ import { invokeServiceDefinition, invokeServiceHandler } from './grpc-service.ts
 import { callerProxy, Channels } from './grpc-proxy.ts';
 import { InternalServer, type AccessCheck } from './internal-server.ts';
 import { Invoker, type InvokeCall } from './invoker.ts';
-import { LocalRegistry, register } from './registry/local.ts';
+import { LocalRegistry, register, socketPath } from './registry/local.ts';
 import { DnsResolver, INTERNAL_GRPC_PORT, LocalResolver } from './resolve.ts';
 import { invokeRoutes } from './routes.ts';
 import { parseAppTarget } from './target.ts';
@@ -23,7 +23,8 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   // standalone sidecars share one machine: a free port each, found through the registry
   const internalPort = await server.listen(o.listenAddress, o.internalGrpcPort ?? (standalone ? 0 : INTERNAL_GRPC_PORT));
   ctx.onClose(() => server.close());
-  ctx.log.debug({ port: internalPort }, 'internal invocation port listening');
+  const internalSocket = standalone ? await server.listenUnix(socketPath(o.appId, process.pid, internalPort)) : undefined;
+  ctx.log.debug({ port: internalPort, socket: internalSocket }, 'internal invocation port listening');
 
   const registry = standalone ? new LocalRegistry() : undefined;
   ctx.onClose(() => registry?.close());
@@ -64,6 +65,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
           httpPort: typeof address === 'object' && address ? address.port : o.httpPort,
           grpcPort: o.grpcPort,
           internalGrpcPort: internalPort,
+          internalSocket,
           appPort: o.appPort,
           appProtocol: o.appProtocol,
           metricsPort: o.enableMetrics ? o.metricsPort : undefined,

@@ -16,6 +16,8 @@ export interface RegistryEntry {
   httpPort: number;
   grpcPort: number;
   internalGrpcPort: number;
+  /** The internal port's Unix socket, which sidecars of this machine call instead (`unix:<path>`). */
+  internalSocket?: string;
   appPort: number;
   appProtocol: string;
   /** The sidecar's process. */
@@ -34,6 +36,11 @@ export function rtHome(env: NodeJS.ProcessEnv = process.env): string {
 
 export function registryDir(env: NodeJS.ProcessEnv = process.env): string {
   return join(rtHome(env), 'registry');
+}
+
+/** Where a standalone sidecar's internal port listens on a Unix socket too. */
+export function socketPath(appId: string, pid: number, port: number, env: NodeJS.ProcessEnv = process.env): string {
+  return join(rtHome(env), 'sock', `${safe(appId)}-${pid}-${port}.sock`);
 }
 
 /** Whether a process with this pid runs (EPERM: it runs, as another user). */
