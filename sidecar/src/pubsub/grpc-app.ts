@@ -13,6 +13,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import type { Logger } from 'pino';
 import type { SidecarOptions } from '../context.ts';
+import { PROTO_DIR } from '../grpc/runtime/proto.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
 import { rawPayloadOf, type CloudEvent } from './cloudevent.ts';
 import type { Outcome } from './delivery.ts';
@@ -34,7 +35,7 @@ function appCallbackDefinition(): protoLoader.PackageDefinition {
     enums: Number,
     defaults: true,
     oneofs: true,
-    includeDirs: [join(import.meta.dirname, 'proto')],
+    includeDirs: [join(import.meta.dirname, 'proto'), PROTO_DIR],
   });
   return definition;
 }
