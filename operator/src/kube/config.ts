@@ -34,20 +34,39 @@ interface KubeconfigFile {
   users?: Named<{ user?: Record<string, unknown> }>[];
 }
 
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** The named entries of a kubeconfig list (contexts, clusters, users); anything else is skipped. */
+const entries = <T>(v: unknown): Named<T>[] => (Array.isArray(v) ? v.filter((e): e is Named<T> => isObject(e) && typeof e.name === 'string') : []);
+
 export function loadKubeconfig(file: string): KubeAccess {
-  const doc = parse(readFileSync(file, 'utf8')) as KubeconfigFile | null;
   const where = (s: string) => `kubeconfig ${file}: ${s}`;
-  if (!doc || typeof doc !== 'object') throw new Error(where('not a kubeconfig'));
-  const ctxName = doc['current-context'];
-  const ctx = doc.contexts?.find((c) => c.name === ctxName)?.context ?? (doc.contexts?.length === 1 ? doc.contexts[0].context : undefined);
-  if (!ctx) throw new Error(where(`no context "${ctxName ?? ''}"`));
-  const cluster = doc.clusters?.find((c) => c.name === ctx.cluster)?.cluster;
-  if (!cluster || typeof cluster.server !== 'string') throw new Error(where(`cluster "${ctx.cluster ?? ''}" has no server`));
-  const user = doc.users?.find((u) => u.name === ctx.user)?.user ?? {};
+  let doc: unknown;
+  try {
+    doc = parse(readFileSync(file, 'utf8'), { logLevel: 'error' });
+  } catch (e) {
+    throw new Error(where(`not YAML (${(e as Error).message.split('\n')[0]})`));
+  }
+  if (!isObject(doc)) throw new Error(where('not a kubeconfig'));
+  const kc = doc as KubeconfigFile;
+  const ctxName = kc['current-context'];
+  const contexts = entries<{ context?: { cluster?: string; user?: string } }>(kc.contexts);
+  const ctx = (contexts.find((c) => c.name === ctxName) ?? (contexts.length === 1 ? contexts[0] : undefined))?.context;
+  if (!isObject(ctx)) throw new Error(where(`no context "${String(ctxName ?? '')}"`));
+  const cluster = entries<{ cluster?: Record<string, unknown> }>(kc.clusters).find((c) => c.name === ctx.cluster)?.cluster;
+  if (!isObject(cluster) || typeof cluster.server !== 'string') throw new Error(where(`cluster "${String(ctx.cluster ?? '')}" has no server`));
+  const found = entries<{ user?: Record<string, unknown> }>(kc.users).find((u) => u.name === ctx.user)?.user;
+  const user = isObject(found) ? found : {};
   if (user.exec || user['auth-provider']) throw new Error(where(`user "${ctx.user}" authenticates with an exec or auth-provider plugin, which rt operator does not run: give it a token or a client certificate`));
   const base = dirname(file);
-  const pem = (data: unknown, path: unknown) =>
-    typeof data === 'string' ? Buffer.from(data, 'base64').toString('utf8') : typeof path === 'string' ? readFileSync(isAbsolute(path) ? path : resolve(base, path), 'utf8') : undefined;
+  const pem = (data: unknown, path: unknown) => {
+    if (typeof data === 'string') return Buffer.from(data, 'base64').toString('utf8');
+    if (typeof path !== 'string') return undefined;
+    try {
+      return readFileSync(isAbsolute(path) ? path : resolve(base, path), 'utf8');
+    } catch (e) {
+      throw new Error(where(`cannot read ${path}: ${(e as Error).message}`));
+    }
+  };
   const tokenFile = typeof user.tokenFile === 'string' ? resolve(base, user.tokenFile) : undefined;
   return {
     server: cluster.server.replace(/\/+$/, ''),
