@@ -57,6 +57,26 @@ describe.skipIf(!available)('pubsub.redis against a real Redis', () => {
     await until(async () => ((await redis.xpending(topic, 'app')) as [number])[0] === 0);
   });
 
+  it('bulkPublish adds every entry in one go; an entry Redis refuses fails alone', async () => {
+    const topic = topicName('bulk');
+    topics.push(topic);
+    const p = await open();
+    const got: PubSubMessage[] = [];
+    p.subscribe(topic, {}, async (m) => void got.push(m));
+    const entries = Array.from({ length: 50 }, (_, i) => ({ entryId: `e${i}`, event: Buffer.from(JSON.stringify({ i })), contentType: 'application/json', metadata: i === 0 ? { k: 'v' } : {} }));
+    expect(await p.bulkPublish!(topic, entries)).toEqual([]);
+    await until(() => got.length === 50);
+    expect(got.map((m) => JSON.parse(Buffer.from(m.data).toString()).i).sort((a, b) => a - b)).toEqual(entries.map((_, i) => i));
+    expect(got.find((m) => JSON.parse(Buffer.from(m.data).toString()).i === 0)?.metadata).toEqual({ k: 'v' });
+    // a key of another type under the topic's name: XADD fails for each entry, with Redis's reason
+    const wrong = topicName('bulk-wrongtype');
+    topics.push(wrong);
+    await redis.set(wrong, 'not a stream');
+    const failed = await p.bulkPublish!(wrong, entries.slice(0, 2));
+    expect(failed.map((f) => f.entryId)).toEqual(['e0', 'e1']);
+    expect(failed[0].error).toMatch(/WRONGTYPE/);
+  });
+
   it('a failed message stays pending and is delivered again after processingTimeout', async () => {
     const topic = topicName('retry');
     topics.push(topic);

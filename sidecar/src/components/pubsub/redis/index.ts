@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import { parseDuration } from '../../../util/duration.ts';
 import { redisOptions } from '../../state/redis/index.ts';
 import type { ComponentContext, ComponentFactory, ComponentSpec } from '../../types.ts';
-import type { MessageHandler, PubSub, TopicSubscription } from '../types.ts';
+import type { BulkPublishEntry, MessageHandler, PubSub, TopicSubscription } from '../types.ts';
 
 export interface StreamSettings {
   consumerGroup: string;
@@ -167,11 +167,22 @@ class RedisStreamsPubSub implements PubSub {
   }
 
   async publish(topic: string, data: Uint8Array, metadata: Record<string, string> = {}, contentType?: string): Promise<void> {
-    const trim = this.settings.maxLenApprox ? ['MAXLEN', '~', String(this.settings.maxLenApprox)] : [];
-    const fields: (string | Buffer)[] = ['data', Buffer.from(data.buffer, data.byteOffset, data.byteLength)];
-    if (contentType) fields.push('contentType', contentType);
-    if (Object.keys(metadata).length > 0) fields.push('metadata', JSON.stringify(metadata));
-    await this.writes.xadd([topic, ...trim, '*', ...fields]);
+    await this.writes.xadd(this.xaddArgs(topic, data, metadata, contentType));
+  }
+
+  /** All entries in the same pipeline; each one's failure is its own. */
+  async bulkPublish(topic: string, entries: BulkPublishEntry[]): Promise<{ entryId: string; error: string }[]> {
+    const results = await Promise.allSettled(entries.map((e) => this.writes.xadd(this.xaddArgs(topic, e.event, e.metadata ?? {}, e.contentType))));
+    return results.flatMap((r, i) => (r.status === 'rejected' ? [{ entryId: entries[i].entryId, error: (r.reason as Error).message }] : []));
+  }
+
+  private xaddArgs(topic: string, data: Uint8Array, metadata: Record<string, string>, contentType?: string): (string | Buffer)[] {
+    const args: (string | Buffer)[] = [topic];
+    if (this.settings.maxLenApprox) args.push('MAXLEN', '~', String(this.settings.maxLenApprox));
+    args.push('*', 'data', Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+    if (contentType) args.push('contentType', contentType);
+    if (Object.keys(metadata).length > 0) args.push('metadata', JSON.stringify(metadata));
+    return args;
   }
 
   subscribe(topic: string, _metadata: Record<string, string>, handler: MessageHandler): TopicSubscription {
