@@ -9,6 +9,7 @@
  * Anchor, in the same run: bare `node -e` that opens an HTTP port and answers 204.
  * Runs `npm run build` first when dist/ is missing (BENCH_BUILD=1 rebuilds always). Redis comes
  * from RT_TEST_REDIS_URL (npm run bench starts one), sshd from test/services/sshd.ts.
+ * BENCH_IMAGE=1 adds the rt image's start time and RSS (docs/kubernetes.md quotes them).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,6 +32,12 @@ interface Sample {
 interface Variant {
   argv: (port: number, dataDir: string) => Promise<string[]>;
   env?: NodeJS.ProcessEnv;
+  /** Another program than this node (the docker CLI for the image rows). */
+  cmd?: string;
+  /** The pid whose RSS counts, once ready (a container's process); default the child's. */
+  pid?: (child: ChildProcess) => Promise<number>;
+  /** Stops what the child started (a container); default SIGTERM to the child. */
+  stop?: (child: ChildProcess) => Promise<void>;
 }
 
 async function once(v: Variant): Promise<Sample> {
@@ -38,7 +45,7 @@ async function once(v: Variant): Promise<Sample> {
   const port = await freePort();
   const argv = await v.argv(port, dataDir);
   const t0 = performance.now();
-  const proc: ChildProcess = spawn(process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...v.env } });
+  const proc: ChildProcess = spawn(v.cmd ?? process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...v.env } });
   try {
     const url = `http://127.0.0.1:${port}/v1.0/healthz`;
     for (;;) {
@@ -53,8 +60,9 @@ async function once(v: Variant): Promise<Sample> {
     }
     const readyMs = performance.now() - t0;
     await new Promise((r) => setTimeout(r, IDLE_MS));
-    return { readyMs, rssMb: rssMb(proc.pid!) };
+    return { readyMs, rssMb: rssMb(v.pid ? await v.pid(proc) : proc.pid!) };
   } finally {
+    if (v.stop) await v.stop(proc);
     proc.kill('SIGTERM');
     if (proc.exitCode === null) await new Promise((r) => proc.once('exit', r));
     rmSync(dataDir, { recursive: true, force: true });
@@ -68,6 +76,41 @@ async function measureAll(variants: Record<string, Variant>): Promise<Record<str
   const samples: Record<string, Sample[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
   for (let i = 0; i < ROUNDS; i++) for (const [k, v] of Object.entries(variants)) samples[k]!.push(await once(v));
   return Object.fromEntries(Object.entries(samples).map(([k, s]) => [k, { readyMs: median(s.map((x) => x.readyMs)), rssMb: median(s.map((x) => x.rssMb)) }]));
+}
+
+/**
+ * BENCH_IMAGE=1: the rt image (rt:dev, built when stale) as a pod runs it, read-only root, on the
+ * host network: `docker run` → healthz, and the container process's RSS; anchor: the same
+ * image's node running the bare HTTP server (both include docker's container start).
+ */
+async function imageRows(): Promise<void> {
+  const { startDocker } = await import('../test/services/docker.ts');
+  const { buildImages } = await import('../test/services/images.ts');
+  const d = await startDocker();
+  try {
+    const { rt } = await buildImages(d, { log: () => undefined });
+    let n = 0;
+    const container = (args: (port: number) => Promise<string[]>): Variant => {
+      const name = `rt-bench-startup-${process.pid}-${n++}`;
+      return {
+        cmd: '/usr/bin/docker',
+        env: { DOCKER_HOST: d.host },
+        argv: async (port) => ['run', '--rm', '--name', name, '--network', 'host', '--read-only', ...(await args(port))],
+        pid: async () => Number((await d.docker(['inspect', '--format', '{{.State.Pid}}', name], { check: true })).stdout.trim()),
+        stop: async () => void (await d.docker(['rm', '-f', name])),
+      };
+    };
+    const r = await measureAll({
+      anchor: container(async (port) => ['--entrypoint', 'node', rt, '-e', `require('http').createServer((q, s) => { s.statusCode = 204; s.end(); }).listen(${port}, '127.0.0.1')`]),
+      image: container(async (port) => [rt, 'sidecar', '--app-id', 'bench', '--http-port', String(port), '--grpc-port', String(await freePort()), '--disable-metrics', '--log-level', 'warn']),
+    });
+    printTable(`the rt image (${rt}): docker run → healthz, median of ${ROUNDS}; anchor = the image's node -e opening a port`, [
+      { process: 'anchor: docker run … node -e, HTTP 204', 'start → healthz ms': r.anchor!.readyMs, 'idle RSS MB': r.anchor!.rssMb, 'vs anchor (time)': '1.00×', 'vs anchor (RSS)': '1.00×' },
+      { process: 'docker run rt:dev sidecar, no components', 'start → healthz ms': r.image!.readyMs, 'idle RSS MB': r.image!.rssMb, 'vs anchor (time)': ratio(r.image!.readyMs, r.anchor!.readyMs), 'vs anchor (RSS)': ratio(r.image!.rssMb, r.anchor!.rssMb) },
+    ]);
+  } finally {
+    await d.stop();
+  }
 }
 
 const sidecarArgs = async (port: number, dataDir: string) => [
@@ -126,6 +169,7 @@ try {
     row('rt sidecar compiled, V8 default heap (RT_V8_FLAGS=)', r.v8defaults!, ''),
     row('rt sidecar from sources (node cli/rt.ts), no components', r.sources!, ''),
   ]);
+  if (process.env.BENCH_IMAGE === '1') await imageRows();
 } finally {
   rmSync(resources, { recursive: true, force: true });
   await sshd.close();
