@@ -92,6 +92,12 @@ export interface EngineStats {
 }
 
 const MAX_TIMER_MS = 60_000;
+/**
+ * Progress (acked fires) is written at most this often: a burst of thousands of acks becomes a
+ * few transactions instead of one per event-loop turn (each commit writes its pages to the WAL).
+ * A crash loses at most this much progress, and those fires repeat (delivery is at least once).
+ */
+export const PROGRESS_FLUSH_MS = 20;
 
 export class SchedulerEngine implements StoreListener {
   private readonly log: Logger;
@@ -384,10 +390,10 @@ export class SchedulerEngine implements StoreListener {
     this.progress.set(keyString(u.key), u);
     if (this.flushQueued) return;
     this.flushQueued = true;
-    setImmediate(() => {
+    setTimeout(() => {
       this.flushQueued = false;
       void this.flush();
-    });
+    }, PROGRESS_FLUSH_MS).unref();
   }
 
   /** Writes pending progress; resolves when it (and any write already running) is stored. */

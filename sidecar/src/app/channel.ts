@@ -96,6 +96,37 @@ export class AppChannel {
   }
 
   /**
+   * A POST whose answer's body does not matter (job triggers): only the status comes back. It
+   * goes through undici's dispatch API, without the response stream and promise chain of
+   * request(), which halves the client's cost per call in a burst of thousands.
+   */
+  async post(path: string, body: string, headers: Record<string, string>, timeoutMs = 60_000): Promise<number> {
+    const pool = this.pool;
+    if (!pool) throw new AppUnavailableError('no app channel: the sidecar was started without an app port');
+    await this.acquire();
+    if (this.opts.appApiToken) headers = { ...headers, 'rt-api-token': this.opts.appApiToken, 'dapr-api-token': this.opts.appApiToken };
+    try {
+      return await new Promise<number>((resolve, reject) => {
+        let status = 0;
+        pool.dispatch(
+          { method: 'POST', path, body, headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs },
+          {
+            onRequestStart: () => undefined,
+            onResponseStart: (_c: unknown, statusCode: number) => void (status = statusCode),
+            onResponseData: () => undefined,
+            onResponseEnd: () => resolve(status),
+            onResponseError: (_c: unknown, e: Error) => reject(e),
+          },
+        );
+      });
+    } catch (e) {
+      throw new AppUnavailableError(`app at ${this.opts.appChannelAddress}:${this.opts.appPort} did not answer POST ${path}: ${(e as Error).message}`, { cause: e });
+    } finally {
+      this.release();
+    }
+  }
+
+  /**
    * Service invocation: the body goes to the app as it arrives and the answer comes back as a
    * stream, neither buffered whole. The concurrency slot (--app-max-concurrency) is held until
    * the answer's body has ended.

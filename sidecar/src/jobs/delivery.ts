@@ -35,16 +35,15 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
     if (inFlight >= MAX_IN_FLIGHT) await new Promise<void>((r) => waiting.push(r));
     else inFlight++;
     try {
-      const res = await ctx.app.invoke({
-        method: 'POST',
-        path: `/job/${encodeURIComponent(t.key.name)}`,
-        body: t.dataJson ?? '',
+      const status = await ctx.app.post(
+        `/job/${encodeURIComponent(t.key.name)}`,
+        t.dataJson ?? '',
         // name + due time identify one fire, the same on every redelivery of it (delivery is at
         // least once): the app's idempotency key
-        headers: { 'content-type': 'application/json', [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString() },
-      });
-      const ok = (res.status >= 200 && res.status < 300) || res.status === 404;
-      if (!ok) log.warn({ job: t.key.name, status: res.status, attempt: t.attempt }, 'app failed a job trigger');
+        { 'content-type': 'application/json', [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString() },
+      );
+      const ok = (status >= 200 && status < 300) || status === 404;
+      if (!ok) log.warn({ job: t.key.name, status, attempt: t.attempt }, 'app failed a job trigger');
       return ok;
     } catch (e) {
       log.warn({ job: t.key.name, err: (e as Error).message, attempt: t.attempt }, 'could not deliver a job trigger to the app');
