@@ -90,6 +90,7 @@ export class Watched<T extends KubeObject> {
       } catch (e) {
         if (this.stopped) return;
         if (e instanceof ApiError && e.code === 410) {
+          this.log.info(`watch of ${this.name}: resourceVersion ${this.resourceVersion} expired (410 Gone): listing again`);
           this.resourceVersion = '';
           continue;
         }
@@ -118,6 +119,7 @@ export class Watched<T extends KubeObject> {
   private onLine(e: WatchEventLine<T>): void {
     if (e.type === 'ERROR') {
       // 410 Gone (or another expiry): the server closes this watch; relist before the next one
+      this.log.info(`watch of ${this.name}: resourceVersion ${this.resourceVersion} expired (${(e.object as { code?: number }).code ?? 'error'} in the stream): listing again`);
       this.resourceVersion = '';
       return;
     }

@@ -14,6 +14,7 @@ import { Operator } from '../../operator/src/operator.ts';
 import { operatorClient, type ResourceSnapshot } from '../../operator/src/proto.ts';
 import { makeTestCa, type TestCa } from '../services/ca.ts';
 import { startKube, type KubeCluster } from '../services/kube.ts';
+import { startProcess } from '../services/kube/processes.ts';
 
 export const CRDS = join(import.meta.dirname, '../../crds');
 
@@ -113,6 +114,25 @@ export async function startOperatorBed(opts: { watchdogDeleteUninjected?: boolea
   } catch (e) {
     await stop();
     throw e;
+  }
+}
+
+/**
+ * Stops the kube-apiserver and starts it again with the same flags (etcd keeps the data);
+ * `whileDown` runs in between. Resolves when it is ready again.
+ */
+export async function restartApiServer(bed: OperatorBed, whileDown: () => Promise<void> = async () => {}): Promise<void> {
+  const cp = bed.kube.controlPlane;
+  const i = cp.processes.findIndex((p) => p.name === 'kube-apiserver');
+  const old = cp.processes[i];
+  const [cmd, ...args] = old.proc.spawnargs;
+  await old.stop();
+  await whileDown();
+  cp.processes[i] = startProcess(cp.dir, 'kube-apiserver', cmd, args);
+  for (const deadline = Date.now() + 90_000; ; ) {
+    if ((await bed.kube.request('GET', '/readyz').catch(() => ({ status: 0 }))).status === 200) return;
+    if (Date.now() > deadline) throw new Error('the kube-apiserver did not come back within 90 s');
+    await new Promise((r) => setTimeout(r, 250));
   }
 }
 

@@ -8,8 +8,11 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { requireService } from '../services/ci.ts';
 import { kubeUnavailable } from '../services/kube.ts';
-import { startProcess } from '../services/kube/processes.ts';
-import { component, type OperatorBed, startOperatorBed, watchAs } from './helpers.ts';
+import pino from 'pino';
+import { KubeClient } from '../../operator/src/kube/client.ts';
+import { loadKubeconfig } from '../../operator/src/kube/config.ts';
+import { type KubeObject, Watched } from '../../operator/src/watched.ts';
+import { component, type OperatorBed, restartApiServer, startOperatorBed, watchAs } from './helpers.ts';
 
 const why = kubeUnavailable();
 const available = requireService('Kubernetes control plane', why === undefined, why ?? '');
@@ -148,19 +151,46 @@ describe.skipIf(!available)('rt operator on a real kube-apiserver', () => {
       await vi.waitFor(() => expect(w.latest().has('Component/before')).toBe(true), { timeout: 15_000 });
 
       // stop the API server and start it again with the same flags (etcd keeps the data)
-      const cp = bed.kube.controlPlane;
-      const i = cp.processes.findIndex((p) => p.name === 'kube-apiserver');
-      const old = cp.processes[i];
-      const [cmd, ...args] = old.proc.spawnargs;
-      await old.stop();
-      cp.processes[i] = startProcess(cp.dir, 'kube-apiserver', cmd, args);
-      await vi.waitFor(async () => expect((await bed.kube.request('GET', '/readyz')).status).toBe(200), { timeout: 90_000, interval: 250 });
+      await restartApiServer(bed);
 
       await bed.apply(component(ns, 'after', 'state.redis', [{ name: 'redisHost', value: 'x:1' }]));
       await vi.waitFor(() => expect(w.latest().has('Component/after')).toBe(true), { timeout: 30_000 });
       await vi.waitFor(async () => expect(await ready(ns, 'after')).toMatchObject({ status: 'True', observedGeneration: 1 }), { timeout: 30_000 });
     } finally {
       w.close();
+    }
+  }, 150_000);
+
+  it('relists after 410 Gone: an object deleted while its watch was away (history compacted) is seen deleted', async () => {
+    const ns = 'gone';
+    await bed.namespace(ns);
+    const cm = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: ns, labels: { t: 'gone' } } });
+    await bed.apply(cm('keep'), cm('lost'));
+    const logs: string[] = [];
+    const events: string[] = [];
+    const client = new KubeClient(loadKubeconfig(bed.kube.kubeconfig));
+    const w = new Watched<KubeObject>(client, 'configmaps', `/api/v1/namespaces/${ns}/configmaps`, pino({ level: 'info' }, { write: (l: string) => void logs.push(l) }), (t, o) => events.push(`${t} ${o.metadata?.name}`), {
+      labelSelector: 't=gone',
+    });
+    try {
+      w.start();
+      await w.whenSynced();
+      expect(events.sort()).toEqual(['add keep', 'add lost']);
+      // while the API server is down: "lost" goes (straight from etcd), and etcd compacts its history
+      await restartApiServer(bed, async () => {
+        const etcd = `http://${bed.kube.controlPlane.etcd.endpoints[0]}`;
+        const call = async (path: string, body: object) => (await (await fetch(`${etcd}/v3/kv/${path}`, { method: 'POST', body: JSON.stringify(body) })).json()) as { header: { revision: string }; deleted?: string };
+        const b64 = (s: string) => Buffer.from(s).toString('base64');
+        expect((await call('deleterange', { key: b64(`/registry/configmaps/${ns}/lost`) })).deleted).toBe('1');
+        const { header } = await call('put', { key: b64('/rt-test/tick'), value: b64('1') });
+        await call('compaction', { revision: header.revision, physical: true });
+      });
+      await vi.waitFor(() => expect(events).toContain('delete lost'), { timeout: 60_000 });
+      expect(w.list().map((o) => o.metadata?.name)).toEqual(['keep']);
+      expect(logs.join('')).toMatch(/watch of configmaps: resourceVersion \d+ expired \((410 Gone|410 in the stream)\): listing again/);
+    } finally {
+      await w.stop();
+      client.close();
     }
   }, 150_000);
 });
