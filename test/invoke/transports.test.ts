@@ -7,10 +7,12 @@
  */
 import { statSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
+import { connect } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
+import fc from 'fast-check';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listEntries, registryDir } from '../../sidecar/src/invoke/registry/local.ts';
@@ -98,6 +100,25 @@ describe('the internal port: HTTP/1.1 and gRPC on one port', () => {
     expect(wrong.status).toBe(500);
     expect(wrong.headers.get('rt-invoke-error')).toBe('ERR_DIRECT_INVOKE');
     expect(await wrong.json()).toMatchObject({ errorCode: 'ERR_DIRECT_INVOKE', message: expect.stringMatching(/serves app id "target", not "other"/) });
+  });
+
+  it('survives any bytes sent to the internal port (either protocol), and keeps answering calls', async () => {
+    const send = (bytes: Uint8Array) =>
+      new Promise<void>((resolve) => {
+        const s = connect(internalPort, '127.0.0.1', () => s.end(bytes));
+        s.on('data', () => undefined);
+        s.on('error', () => resolve());
+        s.on('close', () => resolve());
+        setTimeout(() => s.destroy(), 2000);
+      });
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), b])), fc.string({ maxLength: 200 }).map((t) => Buffer.from(`GET /${t} HTTP/1.1\r\nrt-invoke-target: target\r\n${t}\r\n\r\n`))), async (bytes) => {
+        await send(bytes);
+      }),
+      { numRuns: 60 },
+    );
+    const res = await call(sidecars.overHttp, { method: 'GET' });
+    expect(res.status).toBe(201);
   });
 
   it('answers UNIMPLEMENTED to a gRPC call of an unknown method without the hop metadata', async () => {

@@ -41,6 +41,7 @@ export interface InternalServerOptions {
 type Refusal = Pick<ResponseHead, 'status' | 'error_code' | 'message'>;
 
 const H2_PREFACE = Buffer.from('PRI * HTTP/2.0');
+const SNIFF_TIMEOUT_MS = 10_000;
 
 export class InternalServer {
   // the same server class as the public gRPC port, without its API token: callers are sidecars
@@ -113,11 +114,14 @@ export class InternalServer {
     this.sockets.add(socket);
     socket.once('close', () => this.sockets.delete(socket));
     let seen = Buffer.alloc(0);
+    // a connection that never says which protocol it speaks is not kept
+    const idle = setTimeout(() => socket.destroy(), SNIFF_TIMEOUT_MS);
     const onData = (chunk: Buffer) => {
       seen = Buffer.concat([seen, chunk]);
       const n = Math.min(seen.length, H2_PREFACE.length);
       const h2 = seen.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
       if (h2 && n < H2_PREFACE.length) return; // too few bytes to tell yet
+      clearTimeout(idle);
       socket.off('data', onData);
       socket.pause();
       socket.unshift(seen);
@@ -127,6 +131,7 @@ export class InternalServer {
     };
     socket.on('data', onData);
     socket.on('error', () => socket.destroy());
+    socket.once('close', () => clearTimeout(idle));
   }
 
   /** undefined when the call may go on to the app. */
