@@ -1,6 +1,7 @@
 /**
  * The app's subscriptions (DECLARATIVE Subscription resources, PROGRAMMATIC ones from the app's
- * /rt/subscribe) kept open on their components. Reconciled whenever resources or components
+ * /rt/subscribe or, for a gRPC app, its ListTopicSubscriptions) kept open on their components,
+ * delivered through AppTargets (HTTP or gRPC). Reconciled whenever resources or components
  * change: a subscription that changed, or whose component was replaced, is re-opened; one that
  * went away is closed. One subscription per pub/sub and topic: a Subscription resource wins over
  * the app's own entry for the same topic.
@@ -9,7 +10,7 @@ import type { Logger } from 'pino';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { PubSub, PubSubMessage, TopicSubscription } from '../components/pubsub/types.ts';
 import type { BulkSubscribe, SubscriptionInfo } from '../resources/types.ts';
-import { CLOUDEVENT_CONTENT_TYPE, expired, isRawPayload, rawEvent, rawPayloadOf, readEvent, type CloudEvent } from './cloudevent.ts';
+import { CLOUDEVENT_CONTENT_TYPE, eventJson, expired, isRawPayload, rawEvent, rawPayloadOf, readEvent, type CloudEvent } from './cloudevent.ts';
 import { DEFAULT_RETRY, withRetries, type Outcome, type RetryPolicy } from './delivery.ts';
 import { pubsubByName } from './lookup.ts';
 import { compileRules, route, type CompiledRule } from './rules.ts';
@@ -67,7 +68,7 @@ export function messageHandler(
     if (info.deadLetterTopic && !state.closed) {
       const raw = rawPayloadOf(event);
       if (raw) await pubsub.publish(info.deadLetterTopic, raw.data, {}, raw.contentType);
-      else await pubsub.publish(info.deadLetterTopic, Buffer.from(JSON.stringify(event)), {}, CLOUDEVENT_CONTENT_TYPE);
+      else await pubsub.publish(info.deadLetterTopic, Buffer.from(eventJson(event)), {}, CLOUDEVENT_CONTENT_TYPE);
       log.warn({ id: event.id, topic: info.topic, deadLetterTopic: info.deadLetterTopic }, 'message sent to the dead-letter topic after its retries');
       return;
     }
