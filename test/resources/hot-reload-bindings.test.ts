@@ -3,7 +3,8 @@
  * its events flow to the app and state requests are in flight: the added one starts delivering,
  * an update re-initialises it (new metadata) and moves delivery to the new instance's Read stream
  * while the old stream closes, a removal stops delivery — and no delivery nor request fails.
- * The input binding is a pluggable component served over its socket (a real gRPC server).
+ * The same for an output binding while it is invoked. Both are pluggable components served over
+ * their sockets (real gRPC servers).
  */
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
@@ -15,10 +16,12 @@ import { freePort } from '../services/net.ts';
 
 type ReadCall = grpc.ServerDuplexStream<{ messageId: string; responseData: Buffer; responseError: { message: string } | null }, unknown>;
 
-describe('hot reload: input bindings', () => {
+describe('hot reload: input and output bindings', () => {
   let dirs: TempDirs;
   let sidecar: Sidecar;
   let server: grpc.Server;
+  let writer: grpc.Server;
+  const writerInits: Record<string, string>[] = [];
   let app: Server;
   /** Metadata of every Init, in order. */
   const inits: Record<string, string>[] = [];
@@ -70,6 +73,18 @@ describe('hot reload: input bindings', () => {
         },
       },
     });
+    // an output binding answering with the metadata of the latest Init
+    writer = await startTestServer(join(dirs.sockets, 'writer.sock'), {
+      OutputBinding: {
+        Init: (call: grpc.ServerUnaryCall<{ metadata: { properties: Record<string, string> } }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+          writerInits.push(call.request.metadata.properties);
+          cb(null, {});
+        },
+        Ping: ok({}),
+        ListOperations: ok({ operations: ['create'] }),
+        Invoke: (_call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => cb(null, { data: Buffer.from(`gen ${writerInits.at(-1)?.v}`), metadata: {}, contentType: 'text/plain' }),
+      },
+    });
     writeComponents(dirs.resources, [{ name: 'store', type: 'state.in-memory' }]);
     sidecar = await sidecarFor(dirs, 'hot-bindings', { appPort });
   });
@@ -77,6 +92,7 @@ describe('hot reload: input bindings', () => {
   afterAll(async () => {
     await sidecar?.close();
     server?.forceShutdown();
+    writer?.forceShutdown();
     app?.close();
     dirs?.cleanup();
   });
@@ -141,5 +157,43 @@ describe('hot reload: input bindings', () => {
       expect(ns).toEqual([...ns].sort((a, b) => a - b));
       expect(new Set(ns).size).toBe(ns.length);
     }
+  }, 60_000);
+
+  it('adds, updates and removes an output binding while it is invoked; no call fails, a removed one answers 4xx', async () => {
+    const base = `http://127.0.0.1:${sidecar.httpPort}`;
+    let running = true;
+    const answers: { status: number; body: string }[] = [];
+    const calls = (async () => {
+      while (running) {
+        try {
+          const r = await fetch(`${base}/v1.0/bindings/out`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ operation: 'create', data: 'x' }) });
+          answers.push({ status: r.status, body: await r.text() });
+        } catch {
+          answers.push({ status: 0, body: '' });
+        }
+      }
+    })();
+    const out = (v: string) => [{ name: 'store', type: 'state.in-memory' }, { name: 'out', type: 'bindings.writer', metadata: { v } }];
+    const seen = (body: string) => answers.filter((a) => a.body === body).length;
+    try {
+      writeComponents(dirs.resources, out('1'));
+      await vi.waitFor(() => expect(seen('gen 1')).toBeGreaterThan(10), { timeout: 15_000 });
+      writeComponents(dirs.resources, out('2'));
+      await vi.waitFor(() => expect(seen('gen 2')).toBeGreaterThan(10), { timeout: 15_000 });
+      expect(writerInits.map((i) => i.v)).toEqual(['1', '2']);
+      writeComponents(dirs.resources, [{ name: 'store', type: 'state.in-memory' }]);
+      await vi.waitFor(() => expect(sidecar.ctx.components.get('out')).toBeUndefined(), { timeout: 10_000 });
+      const after = answers.length;
+      await vi.waitFor(() => expect(answers.length).toBeGreaterThan(after + 3));
+    } finally {
+      running = false;
+      await calls;
+    }
+    // before it was loaded and after its removal: 4xx; while loaded: every call answered 200
+    const first = answers.findIndex((a) => a.status === 200);
+    const last = answers.findLastIndex((a) => a.status === 200);
+    expect(answers.slice(first, last + 1).filter((a) => a.status !== 200)).toEqual([]);
+    expect(answers.filter((a) => a.status === 0 || a.status >= 500)).toEqual([]);
+    expect(answers.at(-1)!.status).toBeGreaterThanOrEqual(400);
   }, 60_000);
 });
