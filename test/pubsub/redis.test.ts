@@ -63,7 +63,7 @@ describe.skipIf(!available)('pubsub.redis against a real Redis', () => {
     const p = await open();
     const got: PubSubMessage[] = [];
     p.subscribe(topic, {}, async (m) => void got.push(m));
-    const entries: BulkPublishEntry[] = Array.from({ length: 50 }, (_, i) => ({ entryId: `e${i}`, event: Buffer.from(JSON.stringify({ i })), contentType: 'application/json', metadata: i === 0 ? { k: 'v' } : {} }));
+    const entries: BulkPublishEntry[] = Array.from({ length: 50 }, (_, i) => ({ entryId: `e${i}`, event: Buffer.from(JSON.stringify({ i })), contentType: 'application/json', metadata: i === 0 ? { k: 'v' } : ({} as Record<string, string>) }));
     expect(await p.bulkPublish!(topic, entries)).toEqual([]);
     await until(() => got.length === 50);
     expect(got.map((m) => JSON.parse(Buffer.from(m.data).toString()).i).sort((a, b) => a - b)).toEqual(entries.map((_, i) => i));
