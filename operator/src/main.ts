@@ -112,6 +112,9 @@ async function serveMetrics(port: number, operator: Operator): Promise<Server> {
   new prom.Gauge({ name: 'rt_operator_components_reconciled_total', help: 'Component reconciliations since start', registers: [registry], collect() {
     this.set(operator.reconciled);
   } });
+  new prom.Gauge({ name: 'rt_operator_leader', help: '1 while this replica holds the leader Lease (it alone writes)', registers: [registry], collect() {
+    this.set(operator.leader ? 1 : 0);
+  } });
   const server = createServer((req, res) => {
     if (req.url !== '/metrics') return void res.writeHead(404).end();
     void registry.metrics().then((text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text));
