@@ -73,7 +73,8 @@ describe('gRPC proxying between rt run apps (--app-protocol grpc)', () => {
 
   it('proxies a unary call with its metadata, and brings back the answer, headers and trailers', async () => {
     for (const header of ['rt-app-id', 'dapr-app-id']) {
-      const { err, res, headers, trailers } = await unary('Greet', { name: 'world' }, md('beta', { 'x-custom': 'hi' }, header));
+      // an app cannot pose as another caller through the hop's own metadata
+      const { err, res, headers, trailers } = await unary('Greet', { name: 'world' }, md('beta', { 'x-custom': 'hi', 'rt-invoke-caller-app-id': 'admin', 'rt-invoke-caller-trust-domain': 'evil' }, header));
       expect(err).toBeNull();
       // the routing metadata stays with the sidecars; the caller's id arrives as the sidecars exchanged it
       expect(res).toEqual({ hello: 'world', app: 'beta', caller: 'alpha', custom: 'hi', routed: 0 });

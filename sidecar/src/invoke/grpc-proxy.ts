@@ -7,6 +7,8 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { GrpcServer } from '../grpc/server.ts';
+// the hop's metadata has the names of the HTTP/1.1 hop's headers
+import { CALLER_APP, CALLER_NS, isHopHeader, TARGET } from './internal-http.ts';
 import type { Caller, RequestHead } from './proto.ts';
 import { ResolveError, type Resolver } from './resolve.ts';
 import { parseAppTarget } from './target.ts';
@@ -15,10 +17,6 @@ type Call = grpc.ServerDuplexStream<Buffer, Buffer>;
 type Out = grpc.ClientDuplexStream<Buffer, Buffer>;
 
 const raw = (b: Buffer) => b;
-/** Metadata of the hop between sidecars (as internal-http.ts's headers). */
-const TARGET = 'rt-invoke-target';
-const CALLER_APP = 'rt-invoke-caller-app-id';
-const CALLER_NS = 'rt-invoke-caller-namespace';
 /** Trailer of an UNAVAILABLE status that comes from the target app, not its sidecar. */
 const APP_DOWN = 'rt-invoke-app-unavailable';
 /** Never passed on: routing, and each side's own tokens. */
@@ -100,7 +98,8 @@ export function callerProxy(server: GrpcServer, resolver: Resolver, caller: Call
     resolver.resolve(target).then(
       (address) => {
         const out = md.clone();
-        for (const k of DROP) out.remove(k);
+        // the hop's own metadata comes from this sidecar only, never from the app
+        for (const k of [...DROP, ...Object.keys(out.getMap()).filter(isHopHeader)]) out.remove(k);
         out.set(TARGET, target.appId);
         out.set(CALLER_APP, caller.app_id);
         out.set(CALLER_NS, caller.namespace);

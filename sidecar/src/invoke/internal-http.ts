@@ -14,11 +14,11 @@ import type { InvokeAnswer, InvokeCall } from './invoker.ts';
 import type { Caller, Header, RequestHead } from './proto.ts';
 
 /** The app id the caller meant (a sidecar refuses a call for another app). */
-const TARGET = 'rt-invoke-target';
+export const TARGET = 'rt-invoke-target';
 /** Who calls, as the calling sidecar states it (see Caller in proto/invoke.proto). */
-const CALLER_APP = 'rt-invoke-caller-app-id';
-const CALLER_NS = 'rt-invoke-caller-namespace';
-const CALLER_TD = 'rt-invoke-caller-trust-domain';
+export const CALLER_APP = 'rt-invoke-caller-app-id';
+export const CALLER_NS = 'rt-invoke-caller-namespace';
+export const CALLER_TD = 'rt-invoke-caller-trust-domain';
 /** On an answer: the callee sidecar (not its app) answers; the body is the API's JSON error. */
 const ERROR = 'rt-invoke-error';
 /** Headers of this hop only: never taken from an app, never handed to one. */
