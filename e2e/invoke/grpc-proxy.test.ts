@@ -27,9 +27,9 @@ describe('gRPC proxying between rt run apps (--app-protocol grpc)', () => {
   const apps: App[] = [];
   let client: grpc.Client;
 
-  async function start(id: string, opts: { command?: boolean } = {}): Promise<App> {
+  async function start(id: string, opts: { command?: boolean; extra?: string[] } = {}): Promise<App> {
     const [httpPort, grpcPort, appPort] = [await freePort(), await freePort(), await freePort()];
-    const args = ['run', '--app-id', id, '--app-port', String(appPort), '--app-protocol', 'grpc', '--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--disable-metrics', '--data-dir', join(home, id)];
+    const args = ['run', '--app-id', id, '--app-port', String(appPort), '--app-protocol', 'grpc', '--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--disable-metrics', '--data-dir', join(home, id), ...(opts.extra ?? [])];
     if (opts.command !== false) args.push('--', process.execPath, APP);
     const run = runRt(args, { RT_HOME: home, HOME: home });
     const app = { id, run, grpcPort };
@@ -61,7 +61,7 @@ describe('gRPC proxying between rt run apps (--app-protocol grpc)', () => {
 
   beforeAll(async () => {
     home = await mkdtemp(join(tmpdir(), 'rt-grpc-proxy-'));
-    const [alpha] = await Promise.all([start('alpha'), start('beta')]);
+    const [alpha] = await Promise.all([start('alpha'), start('beta'), start('one-at-a-time', { extra: ['--app-max-concurrency', '1'] })]);
     client = new grpc.Client(`127.0.0.1:${alpha.grpcPort}`, grpc.credentials.createInsecure());
   }, 150_000);
   afterAll(async () => {
@@ -97,6 +97,14 @@ describe('gRPC proxying between rt run apps (--app-protocol grpc)', () => {
     expect(total).toEqual({ total: 10, app: 'beta' });
   });
 
+  it("holds the target's --app-max-concurrency for proxied calls", async () => {
+    const t0 = Date.now();
+    const answers = await Promise.all([1, 2, 3, 4].map(() => unary('Slow', {}, md('one-at-a-time'))));
+    expect(answers.map((a) => a.err)).toEqual([null, null, null, null]);
+    expect(Math.max(...answers.map((a) => a.res!.most as number))).toBe(1);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(4 * 150 - 20);
+  });
+
   it("passes the target app's error status, message and trailers through unchanged", async () => {
     const { err, trailers } = await unary('Fail', { name: 'thing' }, md('beta'));
     expect(err?.code).toBe(grpc.status.NOT_FOUND);
@@ -110,7 +118,7 @@ describe('gRPC proxying between rt run apps (--app-protocol grpc)', () => {
     expect(none.err?.details).toMatch(/rt-app-id/);
     const unknown = await unary('Greet', { name: 'x' }, md('nobody'));
     expect(unknown.err?.code).toBe(grpc.status.UNAVAILABLE);
-    expect(unknown.err?.details).toMatch(/no running app "nobody".*running apps: alpha, beta/);
+    expect(unknown.err?.details).toMatch(/no running app "nobody".*running apps: alpha, beta, one-at-a-time/);
   });
 
   it('fails clearly and at once when the target app or its sidecar is down, and reaches it once it is back', async () => {

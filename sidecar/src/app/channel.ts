@@ -7,6 +7,7 @@ import { finished, type Readable } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import type { SidecarOptions } from '../context.ts';
+import { GrpcHealthProbe } from './grpc-health.ts';
 
 export interface AppResponse {
   status: number;
@@ -40,6 +41,8 @@ export class AppChannel {
   private readonly healthListeners: ((healthy: boolean) => void)[] = [];
   private inFlight = 0;
   private readonly waiting: (() => void)[] = [];
+  /** The HealthCheck probe of an app that speaks gRPC, made on the first probe. */
+  private grpcHealth?: GrpcHealthProbe;
 
   constructor(opts: SidecarOptions, log: Logger) {
     this.opts = opts;
@@ -214,6 +217,10 @@ export class AppChannel {
   private async probeOnce(): Promise<boolean> {
     if (!this.pool) return true;
     try {
+      if (this.opts.appHealthCheck && this.opts.appProtocol === 'grpc') {
+        this.grpcHealth ??= new GrpcHealthProbe(`${hostFor(this.opts.appChannelAddress)}:${this.opts.appPort}`, this.opts.appApiToken);
+        return await this.grpcHealth.probe(this.opts.appHealthProbeTimeoutMs);
+      }
       if (this.opts.appHealthCheck) {
         const res = await this.pool.request({
           method: 'GET',
@@ -255,6 +262,19 @@ export class AppChannel {
   }
 
   // maxConcurrency: at most that many calls to the app at once (-1 / 0 = unlimited)
+  /**
+   * One --app-max-concurrency slot for a call that does not go through this channel's pool (a
+   * proxied gRPC call); the function returned frees it, once however often it is called.
+   */
+  async slot(): Promise<() => void> {
+    await this.acquire();
+    let freed = false;
+    return () => {
+      if (!freed) this.release();
+      freed = true;
+    };
+  }
+
   private async acquire(): Promise<void> {
     const max = this.opts.appMaxConcurrency;
     if (max <= 0) return;
@@ -274,6 +294,7 @@ export class AppChannel {
 
   async close(): Promise<void> {
     if (this.probeTimer) clearTimeout(this.probeTimer);
+    this.grpcHealth?.close();
     await this.pool?.close().catch(() => undefined);
   }
 }

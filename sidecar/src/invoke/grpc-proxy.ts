@@ -123,6 +123,8 @@ export interface CalleeOptions {
   /** host:port of this sidecar's gRPC app; undefined when the app does not speak gRPC. */
   appAddress?: string;
   appApiToken?: string;
+  /** Holds one --app-max-concurrency slot until the call ends. */
+  slot(): Promise<() => void>;
   /** The receiving side's checks (target app id, accessControl, an app at all): a reason, or undefined. */
   refuse(head: RequestHead): { status: number; message: string } | undefined;
 }
@@ -148,12 +150,17 @@ export function calleeProxy(o: CalleeOptions, channels: Channels): grpc.handleBi
       out.set('dapr-api-token', o.appApiToken);
     }
     const address = o.appAddress;
-    relay(call, channels.get(address).makeBidiStreamRequest(path, raw, raw, out, deadlineOf(call)), (s) => {
-      // the app itself is down: say so, and mark it so the caller does not blame the sidecar
-      if (s.code === grpc.status.UNAVAILABLE && !s.metadata.get(APP_DOWN).length) {
-        s.details = `failed to invoke, id: ${o.appId}, err: app "${o.appId}" at ${address} did not answer: ${s.details}`;
-        s.metadata.set(APP_DOWN, o.appId);
-      }
+    void o.slot().then((free) => {
+      // the caller may have gone while the call waited for a slot
+      if (call.cancelled) return free();
+      relay(call, channels.get(address).makeBidiStreamRequest(path, raw, raw, out, deadlineOf(call)), (s) => {
+        free();
+        // the app itself is down: say so, and mark it so the caller does not blame the sidecar
+        if (s.code === grpc.status.UNAVAILABLE && !s.metadata.get(APP_DOWN).length) {
+          s.details = `failed to invoke, id: ${o.appId}, err: app "${o.appId}" at ${address} did not answer: ${s.details}`;
+          s.metadata.set(APP_DOWN, o.appId);
+        }
+      });
     });
   };
 }

@@ -59,7 +59,7 @@ export class InternalServer {
     this.grpc = new GrpcServer(o.log);
     this.grpc.addService(internalService(), { CallStream: (call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>) => void this.serveStream(call) });
     // gRPC calls of any other method are proxied calls for this sidecar's gRPC app
-    this.grpc.setFallback(calleeProxy({ appId: o.appId, appAddress: o.grpcApp, appApiToken: o.appApiToken, refuse: (h) => this.refuse(h) }, this.channels));
+    this.grpc.setFallback(calleeProxy({ appId: o.appId, appAddress: o.grpcApp, appApiToken: o.appApiToken, slot: () => o.app.slot(), refuse: (h) => this.refuse(h) }, this.channels));
     this.injector = this.grpc.server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
     this.net = createNetServer({ noDelay: true }, (s) => this.sniff(s));
   }
