@@ -7,6 +7,7 @@ import { finished, type Readable } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import type { SidecarOptions } from '../context.ts';
+import { GrpcHealthProbe } from './grpc-health.ts';
 
 export interface AppResponse {
   status: number;
@@ -40,6 +41,8 @@ export class AppChannel {
   private readonly healthListeners: ((healthy: boolean) => void)[] = [];
   private inFlight = 0;
   private readonly waiting: (() => void)[] = [];
+  /** The HealthCheck probe of an app that speaks gRPC, made on the first probe. */
+  private grpcHealth?: GrpcHealthProbe;
 
   constructor(opts: SidecarOptions, log: Logger) {
     this.opts = opts;
@@ -214,6 +217,10 @@ export class AppChannel {
   private async probeOnce(): Promise<boolean> {
     if (!this.pool) return true;
     try {
+      if (this.opts.appHealthCheck && this.opts.appProtocol === 'grpc') {
+        this.grpcHealth ??= new GrpcHealthProbe(`${hostFor(this.opts.appChannelAddress)}:${this.opts.appPort}`, this.opts.appApiToken);
+        return await this.grpcHealth.probe(this.opts.appHealthProbeTimeoutMs);
+      }
       if (this.opts.appHealthCheck) {
         const res = await this.pool.request({
           method: 'GET',
@@ -287,6 +294,7 @@ export class AppChannel {
 
   async close(): Promise<void> {
     if (this.probeTimer) clearTimeout(this.probeTimer);
+    this.grpcHealth?.close();
     await this.pool?.close().catch(() => undefined);
   }
 }
