@@ -1,6 +1,6 @@
 /**
  * Service invocation benchmark: app → sidecar → sidecar → app (two `rt sidecar` child
- * processes found through a private local registry, the internal gRPC port between them)
+ * processes found through a private local registry, the internal port between them: HTTP/1.1 over its Unix socket)
  * against the anchor, the calling app calling the other app directly.
  *
  * Prints the p50 and p99 each path takes at a steady 1,000 req/s (and what the sidecars add),

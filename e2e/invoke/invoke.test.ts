@@ -1,6 +1,6 @@
 /**
  * Service invocation between real `rt run` processes (standalone): the local registry under a
- * private RT_HOME, the internal gRPC port between sidecars, streamed bodies, the errors users
+ * private RT_HOME, the internal port between sidecars (HTTP/1.1 over its Unix socket), streamed bodies, the errors users
  * of this API expect, a target that is down or restarted, and the @dapr/dapr client's invoker.
  */
 import { createHash } from 'node:crypto';

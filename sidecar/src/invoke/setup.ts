@@ -1,5 +1,5 @@
 /**
- * The service invocation building block: the internal gRPC port other sidecars call, this
+ * The service invocation building block: the internal port other sidecars call (HTTP/1.1 and gRPC), this
  * sidecar's entry in the local registry (standalone), and the HTTP invoke routes.
  */
 import type { SidecarContext } from '../context.ts';
