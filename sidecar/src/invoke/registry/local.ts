@@ -98,6 +98,7 @@ export function listEntries(dir = registryDir()): RegistryEntry[] {
     if (typeof e.appId !== 'string' || typeof e.pid !== 'number') continue;
     if (!processAlive(e.pid)) {
       rmSync(path, { force: true });
+      if (e.internalSocket) rmSync(e.internalSocket, { force: true }); // a crashed sidecar's socket file
       continue;
     }
     out.push(e);
