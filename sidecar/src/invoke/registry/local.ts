@@ -6,7 +6,7 @@
  */
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 export interface RegistryEntry {
   appId: string;
@@ -98,7 +98,9 @@ export function listEntries(dir = registryDir()): RegistryEntry[] {
     if (typeof e.appId !== 'string' || typeof e.pid !== 'number') continue;
     if (!processAlive(e.pid)) {
       rmSync(path, { force: true });
-      if (e.internalSocket) rmSync(e.internalSocket, { force: true }); // a crashed sidecar's socket file
+      // a crashed sidecar's socket file — only ever one in rt home's sock folder
+      const sock = e.internalSocket;
+      if (sock && dirname(sock) === join(dirname(dir), 'sock') && sock.endsWith('.sock')) rmSync(sock, { force: true });
       continue;
     }
     out.push(e);
