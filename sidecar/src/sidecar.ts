@@ -76,15 +76,7 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
     namespace: options.namespace,
     listenAddress: options.listenAddress,
     log,
-    deliverToApp: async (bindingName, event) => {
-      const res = await app.invoke({
-        method: 'POST',
-        path: `/${bindingName}`,
-        body: event.data,
-        headers: { 'content-type': event.contentType ?? 'application/json', ...prefixed(event.metadata) },
-      });
-      return { status: res.status, body: res.body };
-    },
+    deliverToApp: (bindingName, event) => app.deliverBinding(bindingName, event),
   });
   const metadata = new MetadataService(options, components);
   const resources: Resources = { components: [], subscriptions: [], httpEndpoints: [] };
@@ -175,12 +167,6 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
     await close().catch(() => undefined);
     throw e;
   }
-}
-
-function prefixed(md: Record<string, string>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(md)) if (/^[A-Za-z0-9-]+$/.test(k)) out[`metadata.${k}`] = v;
-  return out;
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

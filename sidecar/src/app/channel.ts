@@ -7,7 +7,8 @@ import { finished, type Readable } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import type { SidecarOptions } from '../context.ts';
-import { GrpcHealthProbe } from './grpc-health.ts';
+import type { InputBindingEvent, InputBindingReply } from '../components/types.ts';
+import { GrpcApp, grpcCode, UNIMPLEMENTED } from './grpc-app.ts';
 
 export interface AppResponse {
   status: number;
@@ -41,8 +42,8 @@ export class AppChannel {
   private readonly healthListeners: ((healthy: boolean) => void)[] = [];
   private inFlight = 0;
   private readonly waiting: (() => void)[] = [];
-  /** The HealthCheck probe of an app that speaks gRPC, made on the first probe. */
-  private grpcHealth?: GrpcHealthProbe;
+  /** The app callback client, when the app speaks gRPC (--app-protocol grpc). */
+  readonly grpc?: GrpcApp;
 
   constructor(opts: SidecarOptions, log: Logger) {
     this.opts = opts;
@@ -53,6 +54,7 @@ export class AppChannel {
         pipelining: 1,
         keepAliveTimeout: 30_000,
       });
+      if (opts.appProtocol === 'grpc') this.grpc = new GrpcApp(opts);
     }
   }
 
@@ -158,6 +160,31 @@ export class AppChannel {
     }
   }
 
+  /**
+   * One input-binding event to the app: `POST /<binding>` with the data as the body and the
+   * metadata as `metadata.<key>` headers, or, for a gRPC app, AppCallback.OnBindingEvent. A gRPC
+   * answer counts as 200 with the response's `data` as the body; a failed call as 500 with its
+   * message (UNIMPLEMENTED: 404, the app has no handler), so both protocols mean the same to the
+   * binding. The response's state/`to` fields (dropped by the ecosystem too) are not read.
+   */
+  async deliverBinding(name: string, event: InputBindingEvent): Promise<InputBindingReply> {
+    if (this.grpc) {
+      try {
+        const res = (await this.grpc.call('callback', 'OnBindingEvent', { name, data: Buffer.from(event.data), metadata: event.metadata })) as { data?: Buffer };
+        return { status: 200, body: res.data ?? new Uint8Array() };
+      } catch (e) {
+        return { status: grpcCode(e) === UNIMPLEMENTED ? 404 : 500, body: Buffer.from((e as Error).message) };
+      }
+    }
+    const res = await this.invoke({
+      method: 'POST',
+      path: `/${name}`,
+      body: event.data,
+      headers: { 'content-type': event.contentType ?? 'application/json', ...prefixed(event.metadata) },
+    });
+    return { status: res.status, body: res.body };
+  }
+
   /** Calls the app with a JSON body. */
   async postJson(path: string, value: unknown, headers: Record<string, string> = {}): Promise<AppResponse> {
     return this.invoke({ method: 'POST', path, body: JSON.stringify(value), headers: { 'content-type': 'application/json', ...headers } });
@@ -217,9 +244,13 @@ export class AppChannel {
   private async probeOnce(): Promise<boolean> {
     if (!this.pool) return true;
     try {
-      if (this.opts.appHealthCheck && this.opts.appProtocol === 'grpc') {
-        this.grpcHealth ??= new GrpcHealthProbe(`${hostFor(this.opts.appChannelAddress)}:${this.opts.appPort}`, this.opts.appApiToken);
-        return await this.grpcHealth.probe(this.opts.appHealthProbeTimeoutMs);
+      // a gRPC app cannot answer an HTTP GET: its probe is AppCallbackHealthCheck/HealthCheck
+      // (any failure, UNIMPLEMENTED included, is a failed probe)
+      if (this.opts.appHealthCheck && this.grpc) {
+        return await this.grpc.call('health', 'HealthCheck', {}, {}, this.opts.appHealthProbeTimeoutMs).then(
+          () => true,
+          () => false,
+        );
       }
       if (this.opts.appHealthCheck) {
         const res = await this.pool.request({
@@ -294,9 +325,16 @@ export class AppChannel {
 
   async close(): Promise<void> {
     if (this.probeTimer) clearTimeout(this.probeTimer);
-    this.grpcHealth?.close();
+    await this.grpc?.close();
     await this.pool?.close().catch(() => undefined);
   }
+}
+
+/** Binding metadata as `metadata.<key>` headers (keys that are no header name are left out). */
+function prefixed(md: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(md)) if (/^[A-Za-z0-9-]+$/.test(k)) out[`metadata.${k}`] = v;
+  return out;
 }
 
 function hostFor(address: string): string {

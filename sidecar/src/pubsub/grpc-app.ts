@@ -8,12 +8,8 @@
  * gets the batch's events one by one through OnTopicEvent.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import type { Logger } from 'pino';
-import type { SidecarOptions } from '../context.ts';
-import { PROTO_DIR } from '../grpc/runtime/proto.ts';
+import { grpcCode, UNIMPLEMENTED, type GrpcApp } from '../app/grpc-app.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
 import { rawPayloadOf, type CloudEvent } from './cloudevent.ts';
 import type { Outcome } from './delivery.ts';
@@ -22,23 +18,6 @@ import { topicEvent } from './streaming.ts';
 import type { AppTargets } from './subscriptions.ts';
 
 const STATUS: Record<number, Outcome> = { 0: 'SUCCESS', 1: 'RETRY', 2: 'DROP' };
-const PACKAGE = 'dapr.proto.runtime.v1';
-
-type Unary = (req: unknown, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: unknown) => void) => void;
-type Client = grpc.Client & Record<string, Unary>;
-
-let definition: protoLoader.PackageDefinition | undefined;
-function appCallbackDefinition(): protoLoader.PackageDefinition {
-  definition ??= protoLoader.loadSync('appcallback.proto', {
-    keepCase: true,
-    longs: Number,
-    enums: Number,
-    defaults: true,
-    oneofs: true,
-    includeDirs: [join(import.meta.dirname, 'proto'), PROTO_DIR],
-  });
-  return definition;
-}
 
 interface ListedSubscription {
   pubsub_name: string;
@@ -49,87 +28,25 @@ interface ListedSubscription {
   bulk_subscribe: { enabled: boolean; max_messages_count: number; max_await_duration_ms: number } | null;
 }
 
-/** The sidecar's client of its gRPC app, with the app's concurrency limit (--app-max-concurrency). */
-export class GrpcApp {
-  private readonly callback: Client;
-  private readonly alpha: Client;
-  private readonly token?: string;
-  private readonly max: number;
-  private inFlight = 0;
-  private readonly waiting: (() => void)[] = [];
-
-  constructor(opts: SidecarOptions) {
-    const def = appCallbackDefinition();
-    const address = opts.appChannelAddress.includes(':') ? `[${opts.appChannelAddress}]:${opts.appPort}` : `${opts.appChannelAddress}:${opts.appPort}`;
-    const make = (service: string) => {
-      const Ctor = grpc.makeGenericClientConstructor(def[`${PACKAGE}.${service}`] as grpc.ServiceDefinition, service);
-      return new Ctor(address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 * 1024 * 1024, 'grpc.max_send_message_length': 64 * 1024 * 1024 }) as Client;
-    };
-    this.callback = make('AppCallback');
-    this.alpha = make('AppCallbackAlpha');
-    this.token = opts.appApiToken;
-    this.max = opts.appMaxConcurrency;
+/** The app's programmatic subscriptions (none when it does not implement the method). */
+export async function listGrpcSubscriptions(app: GrpcApp, log: Logger): Promise<SubscriptionInfo[]> {
+  let res: { subscriptions?: ListedSubscription[] };
+  try {
+    res = (await app.call('callback', 'ListTopicSubscriptions', {})) as typeof res;
+  } catch (e) {
+    if (grpcCode(e) !== UNIMPLEMENTED) log.warn(`asking the gRPC app for its subscriptions (ListTopicSubscriptions): ${(e as Error).message}`);
+    return [];
   }
-
-  /** One unary call within the concurrency limit; rejects with the gRPC error. */
-  async call(client: 'callback' | 'alpha', method: string, req: unknown, extra: Record<string, string> = {}): Promise<unknown> {
-    const md = new grpc.Metadata();
-    if (this.token) {
-      md.set('rt-api-token', this.token);
-      md.set('dapr-api-token', this.token);
-    }
-    for (const [k, v] of Object.entries(extra)) md.set(k, v);
-    const c = client === 'callback' ? this.callback : this.alpha;
-    await this.acquire();
-    try {
-      return await new Promise((resolve, reject) => c[method](req, md, { deadline: Date.now() + 60_000 }, (err, res) => (err ? reject(err) : resolve(res))));
-    } finally {
-      this.release();
-    }
-  }
-
-  /** The app's programmatic subscriptions (none when it does not implement the method). */
-  async listSubscriptions(log: Logger): Promise<SubscriptionInfo[]> {
-    let res: { subscriptions?: ListedSubscription[] };
-    try {
-      res = (await this.call('callback', 'ListTopicSubscriptions', {})) as typeof res;
-    } catch (e) {
-      const err = e as grpc.ServiceError;
-      if (err.code !== grpc.status.UNIMPLEMENTED) log.warn(`asking the gRPC app for its subscriptions (ListTopicSubscriptions): ${err.message}`);
-      return [];
-    }
-    return (res.subscriptions ?? []).flatMap((s): SubscriptionInfo[] => {
-      if (!s.pubsub_name || !s.topic) return [];
-      const rules = (s.routes?.rules ?? []).filter((r) => r.path).map((r) => ({ match: r.match, path: r.path }));
-      if (s.routes?.default) rules.push({ match: '', path: s.routes.default });
-      // no route at all: OnTopicEvent still gets the events, with an empty path
-      if (rules.length === 0) rules.push({ match: '', path: '' });
-      const b = s.bulk_subscribe;
-      const bulk = b?.enabled ? { bulkSubscribe: { enabled: true, maxMessagesCount: b.max_messages_count || undefined, maxAwaitDurationMs: b.max_await_duration_ms || undefined } } : {};
-      return [{ pubsubname: s.pubsub_name, topic: s.topic, metadata: { ...(s.metadata ?? {}) }, rules, deadLetterTopic: s.dead_letter_topic, type: 'PROGRAMMATIC', ...bulk }];
-    });
-  }
-
-  private async acquire(): Promise<void> {
-    if (this.max <= 0) return;
-    if (this.inFlight < this.max) {
-      this.inFlight++;
-      return;
-    }
-    await new Promise<void>((r) => this.waiting.push(r));
-    this.inFlight++;
-  }
-
-  private release(): void {
-    if (this.max <= 0) return;
-    this.inFlight--;
-    this.waiting.shift()?.();
-  }
-
-  close(): void {
-    this.callback.close();
-    this.alpha.close();
-  }
+  return (res.subscriptions ?? []).flatMap((s): SubscriptionInfo[] => {
+    if (!s.pubsub_name || !s.topic) return [];
+    const rules = (s.routes?.rules ?? []).filter((r) => r.path).map((r) => ({ match: r.match, path: r.path }));
+    if (s.routes?.default) rules.push({ match: '', path: s.routes.default });
+    // no route at all: OnTopicEvent still gets the events, with an empty path
+    if (rules.length === 0) rules.push({ match: '', path: '' });
+    const b = s.bulk_subscribe;
+    const bulk = b?.enabled ? { bulkSubscribe: { enabled: true, maxMessagesCount: b.max_messages_count || undefined, maxAwaitDurationMs: b.max_await_duration_ms || undefined } } : {};
+    return [{ pubsubname: s.pubsub_name, topic: s.topic, metadata: { ...(s.metadata ?? {}) }, rules, deadLetterTopic: s.dead_letter_topic, type: 'PROGRAMMATIC', ...bulk }];
+  });
 }
 
 function traceOf(event: CloudEvent): Record<string, string> {
@@ -146,9 +63,8 @@ async function sendOne(app: GrpcApp, path: string, event: CloudEvent, log: Logge
     if (outcome !== 'SUCCESS') log.debug({ path, outcome, id: event.id }, 'app did not take the message');
     return outcome;
   } catch (e) {
-    const err = e as grpc.ServiceError;
-    if (err.code === grpc.status.UNIMPLEMENTED) return 'DROP';
-    log.warn({ path, id: event.id }, `delivering message over gRPC: ${err.message}`);
+    if (grpcCode(e) === UNIMPLEMENTED) return 'DROP';
+    log.warn({ path, id: event.id }, `delivering message over gRPC: ${(e as Error).message}`);
     return 'RETRY';
   }
 }
@@ -176,13 +92,12 @@ function bulkPoster(app: GrpcApp, info: SubscriptionInfo, log: Logger): BatchPos
       const res = (await app.call('alpha', 'OnBulkTopicEventAlpha1', req)) as { statuses?: { entry_id: string; status?: number }[] };
       return new Map((res.statuses ?? []).map((s) => [s.entry_id, STATUS[s.status ?? 0] ?? 'RETRY']));
     } catch (e) {
-      const err = e as grpc.ServiceError;
-      if (err.code === grpc.status.UNIMPLEMENTED) {
+      if (grpcCode(e) === UNIMPLEMENTED) {
         bulkUnimplemented = true;
         log.info({ topic: info.topic }, 'the gRPC app has no OnBulkTopicEventAlpha1: bulk messages go one by one through OnTopicEvent');
         return oneByOne(path, entries);
       }
-      log.warn({ path, entries: entries.length }, `bulk delivery over gRPC: ${err.message}`);
+      log.warn({ path, entries: entries.length }, `bulk delivery over gRPC: ${(e as Error).message}`);
       return 'RETRY';
     }
   };

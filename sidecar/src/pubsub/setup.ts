@@ -8,7 +8,7 @@
 import { discoverSubscriptions } from '../app/discovery.ts';
 import type { SidecarContext } from '../context.ts';
 import { httpTargets } from './delivery.ts';
-import { GrpcApp, grpcTargets } from './grpc-app.ts';
+import { grpcTargets, listGrpcSubscriptions } from './grpc-app.ts';
 import { PublishService } from './publish.ts';
 import { publishRoutes } from './routes.ts';
 import { SubscriptionManager } from './subscriptions.ts';
@@ -19,18 +19,15 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   await publishRoutes(ctx.http, publisher);
 
   const log = ctx.log.child({ block: 'pubsub' });
-  const grpcApp = ctx.app.enabled && ctx.options.appProtocol === 'grpc' ? new GrpcApp(ctx.options) : undefined;
+  const grpcApp = ctx.app.grpc;
   const targets = grpcApp ? grpcTargets(grpcApp, log) : httpTargets(ctx.app, log);
   const declarative = () => ctx.resources.subscriptions.filter((s) => s.type === 'DECLARATIVE');
   const manager = new SubscriptionManager(ctx.components, declarative, targets, log);
   ctx.metadata.addSubscriptionProvider(() => manager.programmaticList());
-  ctx.onClose(() => {
-    manager.close();
-    grpcApp?.close();
-  });
+  ctx.onClose(() => manager.close());
   ctx.onAppReady(async () => {
     if (!ctx.app.enabled) return;
-    const programmatic = grpcApp ? await grpcApp.listSubscriptions(log) : await discoverSubscriptions(ctx.app);
+    const programmatic = grpcApp ? await listGrpcSubscriptions(grpcApp, log) : await discoverSubscriptions(ctx.app);
     await manager.start(programmatic);
   });
 }

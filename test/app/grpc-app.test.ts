@@ -1,0 +1,113 @@
+/**
+ * The sidecar toward an app that speaks gRPC (--app-protocol grpc), with the real @dapr/dapr
+ * DaprServer over gRPC as the app:
+ * - app health checks probe AppCallbackHealthCheck/HealthCheck (an HTTP GET of the health path,
+ *   which a gRPC server cannot answer, kept its subscriptions from ever opening);
+ * - input-binding events go through AppCallback.OnBindingEvent.
+ * A gRPC server without these services, or no server, fails them.
+ */
+import { CommunicationProtocolEnum, DaprServer, LogLevel } from '@dapr/dapr';
+import * as grpc from '@grpc/grpc-js';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AppChannel } from '../../sidecar/src/app/channel.ts';
+import type { SidecarOptions } from '../../sidecar/src/context.ts';
+import { DEFAULT_OPTIONS } from '../../sidecar/src/sidecar.ts';
+import { freePort } from '../services/net.ts';
+import { component, startPubSubSidecar, type PubSubSidecar } from '../pubsub/helpers.ts';
+
+const noop = () => undefined;
+const logger = { level: LogLevel.Error, service: { error: noop, warn: noop, info: noop, verbose: noop, debug: noop } };
+const silent = pino({ level: 'silent' });
+
+let sc: PubSubSidecar | undefined;
+let server: DaprServer | undefined;
+let bare: grpc.Server | undefined;
+let barePort = 0;
+const got: unknown[] = [];
+const bindingEvents: unknown[] = [];
+let appPort = 0;
+const channels: AppChannel[] = [];
+
+function channel(port: number, extra: Partial<SidecarOptions> = {}): AppChannel {
+  const c = new AppChannel({ ...DEFAULT_OPTIONS, appId: 'grpc-app-test', appPort: port, appProtocol: 'grpc', appHealthCheck: true, appHealthProbeTimeoutMs: 500, ...extra } as SidecarOptions, silent);
+  channels.push(c);
+  return c;
+}
+
+beforeAll(async () => {
+  appPort = await freePort();
+  sc = await startPubSubSidecar(component('mem', 'pubsub.in-memory'), {
+    appId: 'grpc-app',
+    appPort,
+    appProtocol: 'grpc',
+    appHealthCheck: true,
+    appHealthProbeIntervalMs: 200,
+    appHealthProbeTimeoutMs: 500,
+  });
+  server = new DaprServer({
+    serverHost: '127.0.0.1',
+    serverPort: String(appPort),
+    communicationProtocol: CommunicationProtocolEnum.GRPC,
+    clientOptions: { daprHost: '127.0.0.1', daprPort: String(sc.sidecar.grpcPort), communicationProtocol: CommunicationProtocolEnum.GRPC, logger },
+    logger,
+  });
+  await server.pubsub.subscribe('mem', 'orders', async (data: unknown) => void got.push(data));
+  await server.binding.receive('orders-in', async (data: unknown) => void bindingEvents.push(data));
+  await server.start();
+  bare = new grpc.Server();
+  barePort = await new Promise<number>((res, rej) => bare!.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+}, 30_000);
+
+afterAll(async () => {
+  for (const c of channels) await c.close();
+  await sc?.close();
+  await server?.stop().catch(() => undefined);
+  if (bare) await new Promise<void>((r) => bare!.tryShutdown(() => r()));
+});
+
+describe('app health checks for a gRPC app', () => {
+  it('the sidecar finds the DaprServer healthy and opens its subscriptions', async () => {
+    // the programmatic subscriptions are asked for only once the app is healthy
+    let md: { subscriptions: { topic: string; type: string }[] } = { subscriptions: [] };
+    const end = Date.now() + 10_000;
+    while (!md.subscriptions.length && Date.now() < end) {
+      md = (await (await fetch(`${sc!.base}/v1.0/metadata`)).json()) as typeof md;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(md.subscriptions).toEqual(expect.arrayContaining([expect.objectContaining({ topic: 'orders', type: 'PROGRAMMATIC' })]));
+    expect(await channel(appPort).waitUntilReachable(2000)).toBe(true);
+  });
+
+  it('a healthy gRPC app gets its events', async () => {
+    const res = await fetch(`${sc!.base}/v1.0/publish/mem/orders`, { method: 'POST', body: JSON.stringify({ n: 1 }), headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(204);
+    const end = Date.now() + 10_000;
+    while (got.length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    expect(got).toEqual([{ n: 1 }]);
+  });
+
+  it('a gRPC server without the health service is not healthy (UNIMPLEMENTED)', async () => {
+    expect(await channel(barePort).waitUntilReachable(600)).toBe(false);
+  });
+
+  it('no server at all is not healthy, and the wait ends on time', async () => {
+    const start = Date.now();
+    expect(await channel(await freePort()).waitUntilReachable(600)).toBe(false);
+    expect(Date.now() - start).toBeLessThan(3000);
+  });
+});
+
+describe('input-binding events to a gRPC app', () => {
+  it('go through OnBindingEvent with their data', async () => {
+    const reply = await channel(appPort).deliverBinding('orders-in', { data: Buffer.from(JSON.stringify({ order: 7 })), metadata: { source: 'test' } });
+    expect(reply.status).toBe(200);
+    expect(bindingEvents).toEqual([{ order: 7 }]);
+  });
+
+  it('an app without OnBindingEvent answers 404, no app at all 500', async () => {
+    expect((await channel(barePort).deliverBinding('orders-in', { data: Buffer.from('x'), metadata: {} })).status).toBe(404);
+    const gone = await channel(await freePort()).deliverBinding('orders-in', { data: Buffer.from('x'), metadata: {} });
+    expect(gone.status).toBe(500);
+  });
+});
