@@ -2,7 +2,8 @@
  * The internal port's two protocols: sidecars call each other over HTTP/1.1 keep-alive, and the
  * same port still takes the gRPC CallStream (RT_INVOKE_TRANSPORT=grpc on the caller). Both give
  * the app the same request and the caller the same answer; the hop's own headers cannot be
- * forged by an app; and the port answers a request that is no sidecar's call with a 400.
+ * forged by an app; the port answers a request that is no sidecar's call with a 400; and a
+ * proxied gRPC call needs the API token.
  * Real sidecars in this process, found through a private registry (RT_HOME).
  */
 import { statSync } from 'node:fs';
@@ -40,6 +41,7 @@ describe('the internal port: HTTP/1.1 and gRPC on one port', () => {
     const common = { httpPort: 0, grpcPort: 0, enableMetrics: false, dataDir: dir, logger: pino({ level: 'silent' }) };
     sidecars.target = await startSidecar({ ...common, appId: 'target', appPort });
     sidecars.overHttp = await startSidecar({ ...common, appId: 'caller-http' });
+    sidecars.guarded = await startSidecar({ ...common, appId: 'guarded', apiToken: 's3cret' });
     process.env.RT_INVOKE_TRANSPORT = 'grpc';
     sidecars.overGrpc = await startSidecar({ ...common, appId: 'caller-grpc' });
     internalPort = listEntries(registryDir()).find((e) => e.appId === 'target')!.internalGrpcPort;
@@ -119,6 +121,28 @@ describe('the internal port: HTTP/1.1 and gRPC on one port', () => {
     );
     const res = await call(sidecars.overHttp, { method: 'GET' });
     expect(res.status).toBe(201);
+  });
+
+  it("asks a proxied gRPC call for the sidecar's API token like any other", async () => {
+    const client = new grpc.Client(`127.0.0.1:${sidecars.guarded.grpcPort}`, grpc.credentials.createInsecure());
+    const proxied = (token?: string) => {
+      const md = new grpc.Metadata();
+      md.set('rt-app-id', 'target');
+      if (token) md.set('rt-api-token', token);
+      return new Promise<grpc.ServiceError | null>((resolve) =>
+        client.makeUnaryRequest('/some.Service/Method', (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), md, { deadline: Date.now() + 5000 }, (e) => resolve(e)),
+      );
+    };
+    try {
+      expect((await proxied())?.code).toBe(grpc.status.UNAUTHENTICATED);
+      expect((await proxied('wrong'))?.code).toBe(grpc.status.UNAUTHENTICATED);
+      // with the token it goes through to the target's sidecar, whose app does not speak gRPC
+      const through = await proxied('s3cret');
+      expect(through?.code).toBe(grpc.status.UNIMPLEMENTED);
+      expect(through?.details).toMatch(/app "target" does not speak gRPC/);
+    } finally {
+      client.close();
+    }
   });
 
   it('answers UNIMPLEMENTED to a gRPC call of an unknown method without the hop metadata', async () => {
