@@ -3,21 +3,27 @@
  * DaprServer over gRPC as the app:
  * - app health checks probe AppCallbackHealthCheck/HealthCheck (an HTTP GET of the health path,
  *   which a gRPC server cannot answer, kept its subscriptions from ever opening);
- * - input-binding events go through AppCallback.OnBindingEvent.
+ * - input-binding events go through AppCallback.OnBindingEvent;
+ * - job triggers go through AppCallbackAlpha.OnJobEventAlpha1.
  * A gRPC server without these services, or no server, fails them.
  */
 import { CommunicationProtocolEnum, DaprServer, LogLevel } from '@dapr/dapr';
 import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppChannel } from '../../sidecar/src/app/channel.ts';
 import type { SidecarOptions } from '../../sidecar/src/context.ts';
 import { DEFAULT_OPTIONS } from '../../sidecar/src/sidecar.ts';
+import { PROTO_DIR } from '../../sidecar/src/grpc/runtime/proto.ts';
+import { postJob, sidecarFor, tempDir, waitFor } from '../jobs/helpers.ts';
 import { freePort } from '../services/net.ts';
 import { component, startPubSubSidecar, type PubSubSidecar } from '../pubsub/helpers.ts';
 
 const noop = () => undefined;
 const logger = { level: LogLevel.Error, service: { error: noop, warn: noop, info: noop, verbose: noop, debug: noop } };
+const APP_PROTO_DIR = join(import.meta.dirname, '../../sidecar/src/app/proto');
 const silent = pino({ level: 'silent' });
 
 let sc: PubSubSidecar | undefined;
@@ -109,5 +115,58 @@ describe('input-binding events to a gRPC app', () => {
     expect((await channel(barePort).deliverBinding('orders-in', { data: Buffer.from('x'), metadata: {} })).status).toBe(404);
     const gone = await channel(await freePort()).deliverBinding('orders-in', { data: Buffer.from('x'), metadata: {} });
     expect(gone.status).toBe(500);
+  });
+});
+
+describe('job triggers to a gRPC app', () => {
+  interface JobEvent {
+    name: string;
+    data: { '@type'?: string; [k: string]: unknown } | null;
+    method: string;
+    dueTime?: string;
+  }
+  const events: JobEvent[] = [];
+  let fail = new Set<string>();
+  let jobsApp: grpc.Server | undefined;
+  let jobsSidecar: (Awaited<ReturnType<typeof sidecarFor>>) | undefined;
+  const dir = tempDir('rt-grpc-jobs-');
+
+  beforeAll(async () => {
+    // an app server with OnJobEventAlpha1, from the same public-shaped proto
+    const def = protoLoader.loadSync('appcallback.proto', { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true, json: true, includeDirs: [APP_PROTO_DIR, PROTO_DIR] });
+    const alpha = (def['dapr.proto.runtime.v1.AppCallbackAlpha'] as grpc.ServiceDefinition);
+    jobsApp = new grpc.Server();
+    jobsApp.addService(alpha, {
+      OnJobEventAlpha1: (call: grpc.ServerUnaryCall<JobEvent, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+        events.push({ ...call.request, dueTime: call.metadata.get('rt-job-due-time')[0] as string | undefined });
+        if (fail.has(call.request.name)) cb({ code: grpc.status.INTERNAL, details: 'not now' });
+        else cb(null, {});
+      },
+    });
+    const port = await new Promise<number>((res, rej) => jobsApp!.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+    jobsSidecar = await sidecarFor({ appPort: port, appProtocol: 'grpc', dataDir: dir.path });
+  }, 30_000);
+  afterAll(async () => {
+    await jobsSidecar?.close();
+    if (jobsApp) await new Promise<void>((r) => jobsApp!.tryShutdown(() => r()));
+    dir.remove();
+  });
+
+  it('arrive through OnJobEventAlpha1 with the data as an Any and the due time', async () => {
+    expect((await postJob(jobsSidecar!.base, 'report', { dueTime: '0s', data: { kind: 'daily', n: 2 } })).status).toBe(204);
+    expect((await postJob(jobsSidecar!.base, 'note', { dueTime: '0s', data: 'plain text' })).status).toBe(204);
+    await waitFor(() => events.length >= 2, 10_000, 'two job events');
+    const byName = Object.fromEntries(events.map((e) => [e.name, e]));
+    expect(byName.report).toMatchObject({ method: 'job/report', data: { '@type': 'type.googleapis.com/google.protobuf.Value' } });
+    expect(JSON.stringify(byName.report.data)).toContain('daily');
+    expect(byName.note.data).toMatchObject({ '@type': 'type.googleapis.com/google.protobuf.StringValue', value: 'plain text' });
+    expect(new Date(byName.report.dueTime!).getTime()).toBeGreaterThan(0);
+  });
+
+  it('a failed call is retried by the failure policy', async () => {
+    fail = new Set(['flaky']);
+    expect((await postJob(jobsSidecar!.base, 'flaky', { dueTime: '0s', failurePolicy: { constant: { interval: '100ms', maxRetries: 2 } } })).status).toBe(204);
+    await waitFor(() => events.filter((e) => e.name === 'flaky').length >= 2, 10_000, 'a retry');
+    fail = new Set();
   });
 });

@@ -28,6 +28,9 @@ function load() {
       enums: Number,
       defaults: true,
       oneofs: true,
+      // google.protobuf.Any as {'@type', ...fields} for Value/StringValue (job data, as the
+      // runtime API's jobs carry it); other Any stay {type_url, value}
+      json: true,
       includeDirs: [join(import.meta.dirname, 'proto'), PROTO_DIR],
     });
     return { grpc, def };

@@ -4,6 +4,8 @@
  * once the app is ready; internal jobs go to their owner's handler.
  */
 import type { SidecarContext } from '../context.ts';
+import { grpcCode, UNIMPLEMENTED, type GrpcApp } from '../app/grpc-app.ts';
+import { jsonToAny } from '../grpc/runtime/any.ts';
 import type { Trigger } from '../../../scheduler/src/types.ts';
 import type { InternalJobsService } from './internal-jobs.ts';
 
@@ -35,6 +37,7 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
     if (inFlight >= MAX_IN_FLIGHT) await new Promise<void>((r) => waiting.push(r));
     else inFlight++;
     try {
+      if (ctx.app.grpc) return await deliverOverGrpc(ctx.app.grpc, t, log);
       const status = await ctx.app.post(
         `/job/${encodeURIComponent(t.key.name)}`,
         t.dataJson ?? '',
@@ -54,4 +57,26 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
       else inFlight--;
     }
   };
+}
+
+/**
+ * A trigger to an app that speaks gRPC: AppCallbackAlpha.OnJobEventAlpha1 with the job's data as
+ * the runtime API's jobs carry it (an Any), method `job/<name>`. OK = done; UNIMPLEMENTED (no
+ * handler, as a 404 over HTTP) = done; any other failure = failed.
+ */
+async function deliverOverGrpc(app: GrpcApp, t: Trigger, log: SidecarContext['log']): Promise<boolean> {
+  try {
+    await app.call('alpha', 'OnJobEventAlpha1', {
+      name: t.key.name,
+      data: jsonToAny(t.dataJson),
+      method: `job/${t.key.name}`,
+      content_type: 'application/json',
+      http_extension: { verb: 3 /* POST */, querystring: '' },
+    }, { [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString() });
+    return true;
+  } catch (e) {
+    if (grpcCode(e) === UNIMPLEMENTED) return true;
+    log.warn({ job: t.key.name, err: (e as Error).message, attempt: t.attempt }, 'the gRPC app failed a job trigger');
+    return false;
+  }
 }
