@@ -12,11 +12,12 @@
  */
 import { readFile, rm } from 'node:fs/promises';
 import { builtinModules } from 'node:module';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import * as esbuild from 'esbuild';
 
 const root = join(import.meta.dirname, '..');
-const dist = join(root, 'dist');
+/** dist/, or the folder named as the first argument (test/build/bundle.test.ts builds into a temp one). */
+const dist = resolve(process.argv[2] ?? join(root, 'dist'));
 
 /**
  * Dependencies never bundled: native addons, optional dependencies (the image installs without
@@ -32,7 +33,7 @@ const ownImportMeta: esbuild.Plugin = {
       const source = lazyPackageImports(await readFile(args.path, 'utf8'));
       if (!source.includes('import.meta.')) return { contents: source, loader: 'ts', resolveDir: dirname(args.path) };
       // the URL of dist/<path>.js, from the bundle chunk's own URL at run time
-      const rel = relative(dist, join(dist, relative(root, args.path))).replace(/\.ts$/, '.js');
+      const rel = relative(root, args.path).replace(/\.ts$/, '.js');
       const fileUrl = `new URL(${JSON.stringify(`../${rel}`)}, import.meta.url)`;
       const contents = source.replace(/\bimport\.meta\.(dirname|filename|url)\b/g, (_m, key: string) =>
         key === 'dirname' ? `__rtDirname(${fileUrl})` : key === 'filename' ? `__rtFilename(${fileUrl})` : `${fileUrl}.href`,
@@ -104,7 +105,7 @@ const result = await esbuild.build({
 });
 const outputs = Object.entries(result.metafile.outputs);
 const bytes = outputs.reduce((n, [, o]) => n + o.bytes, 0);
-console.log(`dist: ${outputs.length} bundle files, ${(bytes / 1048576).toFixed(1)} MB (entry dist/cli/rt.js)`);
+console.log(`${relative(root, dist) || dist}: ${outputs.length} bundle files, ${(bytes / 1048576).toFixed(1)} MB (entry cli/rt.js)`);
 if (process.env.RT_BUNDLE_REPORT) {
   const byPkg = new Map<string, number>();
   for (const [file, o] of outputs) if (file.endsWith('cli/rt.js')) for (const [inp, v] of Object.entries(o.inputs)) { const m = /node_modules\/((@[^/]+\/)?[^/]+)/.exec(inp); const k = m ? m[1] : inp.split('/').slice(0, 3).join('/'); byPkg.set(k, (byPkg.get(k) ?? 0) + v.bytesInOutput); }

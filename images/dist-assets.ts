@@ -1,5 +1,6 @@
 /**
- * Second half of `npm run build`: tsc emits dist/ from the .ts sources; this copies what the code
+ * Second half of `npm run build`: images/bundle.ts bundles the sources into dist/ (or the folder
+ * named as the first argument); this copies what the code
  * reads at run time beside it (.proto files and the CRD .yaml files, found through import.meta
  * paths) and writes
  * dist/package.json, so `node dist/cli/rt.js` runs from dist/ + node_modules alone:
@@ -7,10 +8,10 @@
  * `../../package.json` (which is dist/package.json once compiled).
  */
 import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
-const dist = join(root, 'dist');
+const dist = resolve(process.argv[2] ?? join(root, 'dist'));
 const SOURCE_FOLDERS = ['sidecar', 'scheduler', 'operator', 'injector', 'cli', 'crds'];
 const ASSET = /\.(proto|ya?ml)$/;
 

@@ -1,0 +1,121 @@
+/**
+ * The build the rt image runs (`images/bundle.ts` + `images/dist-assets.ts`, built here into a
+ * temp folder): the bundled `rt sidecar` serves the HTTP API, finds the .proto files beside the
+ * bundle (gRPC runtime API, workflows' TaskHub), loads a component's SDK from its lazy chunk
+ * (state.sqlite) and gets the named exports of a CommonJS package imported lazily (prom-client
+ * for /metrics); cli/v8-flags.ts keeps V8's young generation small, RT_V8_FLAGS= turns it off.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
+import { freePort } from '../services/net.ts';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+
+describe('the bundled rt command (npm run build)', () => {
+  const work = mkdtempSync(join(tmpdir(), 'rt-bundle-test-'));
+  const out = join(work, 'dist');
+  const resources = join(work, 'resources');
+  const children: ChildProcess[] = [];
+  let httpPort = 0;
+  let grpcPort = 0;
+  let metricsPort = 0;
+
+  async function waitReady(proc: ChildProcess, port: number): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      if (proc.exitCode !== null) throw new Error(`rt exited with ${proc.exitCode}`);
+      const ok = await fetch(`http://127.0.0.1:${port}/v1.0/healthz`).then((r) => r.status === 204, () => false);
+      if (ok) return;
+      if (Date.now() > deadline) throw new Error('the bundled sidecar did not answer healthz in 30 s');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  function start(args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
+    const proc = spawn(process.execPath, [join(out, 'cli', 'rt.js'), ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
+    children.push(proc);
+    return proc;
+  }
+
+  beforeAll(async () => {
+    for (const script of ['images/bundle.ts', 'images/dist-assets.ts']) {
+      const r = spawnSync(process.execPath, [script, out], { cwd: ROOT, encoding: 'utf8' });
+      expect(r.status, `${script}: ${r.stderr}`).toBe(0);
+    }
+    // the image has node_modules beside dist/; so does this temp build
+    symlinkSync(join(ROOT, 'node_modules'), join(work, 'node_modules'));
+    mkdirSync(resources);
+    writeFileSync(
+      join(resources, 'state.yaml'),
+      `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: store\nspec:\n  type: state.sqlite\n  version: v1\n  metadata:\n    - name: connectionString\n      value: "${join(work, 'state.db')}"\n`,
+    );
+    [httpPort, grpcPort, metricsPort] = [await freePort(), await freePort(), await freePort()];
+    const proc = start(['sidecar', '--app-id', 'bundled', '--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--metrics-port', String(metricsPort), '--resources-path', resources, '--data-dir', join(work, 'data'), '--log-level', 'warn']);
+    await waitReady(proc, httpPort);
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const c of children) {
+      if (c.exitCode === null && c.signalCode === null) {
+        c.kill('SIGKILL');
+        await new Promise((r) => c.once('exit', r));
+      }
+    }
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('serves state through a component loaded from its lazy chunk', async () => {
+    const base = `http://127.0.0.1:${httpPort}/v1.0/state/store`;
+    expect((await fetch(base, { method: 'POST', body: JSON.stringify([{ key: 'k', value: { n: 1 } }]) })).status).toBe(204);
+    const got = await fetch(`${base}/k`);
+    expect(got.status).toBe(200);
+    expect(await got.json()).toEqual({ n: 1 });
+  });
+
+  it('serves the gRPC runtime API from the protos copied beside the bundle', async () => {
+    const Client = runtimeClient();
+    const client = new Client(`127.0.0.1:${grpcPort}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+      GetMetadata(req: object, cb: (err: grpc.ServiceError | null, res?: { id: string; registered_components: { name: string }[] }) => void): void;
+    };
+    try {
+      const meta = await new Promise<{ id: string; registered_components: { name: string }[] }>((resolve, reject) => client.GetMetadata({}, (err, res) => (err ? reject(err) : resolve(res!))));
+      expect(meta.id).toBe('bundled');
+      expect(meta.registered_components.map((c) => c.name)).toContain('store');
+    } finally {
+      client.close();
+    }
+  });
+
+  it('serves Prometheus metrics (prom-client, a CommonJS package imported lazily)', async () => {
+    const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toMatch(/^rt_process_cpu_user_seconds_total\{app_id="bundled"\} /m);
+  });
+
+  it('prints its version from the package.json written beside the bundle', () => {
+    const r = spawnSync(process.execPath, [join(out, 'cli', 'rt.js'), '--version'], { encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^rt \d+\.\d+\.\d+ \(node v24\./);
+  });
+
+  it('keeps the young generation small (cli/v8-flags.ts); RT_V8_FLAGS= leaves V8 its defaults', () => {
+    // the bundle runs first (`rt version`), then a burst of short-lived objects, as a busy sidecar makes
+    const youngMb = (env: NodeJS.ProcessEnv) => {
+      const script = `await import(${JSON.stringify(join(out, 'cli', 'rt.js'))});
+        const v8 = await import('node:v8');
+        const ring = new Array(200000);
+        for (let i = 0; i < 3e6; i++) ring[i % ring.length] = { i, s: 'x' + i };
+        console.log(v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size / 1048576);`;
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script, 'rt', 'version'], { encoding: 'utf8', env: { ...process.env, ...env } });
+      expect(r.status, r.stderr).toBe(0);
+      return Number(r.stdout.trim().split('\n').at(-1));
+    };
+    expect(youngMb({})).toBeLessThanOrEqual(16);
+    expect(youngMb({ RT_V8_FLAGS: '' })).toBeGreaterThan(32);
+  });
+});
