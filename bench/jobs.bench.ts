@@ -189,4 +189,7 @@ async function measureStream(): Promise<Row[]> {
 console.log(machineLine());
 console.log(`load average at start: ${loadavg().map((l) => l.toFixed(1)).join(' ')} (the machine is shared; figures move with it)`);
 const rows = [...(await measure('rt sidecar (in-process scheduler)', 'sidecar')), ...(await measure('rt run (scheduler over loopback gRPC)', 'run')), ...(await measureStream())];
+// the same-run anchor of the delivered rate: the scheduler's own stream, measured just above
+const streamed = Number(rows[rows.length - 1].rt);
+for (const r of rows) if (String(r.measure).startsWith('triggers/s delivered')) r.note = `${r.note}; ${ratio(Number(r.rt), streamed)} of the stream in this run`;
 printTable('Jobs: sidecar HTTP API and trigger delivery (anchor: Go runtime scheduler, published cluster figures)', rows);

@@ -139,6 +139,8 @@ try {
       'sftp client MB/s': mbps(best(cli)),
       ratio: ratio(mbps(best(ours)), mbps(best(cli))),
       'sidecar peak RSS MB': peak,
+      // what the transfer itself costs: idle RSS is the start-up's share (bench/startup.bench.ts)
+      'peak over idle MB': peak - idleMb,
     });
     rows.push(row('download (get)', t.down, t.cliDown, downPeak));
     rows.push(row('upload (create)', t.up, t.cliUp, upPeak));

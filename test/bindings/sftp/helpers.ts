@@ -71,3 +71,9 @@ export function binary(size: number, seed = 1): Buffer {
   }
   return b;
 }
+
+/** A resources-folder Component file for bindings.sftp. */
+export function componentYaml(name: string, md: Record<string, string>): string {
+  const lines = Object.entries(md).map(([k, v]) => `    - name: ${k}\n      value: ${JSON.stringify(v)}`);
+  return `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${name}\nspec:\n  type: bindings.sftp\n  version: v1\n  metadata:\n${lines.join('\n')}\n`;
+}

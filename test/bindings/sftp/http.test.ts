@@ -10,7 +10,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSidecar, type Sidecar } from '../../../sidecar/src/sidecar.ts';
 import { startSshd, type SshdServer } from '../../services/sshd.ts';
-import { binary, sshdAvailable } from './helpers.ts';
+import { binary, componentYaml, sshdAvailable } from './helpers.ts';
 
 /** How many open file descriptors, in any process, point at `path` (we run as root). */
 async function processesHolding(path: string): Promise<number> {
@@ -22,11 +22,6 @@ async function processesHolding(path: string): Promise<number> {
     }
   }
   return n;
-}
-
-function componentYaml(name: string, md: Record<string, string>): string {
-  const lines = Object.entries(md).map(([k, v]) => `    - name: ${k}\n      value: ${JSON.stringify(v)}`);
-  return `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${name}\nspec:\n  type: bindings.sftp\n  version: v1\n  metadata:\n${lines.join('\n')}\n`;
 }
 
 describe.skipIf(!sshdAvailable)('bindings.sftp over the sidecar HTTP API (real sshd)', () => {

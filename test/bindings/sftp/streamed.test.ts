@@ -12,7 +12,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSidecar, type Sidecar } from '../../../sidecar/src/sidecar.ts';
 import { startSshd, type SshdServer } from '../../services/sshd.ts';
-import { binary, sshdAvailable } from './helpers.ts';
+import { binary, componentYaml, sshdAvailable } from './helpers.ts';
 
 /** Every file below `dir`, relative, temporary upload files included. */
 async function tree(dir: string): Promise<string[]> {
@@ -29,8 +29,7 @@ describe.skipIf(!sshdAvailable)('bindings.sftp streamed create (real sshd)', () 
     s = await startSshd();
     resources = await mkdtemp(join(tmpdir(), 'rt-sftp-stream-'));
     const md = { rootPath: s.root, address: s.address, username: s.username, password: s.password, hostPublicKey: s.hostKeys.ed25519 };
-    const lines = Object.entries(md).map(([k, v]) => `    - name: ${k}\n      value: ${JSON.stringify(v)}`);
-    await writeFile(join(resources, 'files.yaml'), `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: files\nspec:\n  type: bindings.sftp\n  version: v1\n  metadata:\n${lines.join('\n')}\n`);
+    await writeFile(join(resources, 'files.yaml'), componentYaml('files', md));
     sidecar = await startSidecar({ appId: 'sftp-stream', httpPort: 0, grpcPort: 0, resourcesPaths: [resources], logger: pino({ level: 'silent' }) });
     url = `http://127.0.0.1:${sidecar.httpPort}/v1.0/bindings/files`;
   });
