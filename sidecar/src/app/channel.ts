@@ -54,7 +54,7 @@ export class AppChannel {
         pipelining: 1,
         keepAliveTimeout: 30_000,
       });
-      if (opts.appProtocol === 'grpc') this.grpc = new GrpcApp(opts);
+      if (opts.appProtocol === 'grpc') this.grpc = new GrpcApp(opts, () => this.slot());
     }
   }
 

@@ -1,8 +1,8 @@
 /**
  * The sidecar's gRPC client of an app that speaks gRPC (--app-protocol grpc): the app callback
  * services (AppCallback, AppCallbackAlpha, AppCallbackHealthCheck) that the ecosystem's SDK
- * servers implement, with the app's API token on every call and its concurrency limit
- * (--app-max-concurrency) over all of them. The proto is loaded on the first use, so sidecars of
+ * servers implement, with the app's API token on every call and the app channel's concurrency
+ * limit (--app-max-concurrency, shared with proxied gRPC calls) over all of them. The proto is loaded on the first use, so sidecars of
  * HTTP apps never pay for it.
  */
 import { join } from 'node:path';
@@ -51,14 +51,13 @@ export class GrpcApp {
   private clients?: Promise<Record<AppService, Client> & { grpc: typeof grpcTypes }>;
   private readonly address: string;
   private readonly token?: string;
-  private readonly max: number;
-  private inFlight = 0;
-  private readonly waiting: (() => void)[] = [];
+  /** One --app-max-concurrency slot; the function it gives frees it. */
+  private readonly slot: () => Promise<() => void>;
 
-  constructor(opts: Pick<SidecarOptions, 'appChannelAddress' | 'appPort' | 'appApiToken' | 'appMaxConcurrency'>) {
+  constructor(opts: Pick<SidecarOptions, 'appChannelAddress' | 'appPort' | 'appApiToken'>, slot: () => Promise<() => void>) {
     this.address = opts.appChannelAddress.includes(':') && !opts.appChannelAddress.startsWith('[') ? `[${opts.appChannelAddress}]:${opts.appPort}` : `${opts.appChannelAddress}:${opts.appPort}`;
     this.token = opts.appApiToken;
-    this.max = opts.appMaxConcurrency;
+    this.slot = slot;
   }
 
   private connect() {
@@ -85,29 +84,12 @@ export class GrpcApp {
     }
     for (const [k, v] of Object.entries(extra)) md.set(k, v);
     const c = clients[service];
-    const limited = service !== 'health';
-    if (limited) await this.acquire();
+    const free = service === 'health' ? undefined : await this.slot();
     try {
       return await new Promise((resolve, reject) => c[method](req, md, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res))));
     } finally {
-      if (limited) this.release();
+      free?.();
     }
-  }
-
-  private async acquire(): Promise<void> {
-    if (this.max <= 0) return;
-    if (this.inFlight < this.max) {
-      this.inFlight++;
-      return;
-    }
-    await new Promise<void>((r) => this.waiting.push(r));
-    this.inFlight++;
-  }
-
-  private release(): void {
-    if (this.max <= 0) return;
-    this.inFlight--;
-    this.waiting.shift()?.();
   }
 
   async close(): Promise<void> {

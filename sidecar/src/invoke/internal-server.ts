@@ -16,6 +16,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import { GrpcServer } from '../grpc/server.ts';
+import { invokeGrpcApp } from './grpc-app-invoke.ts';
 import { calleeProxy, Channels } from './grpc-proxy.ts';
 import { headerObject, responseHeaders } from './headers.ts';
 import { headOf, sendAnswer, sendError } from './internal-http.ts';
@@ -149,6 +150,8 @@ export class InternalServer {
     const headers = headerObject(head.headers);
     headers['rt-caller-app-id'] = headers['dapr-caller-app-id'] = head.caller?.app_id ?? '';
     headers['rt-callee-app-id'] = headers['dapr-callee-app-id'] = this.o.appId;
+    const grpcApp = this.o.app.grpc;
+    if (grpcApp) return invokeGrpcApp(grpcApp, head, body, { 'rt-caller-app-id': head.caller?.app_id ?? '', 'dapr-caller-app-id': head.caller?.app_id ?? '', 'rt-callee-app-id': this.o.appId, 'dapr-callee-app-id': this.o.appId });
     const res = await this.o.app.invokeStream({ method: head.method, path: head.path + head.query, headers, body, signal });
     return { status: res.status, headers: responseHeaders(res.headers), body: res.body };
   }

@@ -1,0 +1,78 @@
+/**
+ * Service invocation of an app that speaks gRPC (--app-protocol grpc): a `/v1.0/invoke/<app>/
+ * method/<path>` call (or gRPC InvokeService) reaches the app as AppCallback.OnInvoke, as the
+ * ecosystem's SDK servers expect: `method` is the path without its leading slash, the body is the
+ * Any's value, the HTTP verb and query string ride in `http_extension`. The answer's Any value
+ * is the body and its `content_type` the content type, with 200. A gRPC error of the app comes
+ * back with its HTTP equivalent (NOT_FOUND 404, INVALID_ARGUMENT 400, …) and a JSON error; an app
+ * that cannot be reached is a failed invocation (the caller sees 500 ERR_DIRECT_INVOKE).
+ * OnInvoke is unary, so the body is read whole, up to the gRPC message limit (64 MiB).
+ */
+import { Readable } from 'node:stream';
+import { grpcCode, type GrpcApp } from '../app/grpc-app.ts';
+import type { InvokeAnswer } from './invoker.ts';
+import type { Header, RequestHead } from './proto.ts';
+
+const VERBS: Record<string, number> = { GET: 1, HEAD: 2, POST: 3, PUT: 4, DELETE: 5, CONNECT: 6, OPTIONS: 7, TRACE: 8, PATCH: 9 };
+const MAX_BODY = 64 * 1024 * 1024;
+/** grpc status → HTTP status, as gRPC gateways map them. */
+const HTTP_OF: Record<number, number> = { 1: 499, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9: 400, 10: 409, 11: 400, 12: 501, 13: 500, 14: 503, 15: 500, 16: 401 };
+const UNAVAILABLE = 14;
+/** Headers that are no gRPC metadata: the message's own framing, or reserved names. */
+const NOT_METADATA = new Set(['content-type', 'content-length', 'content-encoding', 'accept-encoding', 'te', 'host', 'connection', 'user-agent']);
+
+interface AnyOut {
+  '@type'?: string;
+  type_url?: string;
+  value?: unknown;
+}
+
+export async function invokeGrpcApp(app: GrpcApp, head: RequestHead, body: Readable | undefined, extra: Record<string, string>): Promise<InvokeAnswer> {
+  const data = body ? await readAll(body) : Buffer.alloc(0);
+  const contentType = head.headers.find((h) => h.name === 'content-type')?.value ?? '';
+  const metadata: Record<string, string> = {};
+  for (const { name, value } of head.headers) if (!NOT_METADATA.has(name) && !name.startsWith('grpc-') && /^[a-z0-9_.-]+$/.test(name)) metadata[name] = value;
+  Object.assign(metadata, extra);
+  const req = {
+    method: head.path.replace(/^\//, ''),
+    data: { type_url: '', value: data },
+    content_type: contentType,
+    http_extension: { verb: VERBS[head.method.toUpperCase()] ?? 0, querystring: head.query.replace(/^\?/, '') },
+  };
+  let res: { data?: AnyOut | null; content_type?: string };
+  try {
+    res = (await app.call('callback', 'OnInvoke', req, metadata)) as typeof res;
+  } catch (e) {
+    const code = grpcCode(e);
+    if (code === undefined || code === UNAVAILABLE) throw e;
+    const message = (e as { details?: string }).details ?? (e as Error).message;
+    const json = JSON.stringify({ errorCode: 'ERR_DIRECT_INVOKE', message: `the app answered gRPC status ${code}: ${message}` });
+    return { status: HTTP_OF[code] ?? 500, headers: [{ name: 'content-type', value: 'application/json' }], body: Readable.from([Buffer.from(json)]) };
+  }
+  const out = anyBytes(res.data);
+  const headers: Header[] = [];
+  if (res.content_type) headers.push({ name: 'content-type', value: res.content_type });
+  return { status: 200, headers, body: Readable.from(out.length ? [out] : []) };
+}
+
+/** The bytes of the answer's Any: its value, or, for a well-known type unpacked by the loader, that value as text. */
+function anyBytes(a: AnyOut | null | undefined): Buffer {
+  if (!a) return Buffer.alloc(0);
+  if (Buffer.isBuffer(a.value) || a.value instanceof Uint8Array) return Buffer.from(a.value);
+  if (a['@type']) {
+    const { '@type': _type, ...fields } = a;
+    return Buffer.from(typeof fields.value === 'string' ? fields.value : JSON.stringify('value' in fields ? fields.value : fields));
+  }
+  return Buffer.alloc(0);
+}
+
+async function readAll(body: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY) throw new Error(`the request body is over ${MAX_BODY} bytes, the most a gRPC app's OnInvoke takes in one message`);
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
