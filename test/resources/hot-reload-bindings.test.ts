@@ -184,7 +184,7 @@ describe('hot reload: input and output bindings', () => {
       writeComponents(dirs.resources, [{ name: 'store', type: 'state.in-memory' }]);
       await vi.waitFor(() => expect(sidecar.ctx.components.get('out')).toBeUndefined(), { timeout: 10_000 });
       const after = answers.length;
-      await vi.waitFor(() => expect(answers.length).toBeGreaterThan(after + 3));
+      await vi.waitFor(() => expect(answers.length).toBeGreaterThan(after + 3), { timeout: 10_000 });
     } finally {
       running = false;
       await calls;

@@ -69,7 +69,7 @@ describe('hot reload of resource files', () => {
 
   it('adds, updates and removes state stores and secret stores while requests are in flight; none fails', async () => {
     const t = traffic('store');
-    await vi.waitFor(() => expect(t.statuses.length).toBeGreaterThan(20));
+    await vi.waitFor(() => expect(t.statuses.length).toBeGreaterThan(20), { timeout: 10_000 });
 
     // add a secret store and a second state store that uses it
     await writeFile(join(dir, 'secrets.json'), JSON.stringify({ db: { table: 't1' } }));
@@ -92,7 +92,7 @@ describe('hot reload of resource files', () => {
       await vi.waitFor(() => expect(sidecar.ctx.components.get('store')?.instance).not.toBe(before), { timeout: 10_000 });
       expect(sidecar.ctx.components.get('store')?.spec.metadata.generation).toBe(String(n));
       const seen = t.statuses.length;
-      await vi.waitFor(() => expect(t.statuses.length).toBeGreaterThan(seen + 10));
+      await vi.waitFor(() => expect(t.statuses.length).toBeGreaterThan(seen + 10), { timeout: 10_000 });
     }
 
     // remove the secret store and the second store; the first keeps serving
@@ -107,7 +107,7 @@ describe('hot reload of resource files', () => {
     await put([comp('store', 'state.in-memory'), comp('gone', 'state.in-memory')]);
     await vi.waitFor(async () => expect((await components()).map((c) => c.name).sort()).toEqual(['gone', 'store']), { timeout: 10_000 });
     const t = traffic('gone');
-    await vi.waitFor(() => expect(t.statuses.length).toBeGreaterThan(10));
+    await vi.waitFor(() => expect(t.statuses.length).toBeGreaterThan(10), { timeout: 10_000 });
     await put([comp('store', 'state.in-memory')]);
     await vi.waitFor(async () => expect((await components()).map((c) => c.name)).toEqual(['store']), { timeout: 10_000 });
     const statuses = await t.stop();
