@@ -1,10 +1,11 @@
 /**
  * V8 settings for a sidecar-sized process, applied before anything else loads (cli/rt.ts imports
- * this module first). Without them the young generation grows to its default maximum (3 × 16 MB
- * semi-spaces) during the allocation burst of start-up and never gives the pages back: ~25 MB of
- * idle RSS for nothing. `--semi-space-growth-factor=1` keeps it at its initial size; unlike
+ * this module first). Without them the young generation grows during the allocation burst of
+ * start-up (and to 128 MB under load) and keeps the pages: 8 MB of idle RSS on the bundle, 70–130
+ * MB under load. `--semi-space-growth-factor=1` keeps it at its initial size; unlike
  * `--max-semi-space-size` it takes effect when set at run time, so no re-exec is needed.
- * Measured in bench/startup.bench.ts; `RT_V8_FLAGS` replaces the default (empty = V8's own).
+ * Measured in bench/startup.bench.ts (bench/README.md, ### startup, with the trade-offs);
+ * `RT_V8_FLAGS` replaces the default (empty = V8's own).
  */
 import { setFlagsFromString } from 'node:v8';
 
