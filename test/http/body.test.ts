@@ -100,7 +100,9 @@ describe('JSON depth limit', () => {
           continue;
         }
         expect(r.status, `${e.path} ${contentType}: ${JSON.stringify(r.json)}`).toBe(400);
-        expect(r.json?.message).toContain(String(MAX_JSON_DEPTH));
+        // a binding's body streams to the binding, so an unknown one is refused before it is read
+        if (e.path.endsWith('/bindings/none')) expect(r.json?.message).toMatch(new RegExp(`${MAX_JSON_DEPTH}|binding "none" is not loaded`));
+        else expect(r.json?.message).toContain(String(MAX_JSON_DEPTH));
       }
     }
   });
