@@ -25,7 +25,7 @@ interface InvokeServiceRequest {
 }
 
 export function invokeServiceDefinition(): grpc.ServiceDefinition {
-  const pkg = protoLoader.loadSync(join(import.meta.dirname, 'proto', 'invoke-service.proto'), { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true });
+  const pkg = protoLoader.loadSync(join(import.meta.dirname, 'proto', 'invoke-service.proto'), { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true, includeDirs: [join(import.meta.dirname, '..', 'app', 'proto')] });
   return pkg['dapr.proto.runtime.v1.Dapr'] as grpc.ServiceDefinition;
 }
 
