@@ -54,7 +54,8 @@ export class BulkSender implements MessageTarget {
         b = { entries: [], timer: setTimeout(() => void this.flush(path), this.waitMs) };
         this.batches.set(path, b);
       }
-      b.entries.push({ entryId: randomUUID(), event, resolve });
+      // entry ids need only be unique within their batch: its position says it, no UUID per message
+      b.entries.push({ entryId: String(b.entries.length), event, resolve });
       if (b.entries.length >= this.max) void this.flush(path);
     });
   }
@@ -94,18 +95,22 @@ function entryOf(e: BatchEntry): { event: unknown; contentType: string } {
   return { event: raw.data.toString('base64'), contentType: raw.contentType };
 }
 
+const ENTRY_TAIL = Buffer.from(`,"contentType":"${CLOUDEVENT_CONTENT_TYPE}","metadata":{}}`);
+
 /** Bulk delivery over HTTP: the batch is POSTed to the path as JSON, the app answers per entry. */
 export function httpBatchPoster(app: AppChannel, info: SubscriptionInfo, log: Logger): BatchPoster {
   return async (path, entries) => {
-    // written as text: each CloudEvent goes in as the bytes it arrived in, not stringified again
-    const list = entries.map((e) => {
-      const raw = rawPayloadOf(e.event);
-      if (raw) return JSON.stringify({ entryId: e.entryId, ...entryOf(e), metadata: {} });
-      const json = eventJson(e.event);
-      return `{"entryId":${JSON.stringify(e.entryId)},"event":${typeof json === 'string' ? json : json.toString('utf8')},"contentType":"${CLOUDEVENT_CONTENT_TYPE}","metadata":{}}`;
-    });
+    // written as bytes: each CloudEvent goes in as the bytes it arrived in, neither decoded nor stringified again
     const head = JSON.stringify({ id: randomUUID(), metadata: info.metadata, pubsubname: info.pubsubname, topic: info.topic, type: BULK_EVENT_TYPE });
-    const body = `${head.slice(0, -1)},"entries":[${list.join(',')}]}`;
+    const parts: (Buffer | string)[] = [`${head.slice(0, -1)},"entries":[`];
+    entries.forEach((e, i) => {
+      const raw = rawPayloadOf(e.event);
+      const sep = i === 0 ? '' : ',';
+      if (raw) return void parts.push(sep + JSON.stringify({ entryId: e.entryId, ...entryOf(e), metadata: {} }));
+      parts.push(`${sep}{"entryId":${JSON.stringify(e.entryId)},"event":`, eventJson(e.event), ENTRY_TAIL);
+    });
+    parts.push(']}');
+    const body = Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : p)));
     try {
       const res = await app.invoke({ method: 'POST', path, body, headers: { 'content-type': 'application/json' } });
       return res.status >= 200 && res.status < 300 ? statusesOf(res.body) : outcomeOf(res.status, res.body);

@@ -82,13 +82,19 @@ function canonical(k: string): string {
   return MEMBERS.find((m) => m.toLowerCase() === k.toLowerCase()) ?? k;
 }
 
+/** The entry with its member names canonical; the same object when they already are (the usual case). */
+function canonicalKeys(e: Record<string, unknown>): Record<string, unknown> {
+  for (const k in e) if (!MEMBERS.includes(k)) return Object.fromEntries(Object.entries(e).map(([k, v]) => [canonical(k), v]));
+  return e;
+}
+
 /** The bulk body's entries as bytes: JSON events become their JSON text, strings their UTF-8. */
 export function bulkEntries(list: unknown): BulkEntry[] {
   if (!Array.isArray(list)) throw malformed('the body must be a JSON array of {entryId, event, contentType, metadata}');
   return list.map((e: unknown, i) => {
     if (typeof e !== 'object' || e === null || Array.isArray(e)) throw malformed(`entries[${i}] must be an object with entryId and event`);
     // JSON member names match case-insensitively, as clients of the ecosystem's API rely on (entryID)
-    const o = Object.fromEntries(Object.entries(e as Record<string, unknown>).map(([k, v]) => [canonical(k), v])) as Record<string, unknown>;
+    const o = canonicalKeys(e as Record<string, unknown>);
     if (typeof o.entryId !== 'string' || o.entryId === '') throw malformed(`entries[${i}].entryId is required and must be a string`);
     if (!('event' in o)) throw malformed(`entries[${i}].event is required`);
     if (o.contentType !== undefined && typeof o.contentType !== 'string') throw malformed(`entries[${i}].contentType must be a string`);
@@ -104,6 +110,16 @@ export function bulkEntries(list: unknown): BulkEntry[] {
     if (typeof o.event === 'string' && !isJsonType(contentType)) return { entryId: o.entryId, data: Buffer.from(o.event), contentType, metadata };
     // the JSON value goes on as parsed: the envelope does not parse its text again
     const value = o.event ?? null;
-    return { entryId: o.entryId, data: Buffer.from(JSON.stringify(value)), contentType, metadata, parsed: { value } };
+    // the text only when something asks for it (rawPayload): the envelope uses the parsed value
+    let text: Buffer | undefined;
+    return {
+      entryId: o.entryId,
+      get data() {
+        return (text ??= Buffer.from(JSON.stringify(value)));
+      },
+      contentType,
+      metadata,
+      parsed: { value },
+    };
   });
 }
