@@ -69,12 +69,13 @@ export class PublishService {
     checkTopic(req.topic);
     if (req.entries.length > MAX_BULK_ENTRIES) throw malformed(`a bulk publish takes at most ${MAX_BULK_ENTRIES} entries; this one has ${req.entries.length}`);
     const seen = new Set<string>();
+    const time = new Date().toISOString();
     const wrapped: BulkPublishEntry[] = req.entries.map((e, i) => {
       if (!e.entryId) throw malformed(`entries[${i}].entryId is required`);
       if (seen.has(e.entryId)) throw malformed(`entries[${i}].entryId "${e.entryId.slice(0, 80)}" is used twice; entry ids must be unique`);
       seen.add(e.entryId);
       const metadata = { ...req.metadata, ...e.metadata };
-      const env = envelope({ appId: this.appId, pubsubname: req.pubsubname, topic: req.topic, body: e.data, contentType: e.contentType, metadata, traceparent: req.traceparent, parsed: e.parsed });
+      const env = envelope({ appId: this.appId, pubsubname: req.pubsubname, topic: req.topic, body: e.data, contentType: e.contentType, metadata, traceparent: req.traceparent, parsed: e.parsed, time });
       return { entryId: e.entryId, event: env.data, contentType: env.contentType, metadata };
     });
     if (pubsub.bulkPublish) {
