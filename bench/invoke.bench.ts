@@ -7,7 +7,8 @@
  * and the most req/s at 32 in flight. Targets (issue 21): added p50 ≤ 0.5 ms (the reference
  * runtime publishes +1.06 ms on a cluster), throughput ≥ 40% of direct.
  *
- * Run: node bench/invoke.bench.ts   (env BENCH_SECONDS changes the length of each run)
+ * Run: node bench/invoke.bench.ts   (env BENCH_SECONDS changes the length of each run;
+ * BENCH_CPU_PROF=<dir> writes a .cpuprofile of each sidecar there, named after its app id)
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -17,6 +18,7 @@ import { load, machineLine, printTable, ratio, startChild, type Child, type Load
 
 const root = join(import.meta.dirname, '..');
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+const profDir = process.env.BENCH_CPU_PROF;
 const APP = `require('node:http').createServer((q, r) => { q.resume(); q.on('end', () => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{"ok":true,"n":42}'); }); }).listen(Number(process.env.PORT), '127.0.0.1');`;
 
 /** CPU time of a process so far, in µs (utime + stime from /proc, in clock ticks of 10 ms). */
@@ -42,7 +44,7 @@ try {
   const [appPort, targetHttp, callerHttp] = [await freePort(), await freePort(), await freePort()];
   children.push(await startChild(process.execPath, ['-e', APP], { env: { PORT: String(appPort) }, readyUrl: `http://127.0.0.1:${appPort}/` }));
   const sidecar = (id: string, http: number, extra: string[]) =>
-    startChild(process.execPath, [join(root, 'cli/rt.ts'), 'sidecar', '--app-id', id, '--http-port', String(http), '--grpc-port', '0', '--disable-metrics', '--log-level', 'warn', '--data-dir', join(home, id), ...extra], {
+    startChild(process.execPath, [...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${id}.cpuprofile`] : []), join(root, 'cli/rt.ts'), 'sidecar', '--app-id', id, '--http-port', String(http), '--grpc-port', '0', '--disable-metrics', '--log-level', 'warn', '--data-dir', join(home, id), ...extra], {
       env: { RT_HOME: home },
       readyUrl: `http://127.0.0.1:${http}/v1.0/healthz`,
       timeoutMs: 60_000,
