@@ -75,7 +75,20 @@ export class PublishService {
       if (seen.has(e.entryId)) throw malformed(`entries[${i}].entryId "${e.entryId.slice(0, 80)}" is used twice; entry ids must be unique`);
       seen.add(e.entryId);
       const metadata = { ...req.metadata, ...e.metadata };
-      const env = envelope({ appId: this.appId, pubsubname: req.pubsubname, topic: req.topic, body: e.data, contentType: e.contentType, metadata, traceparent: req.traceparent, parsed: e.parsed, time });
+      // `body` read only when the envelope needs the bytes (an entry's text may be made on demand)
+      const env = envelope({
+        appId: this.appId,
+        pubsubname: req.pubsubname,
+        topic: req.topic,
+        get body() {
+          return e.data;
+        },
+        contentType: e.contentType,
+        metadata,
+        traceparent: req.traceparent,
+        parsed: e.parsed,
+        time,
+      });
       return { entryId: e.entryId, event: env.data, contentType: env.contentType, metadata };
     });
     if (pubsub.bulkPublish) {
