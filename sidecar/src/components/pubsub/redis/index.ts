@@ -258,6 +258,10 @@ class RedisStreamsPubSub implements PubSub {
   }
 }
 
+const F_DATA = Buffer.from('data');
+const F_CONTENT_TYPE = Buffer.from('contentType');
+const F_METADATA = Buffer.from('metadata');
+
 /** A stream entry's field/value items for one message. */
 function fieldsOf(data: Uint8Array, metadata: Record<string, string>, contentType?: string): (string | Buffer)[] {
   const fields: (string | Buffer)[] = ['data', Buffer.from(data.buffer, data.byteOffset, data.byteLength)];
@@ -385,10 +389,11 @@ class TopicReader {
     let contentType: string | undefined;
     let metadata: Record<string, string> = {};
     for (let i = 0; i + 1 < fields.length; i += 2) {
-      const k = fields[i].toString();
-      if (k === 'data') data = fields[i + 1];
-      else if (k === 'contentType') contentType = fields[i + 1].toString();
-      else if (k === 'metadata') {
+      // names compared as bytes: no string per field per message
+      const k = fields[i];
+      if (k.equals(F_DATA)) data = fields[i + 1];
+      else if (k.equals(F_CONTENT_TYPE)) contentType = fields[i + 1].toString();
+      else if (k.equals(F_METADATA)) {
         try {
           metadata = JSON.parse(fields[i + 1].toString()) as Record<string, string>;
         } catch {
@@ -397,16 +402,19 @@ class TopicReader {
       }
     }
     this.inFlight.add(id);
-    this.handler({ topic: this.topic, data, metadata, contentType })
-      .then(
-        () => this.writes.xack(this.topic, this.s.consumerGroup, id),
-        () => undefined, // stays pending: claimed again after processingTimeout
-      )
-      .finally(() => {
-        this.inFlight.delete(id);
-        this.wake?.();
-        this.wake = undefined;
-      });
+    this.handler({ topic: this.topic, data, metadata, contentType }).then(
+      () => {
+        this.writes.xack(this.topic, this.s.consumerGroup, id);
+        this.settled(id);
+      },
+      () => this.settled(id), // stays pending: claimed again after processingTimeout
+    );
+  }
+
+  private settled(id: string): void {
+    this.inFlight.delete(id);
+    this.wake?.();
+    this.wake = undefined;
   }
 
   close(): void {
