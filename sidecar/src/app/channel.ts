@@ -146,7 +146,8 @@ export class AppChannel {
       this.release();
     };
     try {
-      const headers = { ...req.headers };
+      // the caller hands its headers object over (built per call): no copy of it here
+      const headers = req.headers;
       if (this.opts.appApiToken) {
         headers['rt-api-token'] = this.opts.appApiToken;
         headers['dapr-api-token'] = this.opts.appApiToken;

@@ -10,12 +10,12 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'tra
 /** The calling app's token for its own sidecar: the target gets its app token from its sidecar. */
 const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'rt-api-token', 'dapr-api-token']);
 
-/** Node's rawHeaders (name, value, name, value …) → headers to forward. */
-export function requestHeaders(raw: string[]): Header[] {
+/** Node's rawHeaders (name, value, name, value …) → headers to forward, without those `skip` names. */
+export function requestHeaders(raw: string[], skip?: (name: string) => boolean): Header[] {
   const out: Header[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i].toLowerCase();
-    if (!NOT_FORWARDED.has(name)) out.push({ name, value: raw[i + 1] });
+    if (!NOT_FORWARDED.has(name) && !skip?.(name)) out.push({ name, value: raw[i + 1] });
   }
   return out;
 }
@@ -30,10 +30,11 @@ export function responseHeaders(h: IncomingHttpHeaders): Header[] {
   return out;
 }
 
-/** Header list → the object shape node/undici/fastify take (arrays for repeats). */
-export function headerObject(list: Header[]): Record<string, string | string[]> {
+/** Header list → the object shape node/undici/fastify take (arrays for repeats), without those `skip` names. */
+export function headerObject(list: Header[], skip?: (name: string) => boolean): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const { name, value } of list) {
+    if (skip?.(name)) continue;
     const prev = out[name];
     out[name] = prev === undefined ? value : Array.isArray(prev) ? [...prev, value] : [prev, value];
   }

@@ -24,6 +24,9 @@ const ERROR = 'rt-invoke-error';
 /** Headers of this hop only: never taken from an app, never handed to one. */
 export const isHopHeader = (name: string): boolean => name.startsWith('rt-invoke-');
 
+/** An app's headers this hop does not carry (`expect`: undici refuses it; the body just follows). */
+const notSentOnHop = (name: string): boolean => isHopHeader(name) || name === 'expect';
+
 const POOL = { connections: 256, pipelining: 1, keepAliveTimeout: 30_000 } as const;
 
 /** The calling side: one keep-alive pool per target sidecar (TCP: undici's Agent keeps them). */
@@ -50,7 +53,7 @@ export class HttpTransport {
   }
 
   async call(appId: string, address: string, caller: Caller, c: InvokeCall): Promise<InvokeAnswer> {
-    const headers = headerObject(c.headers.filter((h) => !isHopHeader(h.name) && h.name !== 'expect'));
+    const headers = headerObject(c.headers, notSentOnHop);
     headers[TARGET] = appId;
     headers[CALLER_APP] = caller.app_id;
     headers[CALLER_NS] = caller.namespace;
@@ -93,7 +96,7 @@ export function headOf(req: IncomingMessage): RequestHead | undefined {
   if (typeof target !== 'string') return undefined;
   const url = req.url ?? '/';
   const q = url.indexOf('?');
-  const headers: Header[] = requestHeaders(req.rawHeaders).filter((h) => !isHopHeader(h.name));
+  const headers: Header[] = requestHeaders(req.rawHeaders, isHopHeader);
   const str = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : '');
   const len = req.headers['content-length'];
   return {
