@@ -30,11 +30,13 @@ export interface EnvelopeInput {
 
 export function isJsonType(ct: string | undefined): boolean {
   if (!ct) return false;
+  if (ct === 'application/json') return true; // the usual case, without splitting (bulk publish asks per entry)
   const base = ct.split(';')[0].trim().toLowerCase();
   return base === 'application/json' || base.endsWith('+json') || base === 'text/json';
 }
 
 export function isCloudEventType(ct: string | undefined): boolean {
+  if (ct === 'application/json' || ct === CLOUDEVENT_CONTENT_TYPE) return ct === CLOUDEVENT_CONTENT_TYPE;
   return (ct ?? '').split(';')[0].trim().toLowerCase() === CLOUDEVENT_CONTENT_TYPE;
 }
 

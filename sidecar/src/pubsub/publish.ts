@@ -74,7 +74,7 @@ export class PublishService {
       if (!e.entryId) throw malformed(`entries[${i}].entryId is required`);
       if (seen.has(e.entryId)) throw malformed(`entries[${i}].entryId "${e.entryId.slice(0, 80)}" is used twice; entry ids must be unique`);
       seen.add(e.entryId);
-      const metadata = { ...req.metadata, ...e.metadata };
+      const metadata = isEmpty(e.metadata) ? req.metadata : { ...req.metadata, ...e.metadata };
       // `body` read only when the envelope needs the bytes (an entry's text may be made on demand)
       const env = envelope({
         appId: this.appId,
@@ -101,6 +101,11 @@ export class PublishService {
     const results = await Promise.allSettled(wrapped.map((w) => pubsub.publish(req.topic, w.event, w.metadata, w.contentType)));
     return results.flatMap((r, i) => (r.status === 'rejected' ? [{ entryId: wrapped[i].entryId, error: errorMessage(r.reason) }] : []));
   }
+}
+
+function isEmpty(o: Record<string, string>): boolean {
+  for (const _ in o) return false;
+  return true;
 }
 
 function checkTopic(topic: string): void {
