@@ -20,7 +20,7 @@ import { redisTarget } from '../test/services/redis.ts';
 import { machineLine, percentile, printTable, ratio, startChild, type Row } from './lib.ts';
 
 const RT = fileURLToPath(new URL('../cli/rt.ts', import.meta.url));
-const N = Number(process.env.BENCH_MESSAGES ?? 10_000);
+const N = Number(process.env.BENCH_MESSAGES ?? 30_000); // long enough that start-up and JIT warm-up weigh little on either side
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 
 interface Result {
