@@ -135,6 +135,24 @@ describe.skipIf(!available)('pubsub.redis against a real Redis', () => {
     expect(len).toBeGreaterThanOrEqual(100);
   });
 
+  it('publishes through a Redis user that may not run scripts (one XADD each instead)', async () => {
+    const topic = topicName('noscript');
+    topics.push(topic);
+    const user = `rt-noscript-${Date.now()}`;
+    await redis.call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-@scripting');
+    try {
+      const p = await open({ redisUsername: user, redisPassword: 'pw', maxLenApprox: '1000' });
+      const got: string[] = [];
+      p.subscribe(topic, {}, async (m) => void got.push(Buffer.from(m.data).toString()));
+      await p.publish(topic, Buffer.from('one'));
+      expect(await p.bulkPublish!(topic, [0, 1, 2].map((i) => ({ entryId: String(i), event: Buffer.from(`bulk-${i}`), contentType: 'text/plain', metadata: {} })))).toEqual([]);
+      await until(() => got.length === 4);
+      expect(got.sort()).toEqual(['bulk-0', 'bulk-1', 'bulk-2', 'one']);
+    } finally {
+      await redis.call('ACL', 'DELUSER', user);
+    }
+  });
+
   it('fails to start with a clear message when Redis is not there', async () => {
     const p = factory() as PubSub;
     await expect(p.init(spec('pubsub.redis', { redisHost: '127.0.0.1:1' }), componentContext)).rejects.toThrow(/ECONNREFUSED|connect/i);

@@ -81,6 +81,12 @@ while i <= #ARGV do
 end
 return failed`;
 
+/**
+ * A Redis that does not run scripts for this user (an ACL without @scripting, a managed service
+ * that disables EVAL): the batcher falls back to one XADD each, pipelined.
+ */
+const SCRIPTS_REFUSED = /NOPERM|unknown command|disabled|not allowed/i;
+
 /** Entries per XADD_MANY call: bounds how long one script holds Redis. */
 const XADD_MANY_MAX = 1000;
 
@@ -103,6 +109,7 @@ class WriteBatcher {
   private adds = new Map<string, PendingAdd[]>();
   private acks = new Map<string, { topic: string; group: string; ids: string[] }>();
   private scheduled = false;
+  private scriptsRefused = false;
   private readonly client: () => ScriptClient;
   private readonly maxLen: () => string;
   private readonly onAckError: (e: Error) => void;
@@ -166,6 +173,7 @@ class WriteBatcher {
   }
 
   private addMany(client: ScriptClient, topic: string, list: PendingAdd[]): void {
+    if (this.scriptsRefused) return this.addEach(client, topic, list);
     const args: (string | Buffer)[] = [this.maxLen()];
     for (const a of list) args.push(String(a.fields.length), ...a.fields);
     client.rtXaddMany(topic, ...args).then(
@@ -179,8 +187,24 @@ class WriteBatcher {
         });
       },
       (e: Error) => {
+        if (SCRIPTS_REFUSED.test(e.message)) {
+          this.scriptsRefused = true;
+          return this.addEach(client, topic, list);
+        }
         for (const a of list) a.reject(e);
       },
+    );
+  }
+
+  /** One XADD per entry in one pipeline: for a Redis that refuses scripts. */
+  private addEach(client: ScriptClient, topic: string, list: PendingAdd[]): void {
+    const maxLen = this.maxLen();
+    const trim = maxLen ? ['MAXLEN', '~', maxLen] : [];
+    const pipe = client.pipeline();
+    for (const a of list) pipe.call('XADD', topic, ...trim, '*', ...a.fields);
+    pipe.exec().then(
+      (results) => list.forEach((a, i) => (results?.[i]?.[0] ? a.reject(results[i][0]!) : a.resolve())),
+      (e: Error) => list.forEach((a) => a.reject(e)),
     );
   }
 }
