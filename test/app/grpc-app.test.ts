@@ -7,7 +7,7 @@
  * - job triggers go through AppCallbackAlpha.OnJobEventAlpha1.
  * A gRPC server without these services, or no server, fails them.
  */
-import { CommunicationProtocolEnum, DaprServer, LogLevel } from '@dapr/dapr';
+import type { DaprServer } from '@dapr/dapr';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { join } from 'node:path';
@@ -18,11 +18,10 @@ import type { SidecarOptions } from '../../sidecar/src/context.ts';
 import { DEFAULT_OPTIONS } from '../../sidecar/src/sidecar.ts';
 import { PROTO_DIR } from '../../sidecar/src/grpc/runtime/proto.ts';
 import { postJob, sidecarFor, tempDir, waitFor } from '../jobs/helpers.ts';
+import { daprGrpcServer } from '../services/dapr-server.ts';
 import { freePort } from '../services/net.ts';
 import { component, startPubSubSidecar, type PubSubSidecar } from '../pubsub/helpers.ts';
 
-const noop = () => undefined;
-const logger = { level: LogLevel.Error, service: { error: noop, warn: noop, info: noop, verbose: noop, debug: noop } };
 const APP_PROTO_DIR = join(import.meta.dirname, '../../sidecar/src/app/proto');
 const silent = pino({ level: 'silent' });
 
@@ -51,13 +50,7 @@ beforeAll(async () => {
     appHealthProbeIntervalMs: 200,
     appHealthProbeTimeoutMs: 500,
   });
-  server = new DaprServer({
-    serverHost: '127.0.0.1',
-    serverPort: String(appPort),
-    communicationProtocol: CommunicationProtocolEnum.GRPC,
-    clientOptions: { daprHost: '127.0.0.1', daprPort: String(sc.sidecar.grpcPort), communicationProtocol: CommunicationProtocolEnum.GRPC, logger },
-    logger,
-  });
+  server = daprGrpcServer(appPort, sc.sidecar.grpcPort);
   await server.pubsub.subscribe('mem', 'orders', async (data: unknown) => void got.push(data));
   await server.binding.receive('orders-in', async (data: unknown) => void bindingEvents.push(data));
   await server.start();

@@ -8,17 +8,16 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CommunicationProtocolEnum, DaprClient, DaprServer, HttpMethod, LogLevel } from '@dapr/dapr';
+import { CommunicationProtocolEnum, DaprClient, HttpMethod, type DaprServer } from '@dapr/dapr';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROTO_DIR } from '../../sidecar/src/grpc/runtime/proto.ts';
 import { startSidecar, type Sidecar } from '../../sidecar/src/sidecar.ts';
+import { daprGrpcServer, silentDaprLogger } from '../services/dapr-server.ts';
 import { freePort } from '../services/net.ts';
 
-const noop = () => undefined;
-const logger = { level: LogLevel.Error, service: { error: noop, warn: noop, info: noop, verbose: noop, debug: noop } };
 
 interface OnInvokeRequest {
   method: string;
@@ -43,13 +42,7 @@ describe('invoking an app that speaks gRPC (OnInvoke)', () => {
     // the SDK's server as the target app
     const sdkPort = await freePort();
     sidecars.sdk = await startSidecar({ ...common, appId: 'sdk-app', appPort: sdkPort, appProtocol: 'grpc' });
-    server = new DaprServer({
-      serverHost: '127.0.0.1',
-      serverPort: String(sdkPort),
-      communicationProtocol: CommunicationProtocolEnum.GRPC,
-      clientOptions: { daprHost: '127.0.0.1', daprPort: String(sidecars.sdk.grpcPort), communicationProtocol: CommunicationProtocolEnum.GRPC, logger },
-      logger,
-    });
+    server = daprGrpcServer(sdkPort, sidecars.sdk.grpcPort);
     await server.invoker.listen('orders/total', async ({ body }) => ({ total: (JSON.parse(body ?? '{}') as { items: number[] }).items.reduce((a, b) => a + b, 0) }), { method: HttpMethod.POST });
     await server.start();
 
@@ -86,7 +79,7 @@ describe('invoking an app that speaks gRPC (OnInvoke)', () => {
   });
 
   it("reaches it from the @dapr/dapr client over gRPC (InvokeService)", async () => {
-    const client = new DaprClient({ daprHost: '127.0.0.1', daprPort: String(sidecars.caller.grpcPort), communicationProtocol: CommunicationProtocolEnum.GRPC, logger });
+    const client = new DaprClient({ daprHost: '127.0.0.1', daprPort: String(sidecars.caller.grpcPort), communicationProtocol: CommunicationProtocolEnum.GRPC, logger: silentDaprLogger });
     try {
       expect(await client.invoker.invoke('sdk-app', 'orders/total', HttpMethod.POST, { items: [1, 1] })).toEqual({ total: 2 });
     } finally {

@@ -5,13 +5,12 @@
  * decide as over HTTP, a Subscription resource's rules pick the route, bulk subscriptions go
  * through OnBulkTopicEventAlpha1, and rawPayload hands the app the bytes as published.
  */
-import { CommunicationProtocolEnum, DaprPubSubStatusEnum, DaprServer, LogLevel } from '@dapr/dapr';
+import { DaprPubSubStatusEnum, type DaprServer } from '@dapr/dapr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { daprGrpcServer } from '../services/dapr-server.ts';
 import { freePort } from '../services/net.ts';
 import { component, startPubSubSidecar, type PubSubSidecar } from './helpers.ts';
 
-const noop = () => undefined;
-const logger = { level: LogLevel.Error, service: { error: noop, warn: noop, info: noop, verbose: noop, debug: noop } };
 
 const RESOURCES = [
   component('mem', 'pubsub.in-memory'),
@@ -47,13 +46,7 @@ function record(key: string) {
 beforeAll(async () => {
   const appPort = await freePort();
   sc = await startPubSubSidecar(RESOURCES, { appId: 'grpc-sub', appPort, appProtocol: 'grpc' });
-  server = new DaprServer({
-    serverHost: '127.0.0.1',
-    serverPort: String(appPort),
-    communicationProtocol: CommunicationProtocolEnum.GRPC,
-    clientOptions: { daprHost: '127.0.0.1', daprPort: String(sc.sidecar.grpcPort), communicationProtocol: CommunicationProtocolEnum.GRPC, logger },
-    logger,
-  });
+  server = daprGrpcServer(appPort, sc.sidecar.grpcPort);
   await server.pubsub.subscribe('mem', 'orders', record('orders'));
   // the app's own rule for this topic differs from the Subscription resource's, which wins
   await server.pubsub.subscribeWithOptions('mem', 'decl', { route: { rules: [{ match: 'event.data.kind == "never"', path: 'vip' }], default: 'decl' } });
