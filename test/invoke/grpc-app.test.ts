@@ -99,6 +99,15 @@ describe('invoking an app that speaks gRPC (OnInvoke)', () => {
     expect(md.get('dapr-caller-app-id')).toEqual(['caller']);
   });
 
+  it('refuses a body over the 64 MiB one gRPC message holds with 413, and goes on serving', async () => {
+    const big = Buffer.alloc(65 * 1024 * 1024, 0x61);
+    const res = await invoke('raw-app', 'things/big', { method: 'POST', body: big, headers: { 'content-type': 'text/plain' } });
+    expect(res.status).toBe(413);
+    expect(await res.json()).toMatchObject({ errorCode: 'ERR_REQUEST_TOO_LARGE', message: expect.stringContaining('OnInvoke') });
+    const after = await invoke('raw-app', 'things/small', { method: 'POST', body: 'ok', headers: { 'content-type': 'text/plain' } });
+    expect(await after.text()).toBe('echo:ok');
+  });
+
   it("maps the app's gRPC error to its HTTP status", async () => {
     const res = await invoke('raw-app', 'missing', { method: 'GET' });
     expect(res.status).toBe(404);

@@ -6,7 +6,8 @@
  * is the body and its `content_type` the content type, with 200. A gRPC error of the app comes
  * back with its HTTP equivalent (NOT_FOUND 404, INVALID_ARGUMENT 400, …) and a JSON error; an app
  * that cannot be reached is a failed invocation (the caller sees 500 ERR_DIRECT_INVOKE).
- * OnInvoke is unary, so the body is read whole, up to the gRPC message limit (64 MiB).
+ * OnInvoke is unary, so the body is read whole, up to the gRPC message limit (64 MiB; beyond,
+ * 413 ERR_REQUEST_TOO_LARGE).
  */
 import { Readable } from 'node:stream';
 import { grpcCode, type GrpcApp } from '../app/grpc-app.ts';
@@ -29,6 +30,10 @@ interface AnyOut {
 
 export async function invokeGrpcApp(app: GrpcApp, head: RequestHead, body: Readable | undefined, extra: Record<string, string>): Promise<InvokeAnswer> {
   const data = body ? await readAll(body) : Buffer.alloc(0);
+  if (data === TOO_LARGE) {
+    const message = `the request body is over ${MAX_BODY} bytes, the most an app's OnInvoke takes in one gRPC message (gRPC proxying streams larger calls)`;
+    return jsonAnswer(413, 'ERR_REQUEST_TOO_LARGE', message);
+  }
   const contentType = head.headers.find((h) => h.name === 'content-type')?.value ?? '';
   const metadata: Record<string, string> = {};
   for (const { name, value } of head.headers) if (!NOT_METADATA.has(name) && !name.startsWith('grpc-') && /^[a-z0-9_.-]+$/.test(name)) metadata[name] = value;
@@ -46,8 +51,7 @@ export async function invokeGrpcApp(app: GrpcApp, head: RequestHead, body: Reada
     const code = grpcCode(e);
     if (code === undefined || code === UNAVAILABLE) throw e;
     const message = (e as { details?: string }).details ?? (e as Error).message;
-    const json = JSON.stringify({ errorCode: 'ERR_DIRECT_INVOKE', message: `the app answered gRPC status ${code}: ${message}` });
-    return { status: HTTP_OF[code] ?? 500, headers: [{ name: 'content-type', value: 'application/json' }], body: Readable.from([Buffer.from(json)]) };
+    return jsonAnswer(HTTP_OF[code] ?? 500, 'ERR_DIRECT_INVOKE', `the app answered gRPC status ${code}: ${message}`);
   }
   const out = anyBytes(res.data);
   const headers: Header[] = [];
@@ -66,13 +70,24 @@ function anyBytes(a: AnyOut | null | undefined): Buffer {
   return Buffer.alloc(0);
 }
 
-async function readAll(body: Readable): Promise<Buffer> {
+function jsonAnswer(status: number, errorCode: string, message: string): InvokeAnswer {
+  return { status, headers: [{ name: 'content-type', value: 'application/json' }], body: Readable.from([Buffer.from(JSON.stringify({ errorCode, message }))]) };
+}
+
+const TOO_LARGE = Symbol('too large');
+
+/**
+ * The whole body, or TOO_LARGE. An oversized body is still read to its end (and dropped), as
+ * Node's HTTP server does with a body nobody read: a connection left mid-body between the
+ * sidecars would stall the calls queued behind it.
+ */
+async function readAll(body: Readable): Promise<Buffer | typeof TOO_LARGE> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body) {
     size += (chunk as Buffer).length;
-    if (size > MAX_BODY) throw new Error(`the request body is over ${MAX_BODY} bytes, the most a gRPC app's OnInvoke takes in one message`);
-    chunks.push(chunk as Buffer);
+    if (size <= MAX_BODY) chunks.push(chunk as Buffer);
+    else chunks.length = 0;
   }
-  return Buffer.concat(chunks);
+  return size > MAX_BODY ? TOO_LARGE : Buffer.concat(chunks);
 }
