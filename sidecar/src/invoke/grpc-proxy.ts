@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { GrpcServer } from '../grpc/server.ts';
 // the hop's metadata has the names of the HTTP/1.1 hop's headers
 import { CALLER_APP, CALLER_NS, isHopHeader, TARGET } from './internal-http.ts';
-import type { Caller, RequestHead } from './proto.ts';
+import { PEER_CHANNEL_OPTIONS, type Caller, type RequestHead } from './proto.ts';
 import { ResolveError, type Resolver } from './resolve.ts';
 import { parseAppTarget } from './target.ts';
 
@@ -29,12 +29,7 @@ export class Channels {
   get(address: string): grpc.Client {
     let c = this.clients.get(address);
     if (!c) {
-      c = new grpc.Client(address, grpc.credentials.createInsecure(), {
-        'grpc.max_receive_message_length': -1,
-        'grpc.max_send_message_length': -1,
-        'grpc.initial_reconnect_backoff_ms': 100,
-        'grpc.max_reconnect_backoff_ms': 1000,
-      });
+      c = new grpc.Client(address, grpc.credentials.createInsecure(), PEER_CHANNEL_OPTIONS);
       this.clients.set(address, c);
     }
     return c;

@@ -9,7 +9,7 @@ import type { Duplex, Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import { ApiError } from '../http/errors.ts';
 import { HttpTransport } from './internal-http.ts';
-import { internalClient, type Caller, type Header, type InvokeChunk, type RequestHead } from './proto.ts';
+import { internalClient, PEER_CHANNEL_OPTIONS, type Caller, type Header, type InvokeChunk, type RequestHead } from './proto.ts';
 import { ResolveError, type Resolver } from './resolve.ts';
 import { splitHead, writeBody } from './stream.ts';
 import type { AppTarget } from './target.ts';
@@ -115,13 +115,7 @@ export class Invoker {
     let c = this.clients.get(address);
     if (!c) {
       const Ctor = internalClient();
-      c = new Ctor(address, grpc.credentials.createInsecure(), {
-        'grpc.max_receive_message_length': -1,
-        'grpc.max_send_message_length': -1,
-        // the target restarted on the same port: reconnect at once rather than after a back-off
-        'grpc.initial_reconnect_backoff_ms': 100,
-        'grpc.max_reconnect_backoff_ms': 1000,
-      });
+      c = new Ctor(address, grpc.credentials.createInsecure(), PEER_CHANNEL_OPTIONS);
       this.clients.set(address, c);
     }
     return c;
