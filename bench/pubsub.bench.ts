@@ -228,16 +228,15 @@ async function main(): Promise<void> {
   console.log(`load average before the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')} (other work on this machine skews the figures)`);
   const target = await redisTarget();
   if (!target.available) throw new Error(`Redis is not reachable at ${target.url}; npm run bench starts one (or set RT_TEST_REDIS_URL)`);
+  // BENCH_PUBSUB_ROWS=bulk (comma-separated single,bulk,relay) runs only those rows beside the anchor:
+  // a CPU profile (BENCH_CPU_PROF) of one path, or repeated runs of the batched row
+  const rows = new Set((process.env.BENCH_PUBSUB_ROWS ?? 'single,bulk,relay').split(','));
   const anchor = await bare(target);
-  const rt = await throughRt(target, 'single');
-  const bulk = await throughRt(target, 'bulk');
-  const relay = await throughRt(target, 'relay');
-  printTable(`publish → delivery through Redis Streams, ${N} messages, ${CONCURRENCY} publishers (target: rt ≥ 0.50× of bare)`, [
-    row('anchor: bare ioredis XADD / XREADGROUP / XACK', anchor),
-    row('rt: HTTP publish → sidecar → pubsub.redis → sidecar → app (HTTP), one message per call', rt, anchor),
-    row(`rt, batched API: bulk publish (${BULK} per call) → … → bulkSubscribe (≤ ${BULK} per call)`, bulk, anchor),
-    row('floor, not rt: the same HTTP in and out per message through a bare node:http + undici relay (no Redis)', relay, anchor),
-  ]);
+  const out = [row('anchor: bare ioredis XADD / XREADGROUP / XACK', anchor)];
+  if (rows.has('single')) out.push(row('rt: HTTP publish → sidecar → pubsub.redis → sidecar → app (HTTP), one message per call', await throughRt(target, 'single'), anchor));
+  if (rows.has('bulk')) out.push(row(`rt, batched API: bulk publish (${BULK} per call) → … → bulkSubscribe (≤ ${BULK} per call)`, await throughRt(target, 'bulk'), anchor));
+  if (rows.has('relay')) out.push(row('floor, not rt: the same HTTP in and out per message through a bare node:http + undici relay (no Redis)', await throughRt(target, 'relay'), anchor));
+  printTable(`publish → delivery through Redis Streams, ${N} messages, ${CONCURRENCY} publishers (target: rt ≥ 0.50× of bare)`, out);
 }
 
 await main();

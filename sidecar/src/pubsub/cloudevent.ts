@@ -97,11 +97,24 @@ export function envelope(input: EnvelopeInput): { data: Buffer; contentType: str
 }
 
 /**
+ * Whether envelope() of a body with this content type and metadata is wrapJson() of its parsed
+ * value: a JSON body that is not a CloudEvent, without rawPayload. (Bulk publish asks once per
+ * request for the shared metadata and calls wrapJson per entry.)
+ */
+export function wrapsJson(contentType: string | undefined, metadata: Record<string, string>): boolean {
+  return !isRawPayload(metadata) && !isCloudEventType(contentType) && isJsonType(contentType || 'text/plain');
+}
+
+/**
  * The new CloudEvent around an already parsed JSON value, written as text directly: the same
  * members in the same order as the general path in envelope(), without an object per entry
- * (bulk publish wraps thousands at a time).
+ * (bulk publish wraps thousands at a time). `ttl`: ttlOf(input.metadata).
  */
-function wrapParsed(input: EnvelopeInput, contentType: string, value: unknown, ttl: number | undefined): string {
+export function wrapJson(input: Omit<EnvelopeInput, 'body' | 'parsed' | 'metadata'>, contentType: string, value: unknown, ttl: number | undefined): Buffer {
+  return Buffer.from(wrapParsed(input, contentType, value, ttl));
+}
+
+function wrapParsed(input: Omit<EnvelopeInput, 'body' | 'parsed' | 'metadata'>, contentType: string, value: unknown, ttl: number | undefined): string {
   const q = JSON.stringify;
   let json = `{"specversion":"1.0","id":"${randomUUID()}","source":${q(input.appId)},"type":"${EVENT_TYPE}","datacontenttype":${q(contentType)},${value === undefined ? '' : `"data":${q(value)},`}"time":"${input.time ?? new Date().toISOString()}","topic":${q(input.topic)},"pubsubname":${q(input.pubsubname)}`;
   if (input.traceparent) json += `,"traceparent":${q(input.traceparent)},"traceid":${q(input.traceparent)}`;

@@ -70,12 +70,13 @@ export function httpTargets(app: AppChannel, log: Logger): AppTargets {
 
 /**
  * Tries `attempt` until it is not RETRY or the policy is spent; returns the last outcome.
- * Stops early (RETRY) when `stopped` says the subscription is closing.
+ * Stops early (RETRY) when `stopped` says the subscription is closing. `first`: the outcome of a
+ * first attempt the caller already made.
  */
-export async function withRetries(attempt: () => Promise<Outcome>, policy: RetryPolicy, stopped: () => boolean): Promise<Outcome> {
+export async function withRetries(attempt: () => Promise<Outcome>, policy: RetryPolicy, stopped: () => boolean, first?: Outcome): Promise<Outcome> {
   let delay = policy.initialDelayMs;
   for (let i = 0; ; i++) {
-    const o = await attempt();
+    const o = i === 0 && first !== undefined ? first : await attempt();
     if (o !== 'RETRY' || i >= policy.maxRetries || stopped()) return o;
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, policy.maxDelayMs);

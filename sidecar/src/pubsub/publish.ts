@@ -5,7 +5,7 @@
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { BulkPublishEntry } from '../components/pubsub/types.ts';
 import { ApiError, errorMessage, malformed } from '../http/errors.ts';
-import { envelope } from './cloudevent.ts';
+import { CLOUDEVENT_CONTENT_TYPE, envelope, ttlOf, wrapJson, wrapsJson } from './cloudevent.ts';
 import { requirePubsub } from './lookup.ts';
 
 export interface PublishRequest {
@@ -70,11 +70,18 @@ export class PublishService {
     if (req.entries.length > MAX_BULK_ENTRIES) throw malformed(`a bulk publish takes at most ${MAX_BULK_ENTRIES} entries; this one has ${req.entries.length}`);
     const seen = new Set<string>();
     const time = new Date().toISOString();
+    // what the request's own metadata means, once: most entries have none of their own
+    const base = { appId: this.appId, pubsubname: req.pubsubname, topic: req.topic, traceparent: req.traceparent, time };
+    const ttl = ttlOf(req.metadata);
     const wrapped: BulkPublishEntry[] = req.entries.map((e, i) => {
       if (!e.entryId) throw malformed(`entries[${i}].entryId is required`);
       if (seen.has(e.entryId)) throw malformed(`entries[${i}].entryId "${e.entryId.slice(0, 80)}" is used twice; entry ids must be unique`);
       seen.add(e.entryId);
-      const metadata = isEmpty(e.metadata) ? req.metadata : { ...req.metadata, ...e.metadata };
+      const own = !isEmpty(e.metadata);
+      if (!own && e.parsed && wrapsJson(e.contentType, req.metadata)) {
+        return { entryId: e.entryId, event: wrapJson(base, e.contentType || 'text/plain', e.parsed.value, ttl), contentType: CLOUDEVENT_CONTENT_TYPE, metadata: req.metadata };
+      }
+      const metadata = own ? { ...req.metadata, ...e.metadata } : req.metadata;
       // `body` read only when the envelope needs the bytes (an entry's text may be made on demand)
       const env = envelope({
         appId: this.appId,

@@ -99,8 +99,9 @@ export function bulkEntries(list: unknown): BulkEntry[] {
     if (!('event' in o)) throw malformed(`entries[${i}].event is required`);
     if (o.contentType !== undefined && typeof o.contentType !== 'string') throw malformed(`entries[${i}].contentType must be a string`);
     const contentType = (o.contentType as string | undefined) || (typeof o.event === 'string' ? 'text/plain' : 'application/json');
-    const metadata: Record<string, string> = {};
+    let metadata = NO_METADATA;
     if (o.metadata !== undefined && o.metadata !== null) {
+      metadata = {};
       if (typeof o.metadata !== 'object' || Array.isArray(o.metadata)) throw malformed(`entries[${i}].metadata must be an object of strings`);
       for (const [k, v] of Object.entries(o.metadata as Record<string, unknown>)) {
         if (typeof v !== 'string') throw malformed(`entries[${i}].metadata.${k} must be a string`);
@@ -109,17 +110,29 @@ export function bulkEntries(list: unknown): BulkEntry[] {
     }
     if (typeof o.event === 'string' && !isJsonType(contentType)) return { entryId: o.entryId, data: Buffer.from(o.event), contentType, metadata };
     // the JSON value goes on as parsed: the envelope does not parse its text again
-    const value = o.event ?? null;
-    // the text only when something asks for it (rawPayload): the envelope uses the parsed value
-    let text: Buffer | undefined;
-    return {
-      entryId: o.entryId,
-      get data() {
-        return (text ??= Buffer.from(JSON.stringify(value)));
-      },
-      contentType,
-      metadata,
-      parsed: { value },
-    };
+    return new JsonEntry(o.entryId, o.event ?? null, contentType, metadata);
   });
+}
+
+/** An entry without metadata shares this one (publishing only reads it). */
+const NO_METADATA: Record<string, string> = Object.freeze({}) as Record<string, string>;
+
+/** A bulk entry whose event is a JSON value: its text made only when something asks (rawPayload). */
+class JsonEntry implements BulkEntry {
+  readonly entryId: string;
+  readonly contentType: string;
+  readonly metadata: Record<string, string>;
+  readonly parsed: { value: unknown };
+  private text?: Buffer;
+
+  constructor(entryId: string, value: unknown, contentType: string, metadata: Record<string, string>) {
+    this.entryId = entryId;
+    this.parsed = { value };
+    this.contentType = contentType;
+    this.metadata = metadata;
+  }
+
+  get data(): Buffer {
+    return (this.text ??= Buffer.from(JSON.stringify(this.parsed.value)));
+  }
 }

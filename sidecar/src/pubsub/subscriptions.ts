@@ -61,8 +61,10 @@ export function messageHandler(
       log.debug({ id: event.id, topic: info.topic }, 'no routing rule matches the message: dropped');
       return;
     }
-    // an event that expires while it is being retried is not offered again
-    const outcome = await withRetries(() => (expired(event) ? Promise.resolve<Outcome>('DROP') : target.send(path, event)), policy, () => state.closed);
+    // the first attempt directly (the usual SUCCESS needs no retry closure); an event that expires
+    // while it is being retried is not offered again
+    let outcome = await target.send(path, event);
+    if (outcome === 'RETRY') outcome = await withRetries(() => (expired(event) ? Promise.resolve<Outcome>('DROP') : target.send(path, event)), policy, () => state.closed, outcome);
     if (outcome === 'DROP') log.warn({ id: event.id, topic: info.topic, path }, 'the app dropped the message');
     if (outcome !== 'RETRY') return;
     if (info.deadLetterTopic && !state.closed) {

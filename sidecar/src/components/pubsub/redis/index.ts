@@ -92,11 +92,41 @@ const XADD_MANY_MAX = 1000;
 
 type ScriptClient = Redis & { rtXaddMany(topic: string, ...args: (string | Buffer)[]): Promise<(number | string)[]> };
 
+/** One entry to add: its stream fields (`fieldsOf`), and which publish call waits for it. */
 interface PendingAdd {
-  fields: (string | Buffer)[];
-  resolve: () => void;
-  reject: (e: Error) => void;
+  data: Buffer;
+  contentType: string | undefined;
+  /** metadata as JSON; undefined when there is none. */
+  metadata: string | undefined;
+  call: AddCall;
+  /** position in the call's entries. */
+  index: number;
 }
+
+/**
+ * One publish (one entry) or bulk publish (many): a single promise for all its entries, so a
+ * bulk publish of 100 costs one promise, not 100. Settles when every entry has; `errors[i]` is
+ * entry i's failure.
+ */
+class AddCall {
+  readonly errors: (Error | undefined)[];
+  private remaining: number;
+  private readonly resolve: (errors: (Error | undefined)[]) => void;
+
+  constructor(count: number, resolve: (errors: (Error | undefined)[]) => void) {
+    this.errors = new Array<Error | undefined>(count);
+    this.remaining = count;
+    this.resolve = resolve;
+  }
+
+  settle(index: number, error?: Error): void {
+    if (error) this.errors[index] = error;
+    if (--this.remaining === 0) this.resolve(this.errors);
+  }
+}
+
+/** The field/value count argument of XADD_MANY: a few fixed values, no string per entry. */
+const COUNTS = ['0', '1', '2', '3', '4', '5', '6'];
 
 /**
  * Writes gathered over one turn of the event loop go to Redis together: under load many
@@ -107,7 +137,7 @@ interface PendingAdd {
  */
 class WriteBatcher {
   private adds = new Map<string, PendingAdd[]>();
-  private acks = new Map<string, { topic: string; group: string; ids: string[] }>();
+  private acks = new Map<AckTarget, string[]>();
   private scheduled = false;
   private scriptsRefused = false;
   private readonly client: () => ScriptClient;
@@ -120,22 +150,27 @@ class WriteBatcher {
     this.onAckError = onAckError;
   }
 
-  /** `fields`: the entry's field/value items. */
-  xadd(topic: string, fields: (string | Buffer)[]): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const list = this.adds.get(topic);
-      if (list) list.push({ fields, resolve, reject });
-      else this.adds.set(topic, [{ fields, resolve, reject }]);
+  /** Adds the entries to the stream; resolves with each one's error (undefined: added). */
+  xadd(topic: string, entries: { data: Uint8Array; contentType?: string; metadata?: Record<string, string> }[]): Promise<(Error | undefined)[]> {
+    return new Promise((resolve) => {
+      const call = new AddCall(entries.length, resolve);
+      let list = this.adds.get(topic);
+      if (!list) this.adds.set(topic, (list = []));
+      for (let i = 0; i < entries.length; i++) {
+        const e = entries[i];
+        const data = Buffer.isBuffer(e.data) ? e.data : Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength);
+        list.push({ data, contentType: e.contentType || undefined, metadata: e.metadata && !isEmpty(e.metadata) ? JSON.stringify(e.metadata) : undefined, call, index: i });
+      }
+      if (entries.length === 0) resolve([]);
       this.schedule();
     });
   }
 
   /** Fire and forget: an ack that is lost leaves the message pending, to be delivered again. */
-  xack(topic: string, group: string, id: string): void {
-    const key = `${group}\n${topic}`;
-    const a = this.acks.get(key);
-    if (a) a.ids.push(id);
-    else this.acks.set(key, { topic, group, ids: [id] });
+  xack(target: AckTarget, id: string): void {
+    const ids = this.acks.get(target);
+    if (ids) ids.push(id);
+    else this.acks.set(target, [id]);
     this.schedule();
   }
 
@@ -148,22 +183,23 @@ class WriteBatcher {
   private flush(): void {
     this.scheduled = false;
     const adds = this.adds;
-    const acks = [...this.acks.values()];
+    const acks = this.acks;
     this.adds = new Map();
-    this.acks.clear();
+    this.acks = new Map();
     let client: ScriptClient;
     try {
       client = this.client();
     } catch (e) {
-      for (const list of adds.values()) for (const a of list) a.reject(e as Error);
+      for (const list of adds.values()) for (const a of list) a.call.settle(a.index, e as Error);
       return;
     }
     for (const [topic, list] of adds) {
-      for (let start = 0; start < list.length; start += XADD_MANY_MAX) this.addMany(client, topic, list.slice(start, start + XADD_MANY_MAX));
+      if (list.length <= XADD_MANY_MAX) this.addMany(client, topic, list);
+      else for (let start = 0; start < list.length; start += XADD_MANY_MAX) this.addMany(client, topic, list.slice(start, start + XADD_MANY_MAX));
     }
-    if (acks.length === 0) return;
+    if (acks.size === 0) return;
     const pipe = client.pipeline();
-    for (const a of acks) pipe.call('XACK', a.topic, a.group, ...a.ids);
+    for (const [a, ids] of acks) pipe.call('XACK', a.topic, a.group, ...ids);
     pipe.exec().then(
       (results) => {
         for (const r of results ?? []) if (r[0]) this.onAckError(r[0]);
@@ -175,23 +211,27 @@ class WriteBatcher {
   private addMany(client: ScriptClient, topic: string, list: PendingAdd[]): void {
     if (this.scriptsRefused) return this.addEach(client, topic, list);
     const args: (string | Buffer)[] = [this.maxLen()];
-    for (const a of list) args.push(String(a.fields.length), ...a.fields);
+    for (const a of list) {
+      const n = 2 + (a.contentType === undefined ? 0 : 2) + (a.metadata === undefined ? 0 : 2);
+      args.push(COUNTS[n], 'data', a.data);
+      if (a.contentType !== undefined) args.push('contentType', a.contentType);
+      if (a.metadata !== undefined) args.push('metadata', a.metadata);
+    }
     client.rtXaddMany(topic, ...args).then(
       (failed) => {
         const errors = new Map<number, string>();
         for (let i = 0; i + 1 < failed.length; i += 2) errors.set(Number(failed[i]) - 1, String(failed[i + 1]));
-        list.forEach((a, i) => {
-          const err = errors.get(i);
-          if (err === undefined) a.resolve();
-          else a.reject(new Error(err));
-        });
+        for (let i = 0; i < list.length; i++) {
+          const err = errors.size === 0 ? undefined : errors.get(i);
+          list[i].call.settle(list[i].index, err === undefined ? undefined : new Error(err));
+        }
       },
       (e: Error) => {
         if (SCRIPTS_REFUSED.test(e.message)) {
           this.scriptsRefused = true;
           return this.addEach(client, topic, list);
         }
-        for (const a of list) a.reject(e);
+        for (const a of list) a.call.settle(a.index, e);
       },
     );
   }
@@ -201,10 +241,10 @@ class WriteBatcher {
     const maxLen = this.maxLen();
     const trim = maxLen ? ['MAXLEN', '~', maxLen] : [];
     const pipe = client.pipeline();
-    for (const a of list) pipe.call('XADD', topic, ...trim, '*', ...a.fields);
+    for (const a of list) pipe.call('XADD', topic, ...trim, '*', ...fieldsOf(a));
     pipe.exec().then(
-      (results) => list.forEach((a, i) => (results?.[i]?.[0] ? a.reject(results[i][0]!) : a.resolve())),
-      (e: Error) => list.forEach((a) => a.reject(e)),
+      (results) => list.forEach((a, i) => a.call.settle(a.index, results?.[i]?.[0] ?? undefined)),
+      (e: Error) => list.forEach((a) => a.call.settle(a.index, e)),
     );
   }
 }
@@ -248,13 +288,19 @@ class RedisStreamsPubSub implements PubSub {
   }
 
   async publish(topic: string, data: Uint8Array, metadata: Record<string, string> = {}, contentType?: string): Promise<void> {
-    await this.writes.xadd(topic, fieldsOf(data, metadata, contentType));
+    const [error] = await this.writes.xadd(topic, [{ data, contentType, metadata }]);
+    if (error) throw error;
   }
 
-  /** All entries in the same pipeline; each one's failure is its own. */
+  /** All entries in the same script call; each one's failure is its own. */
   async bulkPublish(topic: string, entries: BulkPublishEntry[]): Promise<{ entryId: string; error: string }[]> {
-    const results = await Promise.allSettled(entries.map((e) => this.writes.xadd(topic, fieldsOf(e.event, e.metadata ?? {}, e.contentType))));
-    return results.flatMap((r, i) => (r.status === 'rejected' ? [{ entryId: entries[i].entryId, error: (r.reason as Error).message }] : []));
+    const errors = await this.writes.xadd(
+      topic,
+      entries.map((e) => ({ data: e.event, contentType: e.contentType, metadata: e.metadata })),
+    );
+    const failed: { entryId: string; error: string }[] = [];
+    errors.forEach((e, i) => e && failed.push({ entryId: entries[i].entryId, error: e.message }));
+    return failed;
   }
 
   subscribe(topic: string, _metadata: Record<string, string>, handler: MessageHandler): TopicSubscription {
@@ -285,20 +331,38 @@ class RedisStreamsPubSub implements PubSub {
 const F_DATA = Buffer.from('data');
 const F_CONTENT_TYPE = Buffer.from('contentType');
 const F_METADATA = Buffer.from('metadata');
+const EMPTY = Buffer.alloc(0);
 
 /** A stream entry's field/value items for one message. */
-function fieldsOf(data: Uint8Array, metadata: Record<string, string>, contentType?: string): (string | Buffer)[] {
-  const fields: (string | Buffer)[] = ['data', Buffer.from(data.buffer, data.byteOffset, data.byteLength)];
-  if (contentType) fields.push('contentType', contentType);
-  if (Object.keys(metadata).length > 0) fields.push('metadata', JSON.stringify(metadata));
+function fieldsOf(a: PendingAdd): (string | Buffer)[] {
+  const fields: (string | Buffer)[] = ['data', a.data];
+  if (a.contentType !== undefined) fields.push('contentType', a.contentType);
+  if (a.metadata !== undefined) fields.push('metadata', a.metadata);
   return fields;
 }
+
+function isEmpty(o: Record<string, string>): boolean {
+  for (const _ in o) return false;
+  return true;
+}
+
+/** Where a reader's acks go: one object per reader, so batching them needs no key string per ack. */
+interface AckTarget {
+  topic: string;
+  group: string;
+}
+
+/** A message without metadata shares this one (handlers only read it). */
+const NO_METADATA: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
 /** Reads one topic for one consumer: new messages, and pending ones others left behind. */
 class TopicReader {
   private readonly blocking: Redis;
   private closed = false;
   private readonly inFlight = new Set<string>();
+  private readonly ackTarget: AckTarget;
+  /** the last contentType read, as bytes and text: nearly every entry of a stream has the same. */
+  private lastContentType?: { bytes: Buffer; text: string };
   private wake?: () => void;
   private claimTimer?: NodeJS.Timeout;
 
@@ -318,6 +382,7 @@ class TopicReader {
     this.consumer = consumer;
     this.handler = handler;
     this.log = log;
+    this.ackTarget = { topic, group: s.consumerGroup };
     // XREADGROUP BLOCK holds its connection: one of its own per topic
     this.blocking = client.duplicate();
     this.blocking.on('error', () => undefined);
@@ -407,32 +472,40 @@ class TopicReader {
   }
 
   private handle([idBuf, fields]: Entry): void {
-    const id = idBuf.toString();
+    const id = idBuf.toString('latin1'); // ids are ASCII digits and '-': no UTF-8 decoding
     if (!fields || this.inFlight.has(id)) return; // a trimmed entry, or one we are still handling
-    let data: Buffer = Buffer.alloc(0);
+    let data: Buffer = EMPTY;
     let contentType: string | undefined;
-    let metadata: Record<string, string> = {};
+    let metadata = NO_METADATA;
     for (let i = 0; i + 1 < fields.length; i += 2) {
       // names compared as bytes: no string per field per message
       const k = fields[i];
       if (k.equals(F_DATA)) data = fields[i + 1];
-      else if (k.equals(F_CONTENT_TYPE)) contentType = fields[i + 1].toString();
+      else if (k.equals(F_CONTENT_TYPE)) contentType = this.contentTypeOf(fields[i + 1]);
       else if (k.equals(F_METADATA)) {
         try {
           metadata = JSON.parse(fields[i + 1].toString()) as Record<string, string>;
         } catch {
-          metadata = {};
+          metadata = NO_METADATA;
         }
       }
     }
     this.inFlight.add(id);
     this.handler({ topic: this.topic, data, metadata, contentType }).then(
       () => {
-        this.writes.xack(this.topic, this.s.consumerGroup, id);
+        this.writes.xack(this.ackTarget, id);
         this.settled(id);
       },
       () => this.settled(id), // stays pending: claimed again after processingTimeout
     );
+  }
+
+  private contentTypeOf(bytes: Buffer): string {
+    const last = this.lastContentType;
+    if (last && last.bytes.equals(bytes)) return last.text;
+    const text = bytes.toString();
+    this.lastContentType = { bytes: Buffer.from(bytes), text }; // a copy: not to hold the reply's memory
+    return text;
   }
 
   private settled(id: string): void {
