@@ -232,40 +232,51 @@ class WriteBatcher {
       for (const list of adds.values()) for (const a of list) a.call.settle(a.index, e as Error);
       return;
     }
+    // the script calls and the acks in one pipeline: one socket write per turn (on loopback each
+    // write also pays Redis' side of the TCP work)
+    const pipe = client.pipeline() as ReturnType<ScriptClient['pipeline']> & { rtXaddMany(topic: string, maxLen: string, packed: Buffer): unknown };
+    const scripted: [topic: string, list: PendingAdd[]][] = [];
     for (const [topic, list] of adds) {
-      if (list.length <= XADD_MANY_MAX) this.addMany(client, topic, list);
-      else for (let start = 0; start < list.length; start += XADD_MANY_MAX) this.addMany(client, topic, list.slice(start, start + XADD_MANY_MAX));
+      for (let start = 0; start < list.length; start += XADD_MANY_MAX) {
+        const part = list.length <= XADD_MANY_MAX ? list : list.slice(start, start + XADD_MANY_MAX);
+        if (this.scriptsRefused) this.addEach(client, topic, part);
+        else {
+          pipe.rtXaddMany(topic, this.maxLen(), packEntries(part));
+          scripted.push([topic, part]);
+        }
+      }
     }
-    if (acks.size === 0) return;
-    const pipe = client.pipeline();
     for (const [a, ids] of acks) pipe.call('XACK', a.topic, a.group, ...ids);
+    if (pipe.length === 0) return;
     pipe.exec().then(
       (results) => {
-        for (const r of results ?? []) if (r[0]) this.onAckError(r[0]);
+        results ??= [];
+        scripted.forEach(([topic, list], i) => this.added(client, topic, list, results[i]?.[0] ?? undefined, results[i]?.[1]));
+        for (let i = scripted.length; i < results.length; i++) if (results[i][0]) this.onAckError(results[i][0]!);
       },
-      (e: Error) => this.onAckError(e),
+      (e: Error) => {
+        for (const [topic, list] of scripted) this.added(client, topic, list, e, undefined);
+        if (acks.size > 0) this.onAckError(e);
+      },
     );
   }
 
-  private addMany(client: ScriptClient, topic: string, list: PendingAdd[]): void {
-    if (this.scriptsRefused) return this.addEach(client, topic, list);
-    client.rtXaddMany(topic, this.maxLen(), packEntries(list)).then(
-      (failed) => {
-        const errors = new Map<number, string>();
-        for (let i = 0; i + 1 < failed.length; i += 2) errors.set(Number(failed[i]) - 1, String(failed[i + 1]));
-        for (let i = 0; i < list.length; i++) {
-          const err = errors.size === 0 ? undefined : errors.get(i);
-          list[i].call.settle(list[i].index, err === undefined ? undefined : new Error(err));
-        }
-      },
-      (e: Error) => {
-        if (SCRIPTS_REFUSED.test(e.message)) {
-          this.scriptsRefused = true;
-          return this.addEach(client, topic, list);
-        }
-        for (const a of list) a.call.settle(a.index, e);
-      },
-    );
+  /** Settles the entries of one XADD_MANY call from its reply: `failed` lists {index, error, ...}. */
+  private added(client: ScriptClient, topic: string, list: PendingAdd[], error: Error | undefined, failed: unknown): void {
+    if (error) {
+      if (SCRIPTS_REFUSED.test(error.message)) {
+        this.scriptsRefused = true;
+        return this.addEach(client, topic, list);
+      }
+      for (const a of list) a.call.settle(a.index, error);
+      return;
+    }
+    const errors = new Map<number, string>();
+    if (Array.isArray(failed)) for (let i = 0; i + 1 < failed.length; i += 2) errors.set(Number(failed[i]) - 1, String(failed[i + 1]));
+    for (let i = 0; i < list.length; i++) {
+      const err = errors.size === 0 ? undefined : errors.get(i);
+      list[i].call.settle(list[i].index, err === undefined ? undefined : new Error(err));
+    }
   }
 
   /** One XADD per entry in one pipeline: for a Redis that refuses scripts. */
