@@ -136,7 +136,7 @@ export function eventJson(event: CloudEvent): string | Buffer {
  * publishers) are wrapped, their bytes in data_base64, so the app always gets a CloudEvent.
  */
 export function readEvent(data: Uint8Array, ctx: { topic: string; pubsubname: string; contentType?: string }): CloudEvent {
-  const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  const buf = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   if (buf.length > 0 && buf[0] === 0x7b /* { */) {
     try {
       const o = JSON.parse(buf.toString('utf8')) as Record<string, unknown>;
