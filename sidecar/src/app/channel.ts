@@ -2,8 +2,7 @@
  * The app channel: the sidecar's HTTP client toward its app (job triggers, input-binding
  * events, discovery), plus health probing with the contract's Health options.
  */
-import type { IncomingHttpHeaders } from 'node:http';
-import { finished, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import type { SidecarOptions } from '../context.ts';
@@ -132,33 +131,22 @@ export class AppChannel {
   }
 
   /**
-   * Service invocation: the body goes to the app as it arrives and the answer comes back as a
-   * stream, neither buffered whole. The concurrency slot (--app-max-concurrency) is held until
-   * the answer's body has ended.
+   * Service invocation: the body goes to the app as it arrives, and `handler` (undici's dispatch
+   * API: no response stream nor promise per call) gets the answer's head and bytes as they come,
+   * neither buffered whole. The concurrency slot (--app-max-concurrency) is held until the answer
+   * has ended or failed. The caller hands its headers object over (built per call): the app's
+   * token goes into it, not into a copy.
    */
-  async invokeStream(req: { method: string; path: string; headers: Record<string, string | string[]>; body?: Readable; signal?: AbortSignal }): Promise<{ status: number; headers: IncomingHttpHeaders; body: Readable }> {
+  async dispatchInvoke(req: { method: string; path: string; headers: Record<string, string | string[]>; body?: Readable }, handler: Dispatcher.DispatchHandler): Promise<void> {
     if (!this.pool) throw new AppUnavailableError('no app channel: the sidecar was started without an app port');
     await this.acquire();
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      this.release();
-    };
-    try {
-      // the caller hands its headers object over (built per call): no copy of it here
-      const headers = req.headers;
-      if (this.opts.appApiToken) {
-        headers['rt-api-token'] = this.opts.appApiToken;
-        headers['dapr-api-token'] = this.opts.appApiToken;
-      }
-      const res = await this.pool.request({ method: req.method as Dispatcher.HttpMethod, path: req.path, headers, body: req.body, signal: req.signal });
-      finished(res.body, release);
-      return { status: res.statusCode, headers: res.headers, body: res.body };
-    } catch (e) {
-      release();
-      throw new AppUnavailableError(`app at ${this.opts.appChannelAddress}:${this.opts.appPort} did not answer ${req.method} ${req.path}: ${(e as Error).message}`, { cause: e });
+    const headers = req.headers;
+    if (this.opts.appApiToken) {
+      headers['rt-api-token'] = this.opts.appApiToken;
+      headers['dapr-api-token'] = this.opts.appApiToken;
     }
+    const h = this.opts.appMaxConcurrency > 0 ? releasing(handler, () => this.release()) : handler;
+    this.pool.dispatch({ method: req.method as Dispatcher.HttpMethod, path: req.path, headers, body: req.body }, h);
   }
 
   /**
@@ -329,6 +317,28 @@ export class AppChannel {
     await this.grpc?.close();
     await this.pool?.close().catch(() => undefined);
   }
+}
+
+/** `h`, calling `release` once when its answer has ended or failed. */
+function releasing(h: Dispatcher.DispatchHandler, release: () => void): Dispatcher.DispatchHandler {
+  let done = false;
+  const once = () => {
+    if (!done) release();
+    done = true;
+  };
+  return {
+    onRequestStart: (c, context) => h.onRequestStart?.(c, context),
+    onResponseStart: (c, status, headers, message) => h.onResponseStart?.(c, status, headers, message),
+    onResponseData: (c, chunk) => h.onResponseData?.(c, chunk),
+    onResponseEnd: (c, trailers) => {
+      once();
+      h.onResponseEnd?.(c, trailers);
+    },
+    onResponseError: (c, err) => {
+      once();
+      h.onResponseError?.(c, err);
+    },
+  };
 }
 
 /** Binding metadata as `metadata.<key>` headers (keys that are no header name are left out). */

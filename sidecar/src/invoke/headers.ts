@@ -6,7 +6,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Header } from './proto.ts';
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'http2-settings']);
+export const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'http2-settings']);
 /** The calling app's token for its own sidecar: the target gets its app token from its sidecar. */
 const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'rt-api-token', 'dapr-api-token']);
 

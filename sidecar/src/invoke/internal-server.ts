@@ -18,7 +18,8 @@ import type { AppChannel } from '../app/channel.ts';
 import { GrpcServer } from '../grpc/server.ts';
 import { invokeGrpcApp } from './grpc-app-invoke.ts';
 import { calleeProxy, Channels } from './grpc-proxy.ts';
-import { headerObject, responseHeaders } from './headers.ts';
+import { DispatchedAnswer } from './answer.ts';
+import { headerObject } from './headers.ts';
 import { headOf, sendAnswer, sendError } from './internal-http.ts';
 import type { InvokeAnswer } from './invoker.ts';
 import { internalService, type InvokeChunk, type RequestHead, type ResponseHead } from './proto.ts';
@@ -146,14 +147,17 @@ export class InternalServer {
     return undefined;
   }
 
-  private async callApp(head: RequestHead, body: Readable | undefined, signal: AbortSignal): Promise<InvokeAnswer> {
+  /** The app's answer; an HTTP app's comes through the dispatch API into `answer`. */
+  private async callApp(head: RequestHead, body: Readable | undefined, signal?: AbortSignal, answer = new DispatchedAnswer()): Promise<InvokeAnswer> {
+    const grpcApp = this.o.app.grpc;
+    if (grpcApp) return invokeGrpcApp(grpcApp, head, body, { 'rt-caller-app-id': head.caller?.app_id ?? '', 'dapr-caller-app-id': head.caller?.app_id ?? '', 'rt-callee-app-id': this.o.appId, 'dapr-callee-app-id': this.o.appId });
+    if (signal?.aborted) answer.abort();
+    else signal?.addEventListener('abort', () => answer.abort(), { once: true });
     const headers = headerObject(head.headers);
     headers['rt-caller-app-id'] = headers['dapr-caller-app-id'] = head.caller?.app_id ?? '';
     headers['rt-callee-app-id'] = headers['dapr-callee-app-id'] = this.o.appId;
-    const grpcApp = this.o.app.grpc;
-    if (grpcApp) return invokeGrpcApp(grpcApp, head, body, { 'rt-caller-app-id': head.caller?.app_id ?? '', 'dapr-caller-app-id': head.caller?.app_id ?? '', 'rt-callee-app-id': this.o.appId, 'dapr-callee-app-id': this.o.appId });
-    const res = await this.o.app.invokeStream({ method: head.method, path: head.path + head.query, headers, body, signal });
-    return { status: res.status, headers: responseHeaders(res.headers), body: res.body };
+    await this.o.app.dispatchInvoke({ method: head.method, path: head.path + head.query, headers, body }, answer);
+    return answer.ready;
   }
 
   private failure(e: unknown): string {
@@ -166,20 +170,23 @@ export class InternalServer {
     if (!head) return sendError(res, 400, 'ERR_MALFORMED_REQUEST', 'not a call between rt sidecars: the rt-invoke-target header is missing');
     const refused = this.refuse(head);
     if (refused) return sendError(res, refused.status, refused.error_code, refused.message);
-    const abort = new AbortController();
+    const answer = new DispatchedAnswer();
+    let gone = false;
     // the caller went away before the whole answer was sent: stop the app's request too
     res.once('close', () => {
-      if (!res.writableFinished) abort.abort();
+      if (res.writableFinished) return;
+      gone = true;
+      answer.abort();
     });
-    let answer: InvokeAnswer;
+    let a: InvokeAnswer;
     try {
-      answer = await this.callApp(head, head.has_body ? req : undefined, abort.signal);
+      a = await this.callApp(head, head.has_body ? req : undefined, undefined, answer);
     } catch (e) {
-      if (!abort.signal.aborted) sendError(res, 500, 'ERR_DIRECT_INVOKE', this.failure(e));
+      if (!gone) sendError(res, 500, 'ERR_DIRECT_INVOKE', this.failure(e));
       return;
     }
-    sendAnswer(res, answer, (err) => {
-      if (!abort.signal.aborted) this.failure(err);
+    sendAnswer(res, a, (err) => {
+      if (!gone) this.failure(err);
     });
   }
 

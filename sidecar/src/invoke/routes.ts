@@ -6,6 +6,7 @@
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { malformed } from '../http/errors.ts';
+import { DispatchedAnswer } from './answer.ts';
 import { headerObject, requestHeaders } from './headers.ts';
 import type { InvokeAnswer, InvokeCall } from './invoker.ts';
 
@@ -51,6 +52,12 @@ async function forward(req: FastifyRequest, reply: FastifyReply, dispatch: Dispa
   });
   const body = hasBody(req) ? (req.body as Readable | undefined) : undefined;
   const res = await dispatch(target, { method: req.method, path, query, headers: requestHeaders(req.raw.rawHeaders), body, signal: abort.signal });
+  if (res instanceof DispatchedAnswer) {
+    // the answer writes itself into node's response: no stream, no copy of its headers list
+    reply.hijack();
+    res.sendTo(reply.raw);
+    return reply;
+  }
   reply.status(res.status);
   const headers = headerObject(res.headers);
   for (const [k, v] of Object.entries(headers)) reply.header(k, v);
