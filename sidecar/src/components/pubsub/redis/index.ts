@@ -306,7 +306,9 @@ class RedisStreamsPubSub implements PubSub {
   );
 
   async init(spec: ComponentSpec, ctx: ComponentContext): Promise<void> {
-    const opts = redisOptions(spec.metadata);
+    // writes are gathered per turn here (WriteBatcher), reads are one command each: ioredis'
+    // auto-pipelining would only add a pipeline object per command
+    const opts = { ...redisOptions(spec.metadata), enableAutoPipelining: false };
     this.settings = streamSettings(spec.metadata, ctx.appId);
     this.log = ctx.log.child({ component: spec.name });
     const { Redis } = await import('ioredis');
