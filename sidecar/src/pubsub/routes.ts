@@ -36,7 +36,7 @@ export async function publishRoutes(http: FastifyInstance, service: PublishServi
       const { pubsub, topic } = target(req);
       const body = bodyOf(req);
       if (body.length === 0) throw malformed('the body must be a JSON array of {entryId, event, contentType, metadata}');
-      const list = parseJsonText(Buffer.from(body).toString('utf8'));
+      const list = parseJsonText(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')); // a view: no copy of the body
       const failed = await service.bulkPublish({
         pubsubname: pubsub,
         topic,
