@@ -5,7 +5,8 @@
  * `kubectl apply` refuse the same objects with the same message.
  */
 import { readFileSync } from 'node:fs';
-import { celEnv, isCelError, parse, plan } from '@bufbuild/cel';
+import { createRequire } from 'node:module';
+import type { CelEnv, plan as Plan } from '@bufbuild/cel';
 import { parse as parseYaml } from 'yaml';
 
 export const CRD_FILES = ['components.yaml', 'configurations.yaml', 'subscriptions.yaml', 'httpendpoints.yaml'] as const;
@@ -107,26 +108,37 @@ function join(path: string, key: string): string {
 // the rules' regexes (anchored, RE2-compatible) run as JS RegExps, compiled once: @bufbuild/cel's
 // default compiles the pattern on every call, which made each check ~1 ms
 const regexes = new Map<string, RegExp>();
-const env = celEnv({
-  re2: {
-    compile: (pattern: string) => {
-      let r = regexes.get(pattern);
-      if (!r) regexes.set(pattern, (r = new RegExp(pattern, 'u')));
-      return r;
+// CEL (with the protobuf runtime and RE2 it brings) loads with the first resource checked, not at
+// start: a sidecar without resource files never needs it (bench/README.md `### startup`). A
+// synchronous require of the ESM package, since validateResource is synchronous.
+const load = createRequire(import.meta.url);
+let cel: { lib: typeof import('@bufbuild/cel'); env: CelEnv } | undefined;
+function celLib() {
+  if (cel) return cel;
+  const lib = load('@bufbuild/cel') as typeof import('@bufbuild/cel');
+  const env = lib.celEnv({
+    re2: {
+      compile: (pattern: string) => {
+        let r = regexes.get(pattern);
+        if (!r) regexes.set(pattern, (r = new RegExp(pattern, 'u')));
+        return r;
+      },
     },
-  },
-});
-const planned = new Map<string, ReturnType<typeof plan>>();
+  });
+  return (cel = { lib, env });
+}
+const planned = new Map<string, ReturnType<typeof Plan>>();
 
 /** true when the rule holds; a rule that errors (e.g. a type mismatch) counts as failed. */
 function evaluate(rule: string, self: unknown): boolean {
+  const { lib, env } = celLib();
   let run = planned.get(rule);
   if (!run) {
-    run = plan(env, parse(rule));
+    run = lib.plan(env, lib.parse(rule));
     planned.set(rule, run);
   }
   const out = run({ self } as never);
-  return !isCelError(out) && out === true;
+  return !lib.isCelError(out) && out === true;
 }
 
 /** JSON → CEL input: objects become maps and whole numbers ints, as the API server sees them. */

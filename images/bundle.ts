@@ -10,7 +10,7 @@
  * each source file's own are replaced by the URL it would have as dist/<its path>.js, where
  * images/dist-assets.ts copies those files.
  */
-import { readFile, rm } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { builtinModules } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import * as esbuild from 'esbuild';
@@ -106,6 +106,8 @@ const result = await esbuild.build({
 const outputs = Object.entries(result.metafile.outputs);
 const bytes = outputs.reduce((n, [, o]) => n + o.bytes, 0);
 console.log(`${relative(root, dist) || dist}: ${outputs.length} bundle files, ${(bytes / 1048576).toFixed(1)} MB (entry cli/rt.js)`);
+// RT_BUNDLE_META=<file>: esbuild's metafile, to see which packages the start-up chunks hold
+if (process.env.RT_BUNDLE_META) await writeFile(process.env.RT_BUNDLE_META, JSON.stringify(result.metafile));
 if (process.env.RT_BUNDLE_REPORT) {
   const byPkg = new Map<string, number>();
   for (const [file, o] of outputs) if (file.endsWith('cli/rt.js')) for (const [inp, v] of Object.entries(o.inputs)) { const m = /node_modules\/((@[^/]+\/)?[^/]+)/.exec(inp); const k = m ? m[1] : inp.split('/').slice(0, 3).join('/'); byPkg.set(k, (byPkg.get(k) ?? 0) + v.bytesInOutput); }

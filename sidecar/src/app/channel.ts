@@ -3,7 +3,7 @@
  * events, discovery), plus health probing with the contract's Health options.
  */
 import type { Readable } from 'node:stream';
-import { Pool, type Dispatcher } from 'undici';
+import { Pool, type Dispatcher } from '../util/http-client.ts';
 import type { Logger } from 'pino';
 import type { SidecarOptions } from '../context.ts';
 import type { InputBindingEvent, InputBindingReply } from '../components/types.ts';

@@ -3,7 +3,7 @@
  * headers — secretKeyRef ones looked up per call — and its clientTLS), or a URL given as the
  * target itself (`/v1.0/invoke/https%3A%2F%2Fhost/method/...`). Bodies stream as between sidecars.
  */
-import { Agent, request, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from '../util/http-client.ts';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { HttpEndpointResource, ValueOrSecret } from '../resources/types.ts';
 import { headerObject, responseHeaders } from './headers.ts';
@@ -51,7 +51,8 @@ export class EndpointCaller {
     }
     const url = `${t.baseUrl.replace(/\/+$/, '')}${c.path}${c.query}`;
     try {
-      const res = await request(url, { dispatcher, method: c.method as Dispatcher.HttpMethod, headers, body: c.body, signal: c.signal });
+      const u = new URL(url);
+      const res = await dispatcher.request({ origin: u.origin, path: `${u.pathname}${u.search}`, method: c.method as Dispatcher.HttpMethod, headers, body: c.body, signal: c.signal });
       return { status: res.statusCode, headers: responseHeaders(res.headers), body: res.body };
     } catch (e) {
       throw directInvokeError(t.name, `${c.method} ${url} failed: ${(e as Error).message}`);

@@ -7,7 +7,7 @@
  * times more (docs/service-invocation.md).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Agent, Pool, type Dispatcher } from 'undici';
+import { Agent, Pool, type Dispatcher } from '../util/http-client.ts';
 import { ApiError, errorBody } from '../http/errors.ts';
 import { DispatchedAnswer } from './answer.ts';
 import { headerObject, requestHeaders } from './headers.ts';

@@ -4,8 +4,16 @@
  * that does not parse is refused when the subscription starts; one whose evaluation fails for a
  * message (a missing field, a type mismatch) is false for that message.
  */
-import { celEnv, isCelError, parse, plan, type CelEnv } from '@bufbuild/cel';
+import { createRequire } from 'node:module';
+import type { CelEnv } from '@bufbuild/cel';
 import type { SubscriptionRule } from '../resources/types.ts';
+
+// CEL (with the protobuf runtime and RE2 it brings) loads on the first rule with a `match`, not at
+// start: most sidecars have none, and it is ~10% of the start-up time (bench/README.md `### startup`).
+// A synchronous require of the ESM package, since subscriptions reconcile synchronously.
+const load = createRequire(import.meta.url);
+let cel: typeof import('@bufbuild/cel') | undefined;
+const celLib = () => (cel ??= load('@bufbuild/cel') as typeof import('@bufbuild/cel'));
 
 type Evaluate = (vars: { event: unknown }) => unknown;
 
@@ -19,6 +27,7 @@ let env: CelEnv | undefined;
 
 /** Parses and plans one CEL expression; throws with the parser's words when it is not CEL. */
 export function compileMatch(expr: string): Evaluate {
+  const { celEnv, parse, plan } = celLib();
   env ??= celEnv();
   let parsed;
   try {
@@ -37,7 +46,7 @@ export function compileRules(rules: SubscriptionRule[]): CompiledRule[] {
 export function matches(test: Evaluate, event: unknown): boolean {
   try {
     const r = test({ event });
-    return !isCelError(r) && r === true;
+    return !celLib().isCelError(r) && r === true;
   } catch {
     return false;
   }
