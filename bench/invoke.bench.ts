@@ -7,6 +7,9 @@
  * and the most req/s at 32 in flight. Targets (issue 21): added p50 ≤ 0.5 ms (the reference
  * runtime publishes +1.06 ms on a cluster), throughput ≥ 40% of direct.
  *
+ * A third path is the floor any pair of Node proxies pays: two bare `node:http` servers forwarding
+ * through undici's dispatch API (the second over a Unix socket, as the sidecars do), nothing else.
+ *
  * Run: node bench/invoke.bench.ts   (env BENCH_SECONDS changes the length of each run;
  * BENCH_CPU_PROF=<dir> writes a .cpuprofile of each sidecar there, named after its app id)
  */
@@ -21,13 +24,25 @@ const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const profDir = process.env.BENCH_CPU_PROF;
 const APP = `require('node:http').createServer((q, r) => { q.resume(); q.on('end', () => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{"ok":true,"n":42}'); }); }).listen(Number(process.env.PORT), '127.0.0.1');`;
 
+/**
+ * The floor: a bare node:http server that forwards each request through undici's dispatch API —
+ * over a Unix socket (SOCK_OUT) or to 127.0.0.1:OUT — and listens on PORT or the socket SOCK_IN.
+ */
+const PROXY = `const http = require('node:http'); const { Pool } = require(process.env.UNDICI);
+const pool = process.env.SOCK_OUT ? new Pool('http://localhost', { socketPath: process.env.SOCK_OUT, connections: 256 }) : new Pool('http://127.0.0.1:' + process.env.OUT, { connections: 128 });
+const server = http.createServer((req, res) => pool.dispatch({ method: req.method, path: req.url, headers: { 'x-hop': '1' } }, {
+  onRequestStart() {}, onResponseStart(c, status, headers) { res.writeHead(status, headers); }, onResponseData(c, d) { res.write(d); },
+  onResponseEnd() { res.end(); }, onResponseError(c, e) { res.destroy(e); } }));
+server.listen(process.env.SOCK_IN ?? Number(process.env.PORT), process.env.SOCK_IN ? undefined : '127.0.0.1');
+if (process.env.SOCK_IN) http.createServer((q, r) => r.end('ok')).listen(Number(process.env.PORT), '127.0.0.1');`;
+
 /** CPU time of a process so far, in µs (utime + stime from /proc, in clock ticks of 10 ms). */
 function cpuOf(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
-/** [load generator, app, target sidecar, caller sidecar] CPU µs per call over a 3 s closed-loop run. */
+/** [load generator, app, then the given processes] CPU µs per call over a 3 s closed-loop run. */
 async function cpuPerCall(url: string, procs: Child[]): Promise<number[]> {
   const pids = procs.map((c) => c.proc.pid!);
   const before = pids.map(cpuOf);
@@ -51,15 +66,25 @@ try {
     });
   children.push(await sidecar('target', targetHttp, ['--app-port', String(appPort)]));
   children.push(await sidecar('caller', callerHttp, []));
+  const [floorT, floorC] = [await freePort(), await freePort()];
+  const undici = join(root, 'node_modules/undici/index.js');
+  const floorSock = join(home, 'floor.sock');
+  const floor = [
+    await startChild(process.execPath, ['-e', PROXY], { env: { PORT: String(floorT), OUT: String(appPort), SOCK_IN: floorSock, UNDICI: undici }, readyUrl: `http://127.0.0.1:${floorT}/` }),
+  ];
+  floor.push(await startChild(process.execPath, ['-e', PROXY], { env: { PORT: String(floorC), SOCK_OUT: floorSock, UNDICI: undici }, readyUrl: `http://127.0.0.1:${floorC}/` }));
+  children.push(...floor);
 
   const direct = `http://127.0.0.1:${appPort}/ping`;
   const via = `http://127.0.0.1:${callerHttp}/v1.0/invoke/target/method/ping`;
-  // warm both paths (connections, JIT)
+  const bare = `http://127.0.0.1:${floorC}/ping`;
+  // warm the paths (connections, JIT)
   await load({ url: direct, durationMs: 1000 });
   await load({ url: via, durationMs: 2000 });
+  await load({ url: bare, durationMs: 2000 });
 
   // alternate the paths, three runs each, and keep each one's median, so load from other work hits both
-  const runs = { lightD: [] as LoadResult[], lightV: [] as LoadResult[], steadyD: [] as LoadResult[], steadyV: [] as LoadResult[], maxD: [] as LoadResult[], maxV: [] as LoadResult[] };
+  const runs = { lightD: [] as LoadResult[], lightV: [] as LoadResult[], steadyD: [] as LoadResult[], steadyV: [] as LoadResult[], steadyF: [] as LoadResult[], maxD: [] as LoadResult[], maxV: [] as LoadResult[], maxF: [] as LoadResult[] };
   const ms = seconds * 1000;
   for (let i = 0; i < 3; i++) {
     // 100 req/s: what a call costs when nothing queues (on a shared machine 1,000 req/s may not be)
@@ -67,19 +92,23 @@ try {
     runs.lightV.push(await load({ url: via, durationMs: ms, rate: 100, concurrency: 64 }));
     runs.steadyD.push(await load({ url: direct, durationMs: ms, rate: 1000, concurrency: 64 }));
     runs.steadyV.push(await load({ url: via, durationMs: ms, rate: 1000, concurrency: 64 }));
+    runs.steadyF.push(await load({ url: bare, durationMs: ms, rate: 1000, concurrency: 64 }));
     runs.maxD.push(await load({ url: direct, durationMs: ms, concurrency: 32 }));
     runs.maxV.push(await load({ url: via, durationMs: ms, concurrency: 32 }));
+    runs.maxF.push(await load({ url: bare, durationMs: ms, concurrency: 32 }));
   }
   // CPU each process spends per call (Linux /proc, the load generator by process.cpuUsage): the
   // share of each hop, and on a CPU-bound machine the ceiling of the throughput ratio
-  const cpuRuns = { direct: await cpuPerCall(direct, children), via: await cpuPerCall(via, children) };
+  const [app, target, caller, floorTarget, floorCaller] = children;
+  const cpuRuns = { direct: await cpuPerCall(direct, [app]), via: await cpuPerCall(via, [app, target, caller]), bare: await cpuPerCall(bare, [app, floorTarget, floorCaller]) };
 
   const pick = (rs: LoadResult[], k: 'p50Ms' | 'p99Ms' | 'rps') => [...rs].sort((a, b) => a[k] - b[k])[1];
-  const { lightD, lightV, steadyD, steadyV, maxD, maxV } = runs;
+  const { lightD, lightV, steadyD, steadyV, steadyF, maxD, maxV, maxF } = runs;
   const [l1, lv1, l99, lv99] = [pick(lightD, 'p50Ms'), pick(lightV, 'p50Ms'), pick(lightD, 'p99Ms'), pick(lightV, 'p99Ms')];
   const [d1, v1] = [pick(steadyD, 'p50Ms'), pick(steadyV, 'p50Ms')];
   const [d99, v99] = [pick(steadyD, 'p99Ms'), pick(steadyV, 'p99Ms')];
-  const [dMax, vMax] = [pick(maxD, 'rps'), pick(maxV, 'rps')];
+  const [f1, f99] = [pick(steadyF, 'p50Ms'), pick(steadyF, 'p99Ms')];
+  const [dMax, vMax, fMax] = [pick(maxD, 'rps'), pick(maxV, 'rps'), pick(maxF, 'rps')];
 
   console.log(machineLine());
   console.log(`load average before the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')}`);
@@ -88,6 +117,8 @@ try {
     { path: 'app → sidecar → sidecar → app', 'p50 ms': v1.p50Ms, 'p99 ms': v99.p99Ms, errors: v1.errors + v99.errors },
     { path: 'added by the two sidecars', 'p50 ms': v1.p50Ms - d1.p50Ms, 'p99 ms': v99.p99Ms - d99.p99Ms, errors: '' },
     { path: 'target (added p50)', 'p50 ms': 0.5, 'p99 ms': '', errors: '' },
+    { path: 'floor: app → bare proxy → bare proxy → app', 'p50 ms': f1.p50Ms, 'p99 ms': f99.p99Ms, errors: f1.errors + f99.errors },
+    { path: 'added by the two bare proxies', 'p50 ms': f1.p50Ms - d1.p50Ms, 'p99 ms': f99.p99Ms - d99.p99Ms, errors: '' },
   ]);
   printTable('invoke — at 100 req/s, nothing queued (median of 3 runs each)', [
     { path: 'anchor: app → app directly', 'p50 ms': l1.p50Ms, 'p99 ms': l99.p99Ms, errors: l1.errors },
@@ -98,14 +129,16 @@ try {
     { path: 'anchor: app → app directly', 'req/s': dMax.rps, 'p50 ms': dMax.p50Ms, 'p99 ms': dMax.p99Ms, errors: dMax.errors, 'vs direct': '1.00×' },
     { path: 'app → sidecar → sidecar → app', 'req/s': vMax.rps, 'p50 ms': vMax.p50Ms, 'p99 ms': vMax.p99Ms, errors: vMax.errors, 'vs direct': ratio(vMax.rps, dMax.rps) },
     { path: 'target', 'req/s': '', 'p50 ms': '', 'p99 ms': '', errors: '', 'vs direct': '≥ 0.40×' },
+    { path: 'floor: app → bare proxy → bare proxy → app', 'req/s': fMax.rps, 'p50 ms': fMax.p50Ms, 'p99 ms': fMax.p99Ms, errors: fMax.errors, 'vs direct': ratio(fMax.rps, dMax.rps) },
   ]);
-  const [a, b] = [cpuRuns.direct, cpuRuns.via];
-  // the idle sidecars' own timers do not belong to a direct call
-  const total = (r: number[], n = r.length) => r.slice(0, n).reduce((x, y) => x + y, 0);
+  const [a, b, f] = [cpuRuns.direct, cpuRuns.via, cpuRuns.bare];
+  const total = (r: number[]) => r.reduce((x, y) => x + y, 0);
   printTable('invoke — CPU µs per call in each process (closed loop, 8 in flight)', [
-    { path: 'anchor: app → app directly', 'load generator': a[0], 'target app': a[1], 'target sidecar': '', 'caller sidecar': '', total: total(a, 2) },
+    { path: 'anchor: app → app directly', 'load generator': a[0], 'target app': a[1], 'target sidecar': '', 'caller sidecar': '', total: total(a) },
     { path: 'app → sidecar → sidecar → app', 'load generator': b[0], 'target app': b[1], 'target sidecar': b[2], 'caller sidecar': b[3], total: total(b) },
-    { path: 'direct ÷ via: throughput ceiling when CPU-bound', 'load generator': '', 'target app': '', 'target sidecar': '', 'caller sidecar': '', total: ratio(total(a, 2), total(b)) },
+    { path: 'direct ÷ via: throughput ceiling when CPU-bound', 'load generator': '', 'target app': '', 'target sidecar': '', 'caller sidecar': '', total: ratio(total(a), total(b)) },
+    { path: 'floor: bare proxies in the sidecars\' places', 'load generator': f[0], 'target app': f[1], 'target sidecar': f[2], 'caller sidecar': f[3], total: total(f) },
+    { path: 'direct ÷ floor: the most two Node proxies allow', 'load generator': '', 'target app': '', 'target sidecar': '', 'caller sidecar': '', total: ratio(total(a), total(f)) },
   ]);
 } finally {
   for (const c of children.reverse()) await c.stop();
