@@ -73,18 +73,21 @@ export class InProcessClient implements SchedulerClient {
     // hand triggers over a turn of the event loop later, in batches, as the gRPC stream does:
     // the engine's timer tick stays short even when thousands come due at once
     let batch: Trigger[] = [];
+    // one promise reaction per trigger (not then + finally): a burst hands over thousands
+    const settled = (id: string, ok: boolean) => {
+      this.active--;
+      engine.ack(id, ok);
+    };
     const run = () => {
       const out = batch;
       batch = [];
       for (const t of out) {
         if (this.draining) continue; // not acked: fired again after the next start
         this.active++;
-        handler(t)
-          .then(
-            (ok) => engine.ack(t.id, ok),
-            () => engine.ack(t.id, false),
-          )
-          .finally(() => this.active--);
+        handler(t).then(
+          (ok) => settled(t.id, ok),
+          () => settled(t.id, false),
+        );
       }
     };
     this.disconnect = engine.connect(target, {

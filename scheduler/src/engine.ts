@@ -54,6 +54,8 @@ interface Inflight {
 interface ConsumerSlot {
   consumer: Consumer;
   inflight: Set<string>;
+  /** Its app's queue (an ack drains it without building the target's key again). */
+  tq: TargetQueue;
 }
 
 interface TargetQueue {
@@ -188,7 +190,7 @@ export class SchedulerEngine implements StoreListener {
   /** Registers a sidecar of `target`; returns its disconnect function. */
   connect(target: Target, consumer: Consumer): () => void {
     const tq = this.queue(target);
-    const slot: ConsumerSlot = { consumer, inflight: new Set() };
+    const slot: ConsumerSlot = { consumer, inflight: new Set(), tq };
     tq.consumers.push(slot);
     this.log.debug({ target, consumer: consumer.name }, 'sidecar connected');
     this.drain(tq);
@@ -219,7 +221,7 @@ export class SchedulerEngine implements StoreListener {
     this.inflight.delete(id);
     if (inf.consumer) {
       inf.consumer.inflight.delete(id);
-      this.drain(this.queue(inf.trigger.key));
+      this.drain(inf.consumer.tq);
     }
     const live = this.jobs.get(inf.ks);
     if (!live || live.rec.gen !== inf.gen) return; // deleted or replaced meanwhile
@@ -337,23 +339,24 @@ export class SchedulerEngine implements StoreListener {
       }
       live.busy = true;
       this.stats.fired++;
-      this.dispatch({ id: this.newId(), key: rec.key, dataJson: rec.spec.dataJson, dueAt: rec.nextAt, attempt: 0, gen: rec.gen });
+      this.dispatch({ id: this.newId(), key: rec.key, dataJson: rec.spec.dataJson, dueAt: rec.nextAt, attempt: 0, gen: rec.gen }, live.ks);
     }
     this.arm();
   }
 
-  private dispatch(t: Trigger): void {
-    const live = this.jobs.get(keyString(t.key));
+  /**
+   * `ks`, `tq`: the job's key string and its app's queue when the caller has them (a burst
+   * dispatches thousands); `chosen`: the sidecar drain() already picked.
+   */
+  private dispatch(t: Trigger, ks = keyString(t.key), tq = this.queue(t.key), chosen?: ConsumerSlot): void {
+    const live = this.jobs.get(ks);
     // a trigger that waited while its job was deleted or replaced is dropped
     if (!live || live.releasing || t.gen !== live.rec.gen) return;
-    const tq = this.queue(t.key);
-    const appJob = t.key.owner === '';
-    const able = tq.consumers.filter((c) => c.inflight.size < CONSUMER_WINDOW && (!appJob || c.consumer.appJobs !== false));
-    if (able.length === 0) {
+    const slot = chosen ?? this.pick(tq, t.key.owner === '');
+    if (!slot) {
       tq.pending.push(t);
       return;
     }
-    const slot = able[tq.rr++ % able.length];
     slot.inflight.add(t.id);
     this.inflight.set(t.id, { trigger: t, ks: live.ks, gen: live.rec.gen, consumer: slot, sentAt: this.now() });
     try {
@@ -425,14 +428,31 @@ export class SchedulerEngine implements StoreListener {
     }
   }
 
+  /**
+   * The next sidecar (round robin) with room in its window that can take the trigger (an app
+   * job needs one with an app channel); undefined when none can. No array per call: a burst
+   * picks thousands of times.
+   */
+  private pick(tq: TargetQueue, appJob: boolean): ConsumerSlot | undefined {
+    const n = tq.consumers.length;
+    for (let i = 0; i < n; i++) {
+      const slot = tq.consumers[(tq.rr + i) % n];
+      if (slot.inflight.size < CONSUMER_WINDOW && (!appJob || slot.consumer.appJobs !== false)) {
+        tq.rr = (tq.rr + i + 1) % n;
+        return slot;
+      }
+    }
+    return undefined;
+  }
+
   /** Sends waiting triggers, oldest first, while a sidecar that can take the next one has room. */
   private drain(tq: TargetQueue): void {
     while (tq.head < tq.pending.length) {
       const t = tq.pending[tq.head];
-      const appJob = t.key.owner === '';
-      if (!tq.consumers.some((c) => c.inflight.size < CONSUMER_WINDOW && (!appJob || c.consumer.appJobs !== false))) break;
+      const slot = this.pick(tq, t.key.owner === '');
+      if (!slot) break;
       tq.head++;
-      this.dispatch(t);
+      this.dispatch(t, keyString(t.key), tq, slot);
     }
     if (tq.head > 1024 && tq.head * 2 > tq.pending.length) {
       tq.pending = tq.pending.slice(tq.head);
