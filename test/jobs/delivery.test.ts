@@ -171,7 +171,8 @@ describe('persistence of the embedded scheduler', () => {
 
   it('answers 500 with a clear message in kubernetes mode without a scheduler', async () => {
     const dir = tempDir();
-    const sc = await sidecarFor({ dataDir: dir.path, mode: 'kubernetes' });
+    // a free internal port: kubernetes mode's default (50002) may be taken by another suite
+    const sc = await sidecarFor({ dataDir: dir.path, mode: 'kubernetes', internalGrpcPort: 0 });
     try {
       const res = await postJob(sc.base, 'x', { dueTime: '1s' });
       expect(res.status).toBe(500);
