@@ -3,6 +3,7 @@
  * success only, pending messages of a consumer that went away claimed after processingTimeout,
  * replicas of one app sharing a topic, maxLenApprox trimming, and metadata errors.
  */
+import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { factory, streamSettings } from '../../sidecar/src/components/pubsub/redis/index.ts';
@@ -79,6 +80,38 @@ describe.skipIf(!available)('pubsub.redis against a real Redis', () => {
     expect(failed[0].error).toMatch(/WRONGTYPE/);
     expect(fine).toEqual([]);
     await until(() => got.length === before + 3);
+  });
+
+  it('entries packed into one script argument come out as they went in: any bytes, multi-byte content types and metadata, empty data', async () => {
+    const p = await open();
+    // data with newlines, spaces and digits (the packing's separators), arbitrary bytes, UTF-8 beyond ASCII
+    const entry = fc.record({
+      event: fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.constantFrom(new Uint8Array(), Buffer.from('12 34\n5\n\n'))),
+      contentType: fc.option(fc.constantFrom('application/json', 'text/plain; charset=ütf-8', 'application/x-ölçü'), { nil: undefined }),
+      metadata: fc.dictionary(fc.stringMatching(/^[a-zü0-9 ]{1,8}$/), fc.string({ maxLength: 12 }), { maxKeys: 3 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(entry, { minLength: 1, maxLength: 30 }), async (list) => {
+        const topic = topicName('packed');
+        topics.push(topic);
+        const got: PubSubMessage[] = [];
+        const sub = p.subscribe(topic, {}, async (m) => void got.push(m));
+        try {
+          const entries: BulkPublishEntry[] = list.map((e, i) => ({ entryId: String(i), ...e }));
+          expect(await p.bulkPublish!(topic, entries)).toEqual([]);
+          await until(() => got.length === list.length);
+          // one stream, one reader: delivered in the order added
+          got.forEach((m, i) => {
+            expect(Buffer.from(m.data).equals(Buffer.from(list[i].event))).toBe(true);
+            expect(m.contentType).toBe(list[i].contentType);
+            expect(m.metadata).toEqual(list[i].metadata);
+          });
+        } finally {
+          sub.close();
+        }
+      }),
+      { numRuns: 15 },
+    );
   });
 
   it('a failed message stays pending and is delivered again after processingTimeout', async () => {
