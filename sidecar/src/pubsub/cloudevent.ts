@@ -62,7 +62,11 @@ export function envelope(input: EnvelopeInput): { data: Buffer; contentType: str
   const contentType = input.contentType || 'text/plain';
   if (isRawPayload(input.metadata)) return { data: Buffer.from(input.body), contentType };
   const text = () => Buffer.from(input.body).toString('utf8');
-  if (input.parsed && !isCloudEventType(input.contentType) && isJsonType(contentType)) return { data: Buffer.from(wrapParsed(input, contentType, input.parsed.value, ttl)), contentType: CLOUDEVENT_CONTENT_TYPE };
+  if (!isCloudEventType(input.contentType) && isJsonType(contentType)) {
+    // a JSON body: the CloudEvent written as text around the parsed value, no event object to stringify
+    const value = input.parsed ? input.parsed.value : input.body.length > 0 ? parseJsonText(text(), 'request body') : undefined;
+    return { data: Buffer.from(wrapParsed(input, contentType, value, ttl)), contentType: CLOUDEVENT_CONTENT_TYPE };
+  }
   let event: Record<string, unknown>;
   if (isCloudEventType(input.contentType)) {
     const parsed = parseJsonText(text(), 'CloudEvent body');
@@ -75,10 +79,7 @@ export function envelope(input: EnvelopeInput): { data: Buffer; contentType: str
     event.type ??= EVENT_TYPE;
   } else {
     event = { specversion: '1.0', id: randomUUID(), source: input.appId, type: EVENT_TYPE, datacontenttype: contentType };
-    if (isJsonType(contentType)) {
-      if (input.parsed) event.data = input.parsed.value;
-      else if (input.body.length > 0) event.data = parseJsonText(text(), 'request body');
-    } else if (contentType.startsWith('text/')) {
+    if (contentType.startsWith('text/')) {
       event.data = text();
     } else {
       event.data_base64 = Buffer.from(input.body).toString('base64');
