@@ -133,7 +133,7 @@ const XADD_MANY_MAX = 1000;
 
 type ScriptClient = Redis & { rtXaddMany(topic: string, ...args: (string | Buffer)[]): Promise<(number | string)[]> };
 
-/** One entry to add: its stream fields (`fieldsOf`), and which publish call waits for it. */
+/** One entry to add: its stream fields (see `fieldsOf`), and which publish call waits for it. */
 interface PendingAdd {
   data: Buffer;
   contentType: string | undefined;
@@ -165,7 +165,6 @@ class AddCall {
     if (--this.remaining === 0) this.resolve(this.errors);
   }
 }
-
 
 /**
  * Writes gathered over one turn of the event loop go to Redis together: under load many
