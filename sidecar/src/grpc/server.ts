@@ -1,31 +1,42 @@
 /**
  * The sidecar's gRPC port (50001). Building blocks add services before start();
  * the workflow engine's TaskHubSidecarService lives here.
+ *
+ * Services are added as loaders and built on the first connection: loading their protos (the
+ * runtime API, the Durable Task protocol, invocation) is a fifth of the sidecar's start-up and
+ * several MB that a sidecar whose app never speaks gRPC does not need. The port itself listens
+ * from the start (a plain net.Server); its connections are handed to grpc-js's connection
+ * injector, so the first call is served as soon as it arrives.
  */
+import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { tokenMatches } from '../http/auth.ts';
 
+/** A service's definition and handlers, made when the port gets its first connection. */
+export type ServiceLoader = () => { definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation };
+
+type Built = { server: grpc.Server; injector: ReturnType<grpc.Server['createConnectionInjector']> };
+
 export class GrpcServer {
-  readonly server: grpc.Server;
   private readonly log: Logger;
   private readonly apiToken?: string;
+  private readonly loaders: ServiceLoader[] = [];
+  private fallback?: grpc.handleBidiStreamingCall<Buffer, Buffer>;
+  private built?: Built;
+  private listener?: NetServer;
   private boundPort = 0;
-  private services = 0;
 
   constructor(log: Logger, apiToken?: string) {
     this.log = log;
     this.apiToken = apiToken;
-    this.server = new grpc.Server({
-      'grpc.max_receive_message_length': 64 * 1024 * 1024,
-      'grpc.max_send_message_length': 64 * 1024 * 1024,
-      'grpc.keepalive_permit_without_calls': 1,
-    });
   }
 
-  addService(service: grpc.ServiceDefinition, impl: grpc.UntypedServiceImplementation): void {
-    this.server.addService(service, impl);
-    this.services++;
+  /** Adds a service; its loader runs on the first connection (at once if one came already). */
+  addService(load: ServiceLoader): void {
+    this.loaders.push(load);
+    if (this.built) this.register(this.built.server, load);
   }
 
   /**
@@ -35,10 +46,8 @@ export class GrpcServer {
    * fails if an upgrade moves it.
    */
   setFallback(handler: grpc.handleBidiStreamingCall<Buffer, Buffer>): void {
-    const server = this.server as unknown as { _retrieveHandler(path: string): unknown };
-    const lookup = server._retrieveHandler.bind(server);
-    const raw = (b: Buffer) => b;
-    server._retrieveHandler = (path: string) => lookup(path) ?? { func: handler, serialize: raw, deserialize: raw, type: 'bidi', path };
+    this.fallback = handler;
+    if (this.built) this.installFallback(this.built.server, handler);
   }
 
   /** True when the call carries the API token (or none is configured). */
@@ -57,25 +66,76 @@ export class GrpcServer {
     return this.boundPort;
   }
 
+  /** Serves one connection that speaks HTTP/2 (gRPC): this port's, or one another server sniffed. */
+  inject(socket: Duplex): void {
+    let built: Built;
+    try {
+      built = this.build();
+    } catch (e) {
+      // a service that cannot be built is a defect of this build: say so, keep the process
+      this.log.error({ err: e }, 'the gRPC services could not be built');
+      socket.destroy();
+      return;
+    }
+    built.injector.injectConnection(socket);
+  }
+
   async listen(address: string, port: number): Promise<number> {
-    const host = address.includes(':') ? `[${address}]` : address;
-    this.boundPort = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
-    );
-    this.log.info({ port: this.boundPort, services: this.services }, 'gRPC API listening');
+    const listener = createNetServer({ noDelay: true }, (s: Socket) => this.inject(s));
+    await new Promise<void>((resolve, reject) => {
+      listener.once('error', reject);
+      listener.listen(port, address, () => {
+        listener.off('error', reject);
+        resolve();
+      });
+    });
+    this.listener = listener;
+    this.boundPort = (listener.address() as { port: number }).port;
+    this.log.info({ port: this.boundPort, services: this.loaders.length }, 'gRPC API listening');
     return this.boundPort;
   }
 
   async close(): Promise<void> {
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(() => {
-        this.server.forceShutdown();
-        resolve();
-      }, 3000);
-      this.server.tryShutdown(() => {
-        clearTimeout(t);
-        resolve();
+    const listener = this.listener;
+    const closed = new Promise<void>((r) => (listener ? listener.close(() => r()) : r()));
+    const built = this.built;
+    if (built) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(() => {
+          built.server.forceShutdown();
+          resolve();
+        }, 3000);
+        built.server.tryShutdown(() => {
+          clearTimeout(t);
+          resolve();
+        });
       });
+    }
+    await closed;
+  }
+
+  private build(): Built {
+    if (this.built) return this.built;
+    const server = new grpc.Server({
+      'grpc.max_receive_message_length': 64 * 1024 * 1024,
+      'grpc.max_send_message_length': 64 * 1024 * 1024,
+      'grpc.keepalive_permit_without_calls': 1,
     });
+    for (const load of this.loaders) this.register(server, load);
+    if (this.fallback) this.installFallback(server, this.fallback);
+    this.built = { server, injector: server.createConnectionInjector(grpc.ServerCredentials.createInsecure()) };
+    return this.built;
+  }
+
+  private register(server: grpc.Server, load: ServiceLoader): void {
+    const { definition, implementation } = load();
+    server.addService(definition, implementation);
+  }
+
+  private installFallback(server: grpc.Server, handler: grpc.handleBidiStreamingCall<Buffer, Buffer>): void {
+    const s = server as unknown as { _retrieveHandler(path: string): unknown };
+    const lookup = s._retrieveHandler.bind(s);
+    const raw = (b: Buffer) => b;
+    s._retrieveHandler = (path: string) => lookup(path) ?? { func: handler, serialize: raw, deserialize: raw, type: 'bidi', path };
   }
 }

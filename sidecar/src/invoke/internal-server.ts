@@ -54,15 +54,13 @@ export class InternalServer {
   private readonly channels = new Channels();
   private readonly sockets = new Set<Socket>();
   private unix?: { server: NetServer; path: string };
-  private readonly injector: ReturnType<grpc.Server['createConnectionInjector']>;
 
   constructor(o: InternalServerOptions) {
     this.o = o;
     this.grpc = new GrpcServer(o.log);
-    this.grpc.addService(internalService(), { CallStream: (call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>) => void this.serveStream(call) });
+    this.grpc.addService(() => ({ definition: internalService(), implementation: { CallStream: (call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>) => void this.serveStream(call) } }));
     // gRPC calls of any other method are proxied calls for this sidecar's gRPC app
     this.grpc.setFallback(calleeProxy({ appId: o.appId, appAddress: o.grpcApp, appApiToken: o.appApiToken, slot: () => o.app.slot(), refuse: (h) => this.refuse(h) }, this.channels));
-    this.injector = this.grpc.server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
     this.net = createNetServer({ noDelay: true }, (s) => this.sniff(s));
   }
 
@@ -103,7 +101,6 @@ export class InternalServer {
     // net.Server.close waits for every connection: callers keep theirs open (keep-alive, HTTP/2)
     const closed = Promise.all([this.net, this.unix?.server].map((s) => new Promise<void>((r) => (s ? s.close(() => r()) : r()))));
     this.http1.closeAllConnections();
-    this.injector.destroy();
     await this.grpc.close();
     for (const s of this.sockets) s.destroy();
     await closed;
@@ -127,7 +124,7 @@ export class InternalServer {
       socket.off('data', onData);
       socket.pause();
       socket.unshift(seen);
-      if (h2) this.injector.injectConnection(socket);
+      if (h2) this.grpc.inject(socket);
       else this.http1.emit('connection', socket);
       process.nextTick(() => socket.resume());
     };

@@ -46,7 +46,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     return invoker.invoke(app, call);
   };
   await invokeRoutes(ctx.http, dispatch);
-  ctx.grpc.addService(invokeServiceDefinition(), { InvokeService: invokeServiceHandler(ctx.grpc, dispatch) });
+  ctx.grpc.addService(() => ({ definition: invokeServiceDefinition(), implementation: { InvokeService: invokeServiceHandler(ctx.grpc, dispatch) } }));
   // gRPC proxying: any method this port does not implement, sent with rt-app-id, goes to that app
   const channels = new Channels();
   ctx.onClose(() => channels.close());

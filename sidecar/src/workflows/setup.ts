@@ -81,7 +81,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   ctx.services.workflows = engine;
   watchActorStore(ctx, engine, actor?.name, log);
 
-  ctx.grpc.addService(taskHubService(), taskHubImplementation(engine, ctx.grpc));
+  ctx.grpc.addService(() => ({ definition: taskHubService(), implementation: taskHubImplementation(engine, ctx.grpc) }));
   await registerRoutes(ctx.http, engine);
 
   const base = `rt.internal.${namespace}.${appId}`;

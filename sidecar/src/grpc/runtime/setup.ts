@@ -30,21 +30,24 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     ...workflowMethods(ctx),
     ...pubsubMethods(ctx),
   };
-  const definition = runtimeService();
-  const handlers: grpc.UntypedServiceImplementation = {};
-  const tolerant: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   const streams: Record<string, grpc.UntypedHandleCall> = pubsubStreams(ctx);
-  for (const name of Object.keys(definition)) {
-    tolerant[name] = tolerantDecode(definition[name], name);
-    if (streams[name]) {
-      handlers[name] = streams[name];
-      continue;
+  // the proto loads with the port's first connection (grpc/server.ts)
+  ctx.grpc.addService(() => {
+    const definition = runtimeService();
+    const implementation: grpc.UntypedServiceImplementation = {};
+    const tolerant: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+    for (const name of Object.keys(definition)) {
+      tolerant[name] = tolerantDecode(definition[name], name);
+      if (streams[name]) {
+        implementation[name] = streams[name];
+        continue;
+      }
+      const fn = methods[name];
+      if (!fn) throw new Error(`runtime API: no handler for ${name}`);
+      implementation[name] = unary(ctx.grpc, fn as Unary<unknown, unknown>);
     }
-    const fn = methods[name];
-    if (!fn) throw new Error(`runtime API: no handler for ${name}`);
-    handlers[name] = unary(ctx.grpc, fn as Unary<unknown, unknown>);
-  }
-  const extra = unsupportedService(ctx.grpc);
-  ctx.grpc.addService({ ...tolerant, ...extra.definition }, { ...handlers, ...extra.handlers });
+    const extra = unsupportedService(ctx.grpc);
+    return { definition: { ...tolerant, ...extra.definition }, implementation: { ...implementation, ...extra.handlers } };
+  });
 }
 
