@@ -21,9 +21,10 @@ const dist = resolve(process.argv[2] ?? join(root, 'dist'));
 
 /**
  * Dependencies never bundled: native addons, optional dependencies (the image installs without
- * them) and packages that read files beside themselves.
+ * them), packages that read files beside themselves, and protobufjs with proto-loader, which
+ * sidecar/src/grpc/proto-libs.ts requires on first use (one copy for every user, none at start).
  */
-const EXTERNAL = ['ssh2', 'cpu-features', 'pg-cloudflare', 'pg-native', '@kubernetes/client-node', 'pino-pretty', 'thread-stream', 'pino'];
+const EXTERNAL = ['ssh2', 'cpu-features', 'pg-cloudflare', 'pg-native', '@kubernetes/client-node', 'thread-stream', 'protobufjs', '@grpc/proto-loader'];
 
 const ownImportMeta: esbuild.Plugin = {
   name: 'own-import-meta',
@@ -96,7 +97,7 @@ const result = await esbuild.build({
   },
   // smaller source = less to parse at start and less held as the script's source string;
   // names kept, since errors and logs print class names
-  minify: true,
+  minify: !process.env.RT_NO_MINIFY,
   keepNames: true,
   charset: 'ascii',
   legalComments: 'none',

@@ -1,7 +1,7 @@
 /** Loads operator/proto/operator.proto (shared by the operator's server and the sidecar's client). */
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import { protoLoader } from '../../sidecar/src/grpc/proto-libs.ts';
 
 export interface WatchResourcesRequest {
   namespace: string;
@@ -25,7 +25,7 @@ let pkg: grpc.GrpcObject | undefined;
 
 function load(): grpc.GrpcObject {
   pkg ??= grpc.loadPackageDefinition(
-    protoLoader.loadSync(fileURLToPath(new URL('../proto/operator.proto', import.meta.url)), { keepCase: false, longs: String, defaults: true }),
+    protoLoader().loadSync(fileURLToPath(new URL('../proto/operator.proto', import.meta.url)), { keepCase: false, longs: String, defaults: true }),
   );
   return pkg;
 }

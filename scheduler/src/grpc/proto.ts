@@ -1,7 +1,7 @@
 /** Loads scheduler.proto and converts between its messages and the scheduler's types. */
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import { protoLoader } from '../../../sidecar/src/grpc/proto-libs.ts';
 import { SchedulerError, type FailurePolicy, type JobKey, type JobRecord, type JobSpec, type SchedulerErrorKind, type Trigger } from '../types.ts';
 
 /** Metadata key that carries the scheduler token (when the scheduler has one). */
@@ -13,7 +13,7 @@ let cached: grpc.ServiceClientConstructor | undefined;
 export function schedulerService(): grpc.ServiceClientConstructor {
   if (cached) return cached;
   const file = fileURLToPath(new URL('../../proto/scheduler.proto', import.meta.url));
-  const def = protoLoader.loadSync(file, { keepCase: false, longs: Number, enums: String, defaults: false, oneofs: true });
+  const def = protoLoader().loadSync(file, { keepCase: false, longs: Number, enums: String, defaults: false, oneofs: true });
   const pkg = grpc.loadPackageDefinition(def) as unknown as { rt: { scheduler: { v1: { Scheduler: grpc.ServiceClientConstructor } } } };
   cached = pkg.rt.scheduler.v1.Scheduler;
   return cached;

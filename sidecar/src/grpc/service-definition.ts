@@ -9,7 +9,8 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
-import protobuf from 'protobufjs';
+import type * as protobuf from 'protobufjs';
+import { protobufjs } from './proto-libs.ts';
 
 export interface LightLoadOptions extends protobuf.IConversionOptions {
   /** Field names as written in the .proto (snake_case) instead of camelCase. */
@@ -20,7 +21,8 @@ export interface LightLoadOptions extends protobuf.IConversionOptions {
 
 /** The `grpc.ServiceDefinition` of `serviceName` (package-qualified) defined in `file`. */
 export function loadServiceDefinition(file: string, serviceName: string, options: LightLoadOptions): grpc.ServiceDefinition {
-  const root = new protobuf.Root();
+  const pb = protobufjs();
+  const root = new pb.Root();
   const includeDirs = options.includeDirs ?? [];
   root.resolvePath = (origin, target) => {
     if (isAbsolute(target)) return target;
@@ -28,7 +30,7 @@ export function loadServiceDefinition(file: string, serviceName: string, options
       const full = join(dir, target);
       if (existsSync(full)) return full;
     }
-    return protobuf.util.path.resolve(origin, target);
+    return pb.util.path.resolve(origin, target);
   };
   root.loadSync(file, { keepCase: options.keepCase ?? false });
   root.resolveAll();

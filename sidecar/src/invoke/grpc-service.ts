@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import { protoLoader } from '../grpc/proto-libs.ts';
 import { GrpcServer } from '../grpc/server.ts';
 import { codeForStatus, toStatus } from '../grpc/runtime/errors.ts';
 import type { Header } from './proto.ts';
@@ -25,7 +25,7 @@ interface InvokeServiceRequest {
 }
 
 export function invokeServiceDefinition(): grpc.ServiceDefinition {
-  const pkg = protoLoader.loadSync(join(import.meta.dirname, 'proto', 'invoke-service.proto'), { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true, includeDirs: [join(import.meta.dirname, '..', 'app', 'proto')] });
+  const pkg = protoLoader().loadSync(join(import.meta.dirname, 'proto', 'invoke-service.proto'), { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true, includeDirs: [join(import.meta.dirname, '..', 'app', 'proto')] });
   return pkg['dapr.proto.runtime.v1.Dapr'] as grpc.ServiceDefinition;
 }
 

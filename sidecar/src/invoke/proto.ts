@@ -1,7 +1,7 @@
 /** Loads the internal sidecar-to-sidecar invocation proto (proto/invoke.proto) once per process. */
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import { protoLoader } from '../grpc/proto-libs.ts';
 
 export const INTERNAL_SERVICE = 'rt.internal.v1.ServiceInvocation';
 
@@ -44,7 +44,7 @@ export interface InvokeChunk {
 let service: grpc.ServiceDefinition | undefined;
 
 export function internalService(): grpc.ServiceDefinition {
-  service ??= protoLoader.loadSync(join(import.meta.dirname, 'proto', 'invoke.proto'), { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true })[INTERNAL_SERVICE] as grpc.ServiceDefinition;
+  service ??= protoLoader().loadSync(join(import.meta.dirname, 'proto', 'invoke.proto'), { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true })[INTERNAL_SERVICE] as grpc.ServiceDefinition;
   return service;
 }
 

@@ -5,7 +5,8 @@
  * decides first.
  */
 import * as grpc from '@grpc/grpc-js';
-import protobuf from 'protobufjs';
+import type * as protobuf from 'protobufjs';
+import { protobufjs } from '../grpc/proto-libs.ts';
 import { join } from 'node:path';
 import { EtagInvalidError, EtagMismatchError } from '../components/state/errors.ts';
 import { PROTO_DIR } from './protos.ts';
@@ -25,7 +26,7 @@ export class ComponentUnavailableError extends Error {
 
 let root: protobuf.Root | undefined;
 function statusTypes(): { Status: protobuf.Type; ErrorInfo: protobuf.Type } {
-  root ??= protobuf.loadSync(join(PROTO_DIR, 'google/rpc/status.proto'));
+  root ??= protobufjs().loadSync(join(PROTO_DIR, 'google/rpc/status.proto'));
   return { Status: root.lookupType('google.rpc.Status'), ErrorInfo: root.lookupType('google.rpc.ErrorInfo') };
 }
 

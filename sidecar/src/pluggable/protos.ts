@@ -5,7 +5,8 @@
  */
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import type * as protoLoader from '@grpc/proto-loader';
+import { protoLoader as loadProtoLoader } from '../grpc/proto-libs.ts';
 
 export const PROTO_DIR = join(import.meta.dirname, 'proto');
 
@@ -38,12 +39,12 @@ let reflection: protoLoader.PackageDefinition | undefined;
 
 /** Package definition of the component services (for servers and @grpc/reflection). */
 export function componentsDefinition(): protoLoader.PackageDefinition {
-  components ??= protoLoader.loadSync(COMPONENT_PROTO_FILES, LOADER_OPTIONS);
+  components ??= loadProtoLoader().loadSync(COMPONENT_PROTO_FILES, LOADER_OPTIONS);
   return components;
 }
 
 export function reflectionDefinition(): protoLoader.PackageDefinition {
-  reflection ??= protoLoader.loadSync(['grpc/reflection/v1/reflection.proto', 'grpc/reflection/v1alpha/reflection.proto'], LOADER_OPTIONS);
+  reflection ??= loadProtoLoader().loadSync(['grpc/reflection/v1/reflection.proto', 'grpc/reflection/v1alpha/reflection.proto'], LOADER_OPTIONS);
   return reflection;
 }
 
