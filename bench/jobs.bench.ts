@@ -40,7 +40,7 @@ const WARM_BURST = 2000;
 const STEADY_RATE = 1000;
 const STEADY_SECONDS = 5;
 /** What the sidecar keeps in flight toward the app, and its pool's connections (sidecar/src/jobs, app channel). */
-const SIDECAR_IN_FLIGHT = 256;
+const SIDECAR_IN_FLIGHT = 128;
 const SIDECAR_CONNECTIONS = 128;
 const only = process.env.BENCH_JOBS ? new Set(process.env.BENCH_JOBS.split(',')) : undefined;
 const wanted = (name: string) => !only || only.has(name);
