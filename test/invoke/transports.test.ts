@@ -9,6 +9,7 @@
 import { statSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -76,6 +77,32 @@ describe('the internal port: HTTP/1.1 and gRPC on one port', () => {
     expect(res.status).toBe(201);
     const got = (await res.json()) as { headers: Record<string, string> };
     expect(got.headers['rt-caller-app-id']).toBe('caller-http');
+  });
+
+  it('asks an HTTP invocation for the API token (the route served ahead of fastify checks it the same)', async () => {
+    const url = `http://127.0.0.1:${sidecars.guarded.httpPort}/v1.0/invoke/target/method/things/1`;
+    const refused = await fetch(url, { method: 'POST', body: 'x' });
+    expect(refused.status).toBe(401);
+    expect(((await refused.json()) as { errorCode: string }).errorCode).toBe('ERR_UNAUTHORIZED');
+    expect((await fetch(url, { headers: { 'rt-api-token': 'wrong' } })).status).toBe(401);
+    for (const name of ['rt-api-token', 'dapr-api-token']) {
+      const ok = await fetch(url, { headers: { [name]: 's3cret' } });
+      expect(ok.status).toBe(201);
+      // the caller's token for its own sidecar does not travel on
+      expect(((await ok.json()) as { headers: Record<string, string> }).headers[name]).toBeUndefined();
+    }
+    // a malformed path is a JSON 400 there too
+    const bad = await fetch(`http://127.0.0.1:${sidecars.overHttp.httpPort}/v1.0/invoke/target/nomethod`);
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { errorCode: string }).errorCode).toBe('ERR_MALFORMED_REQUEST');
+  });
+
+  it('passes an encoded body through as sent, with its content-encoding and length', async () => {
+    const gz = gzipSync(Buffer.from('payload '.repeat(100)));
+    const res = await call(sidecars.overHttp, { method: 'POST', headers: { 'content-encoding': 'gzip', 'content-type': 'text/plain' }, body: gz });
+    expect(res.status).toBe(201);
+    const got = (await res.json()) as { headers: Record<string, string> };
+    expect(got.headers).toMatchObject({ 'content-encoding': 'gzip', 'content-length': String(gz.length) });
   });
 
   it('listens on a Unix socket too (standalone), named in the registry, which the same calls reach', async () => {

@@ -3,6 +3,8 @@
  * request logging with pino, raw-body scopes for endpoints that take "any content".
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 import { ApiError, errorBody } from './errors.ts';
 import { unimplementedBlock } from './unimplemented.ts';
@@ -61,10 +63,8 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     const token = opts.apiToken;
     app.addHook('onRequest', async (req: FastifyRequest) => {
       if (OPEN_PATHS.has(req.url.split('?')[0])) return;
-      const sent = req.headers['rt-api-token'] ?? req.headers['dapr-api-token'];
-      if (typeof sent !== 'string' || !tokenMatches(sent, token)) {
-        throw new ApiError(401, 'ERR_UNAUTHORIZED', 'missing or invalid API token: send it in the rt-api-token header');
-      }
+      const refused = tokenRefusal(req.headers, token);
+      if (refused) throw refused;
     });
   }
 
@@ -73,6 +73,8 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     if (opts.log.isLevelEnabled('debug')) req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
     done();
   });
+
+  rawOptions.set(app as unknown as FastifyInstance, opts);
 
   app.setErrorHandler((err: FastifyError | ApiError | Error, req: FastifyRequest, reply: FastifyReply) => {
     const body = toErrorBody(err);
@@ -97,6 +99,63 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
   app.addHook('preParsing', decodeContentEncoding);
 
   return app as unknown as FastifyInstance;
+}
+
+/** The 401 for a request without the API token (or with another), else undefined. */
+function tokenRefusal(headers: IncomingHttpHeaders, token: string): ApiError | undefined {
+  const sent = headers['rt-api-token'] ?? headers['dapr-api-token'];
+  if (typeof sent === 'string' && tokenMatches(sent, token)) return undefined;
+  return new ApiError(401, 'ERR_UNAUTHORIZED', 'missing or invalid API token: send it in the rt-api-token header');
+}
+
+const rawOptions = new WeakMap<FastifyInstance, HttpServerOptions>();
+
+/** A request handler of raw node:http; what it throws (before answering) becomes the API's JSON error. */
+export type RawHandler = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+
+/**
+ * Serves the paths under `prefix` with `handle` ahead of fastify's routing, for a hot proxying
+ * path where fastify's per-request objects, hooks and reply machinery showed in the profile
+ * (service invocation, bench/invoke.bench.ts). Kept as fastify would: the API token, 503 while
+ * closing, errors as the API's JSON, request lines at debug. The node server's own limits
+ * (request and headers timeouts) hold as for any request. Requests fastify is handed directly
+ * (inject) still take its routes, so `prefix` must have a fastify route doing the same.
+ */
+export function rawRoute(app: FastifyInstance, prefix: string, handle: RawHandler): void {
+  const opts = rawOptions.get(app);
+  if (!opts) throw new Error('rawRoute needs a server made by createHttpServer');
+  const server = app.server;
+  const [fastifyHandler] = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  const fail = (req: IncomingMessage, res: ServerResponse, err: unknown) => {
+    const body = toErrorBody(err);
+    if (body.status >= 500 && !(err instanceof ApiError)) opts.log.error({ err, url: req.url }, body.message);
+    else if (body.status >= 500) opts.log.warn({ url: req.url, errorCode: body.errorCode }, body.message);
+    if (res.headersSent) return void res.destroy();
+    res.writeHead(body.status, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(errorBody(body.errorCode, body.message, body.details)));
+  };
+  server.removeListener('request', fastifyHandler);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (!req.url?.startsWith(prefix)) return fastifyHandler(req, res);
+    const started = performance.now();
+    if (opts.log.isLevelEnabled('debug')) res.once('finish', () => opts.log.debug({ method: req.method, url: req.url, status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request'));
+    if (closing) {
+      res.setHeader('connection', 'close');
+      return fail(req, res, new ApiError(503, 'ERR_UNAVAILABLE', 'the sidecar is shutting down'));
+    }
+    const refused = opts.apiToken ? tokenRefusal(req.headers, opts.apiToken) : undefined;
+    if (refused) return fail(req, res, refused);
+    try {
+      handle(req, res).catch((e: unknown) => fail(req, res, e));
+    } catch (e) {
+      fail(req, res, e); // thrown before the handler's first await
+    }
+  });
 }
 
 /** Maps anything thrown in a handler to status + error body; framework 4xx stay 4xx. */
