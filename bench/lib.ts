@@ -6,8 +6,9 @@
  * The load generator runs in the benchmark's own process; whatever is measured runs in a child
  * process, so the two do not share an event loop.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
 import { cpus, totalmem } from 'node:os';
 import { Pool } from 'undici';
 
@@ -168,4 +169,21 @@ export function ratio(value: number, anchor: number): string {
 export function machineLine(): string {
   const c = cpus();
   return `machine: ${c.length} × ${c[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}`;
+}
+
+/**
+ * Builds the compiled `rt` (the esbuild bundle the image runs, `npm run build`) from the current
+ * sources into `<dir>/build/dist`, with the repo's node_modules beside it as in the image, and
+ * returns its entry. Benchmarks of memory measure this, not the TypeScript sources: type
+ * stripping and ~1,000 unbundled modules add ~50 MB to a sidecar (bench/README.md `### startup`).
+ */
+export function buildRt(dir: string): string {
+  const root = join(import.meta.dirname, '..');
+  const out = join(dir, 'build', 'dist');
+  for (const script of ['images/bundle.ts', 'images/dist-assets.ts']) {
+    const r = spawnSync(process.execPath, [script, out], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+    if (r.status !== 0) throw new Error(`${script} failed`);
+  }
+  symlinkSync(join(root, 'node_modules'), join(dir, 'build', 'node_modules'));
+  return join(out, 'cli', 'rt.js');
 }

@@ -1,6 +1,6 @@
 /**
  * Workflow throughput: a durabletask-js worker (in this process) against an `rt sidecar`
- * child process, for a 3-activity chain and a 10-activity fan-out, on the embedded SQLite
+ * child process (the compiled build, as the image runs it; BENCH_SOURCES=1 runs the sources), for a 3-activity chain and a 10-activity fan-out, on the embedded SQLite
  * store and on PostgreSQL (when 127.0.0.1:5432 answers). Closed loop: BENCH_CONCURRENCY
  * (256) workflows in flight, or one at a time for the "in series" row; each timed from
  * StartInstance to WaitForInstanceCompletion's answer.
@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { TaskHubGrpcClient, TaskHubGrpcWorker } from '@dapr/durabletask-js';
 import { whenAll } from '@dapr/durabletask-js/task/index.js';
 import { freePort, canConnect } from '../test/services/net.ts';
-import { machineLine, percentile, printTable, ratio, rssMb, startChild, type Row } from './lib.ts';
+import { buildRt, machineLine, percentile, printTable, ratio, rssMb, startChild, type Row } from './lib.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 256);
@@ -92,7 +92,9 @@ function procCpuMs(pid: number): number {
 
 async function runStore(store: 'SQLite' | 'PostgreSQL'): Promise<Row[]> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rt-wf-bench-'));
-  const args = ['cli/rt.ts', 'sidecar', '--app-id', 'wfbench', '--data-dir', dataDir, '--log-level', 'warn'];
+  // the compiled sidecar, as the image runs it (BENCH_SOURCES=1: the TypeScript sources)
+  const entry = process.env.BENCH_SOURCES === '1' ? 'cli/rt.ts' : buildRt(dataDir);
+  const args = [entry, 'sidecar', '--app-id', 'wfbench', '--data-dir', dataDir, '--log-level', 'warn'];
   const table = `wf_bench_${process.pid}`;
   if (store === 'PostgreSQL') {
     writeFileSync(
