@@ -27,6 +27,8 @@ export const KEEPALIVE_MS = 5_000;
 export const KEEPALIVE_COUNT = 3;
 /** Request sizes when the server does not tell its limits (the SFTP draft's safe minimum). */
 const DEFAULT_IO_LEN = 32 * 1024;
+/** A channel window when ssh2 does not show the server's (OpenSSH's session window). */
+const DEFAULT_SEND_WINDOW = 2 * 1024 * 1024;
 
 export interface Session {
   client: Client;
@@ -35,6 +37,8 @@ export interface Session {
   /** Largest data length of one READ / WRITE request this server accepts. */
   maxReadLen: number;
   maxWriteLen: number;
+  /** The server's window for data we send on the SFTP channel, when it opened (bytes). */
+  sendWindow: number;
 }
 
 /** An SFTP status answer (no such file, permission denied …): a real answer, not a lost connection. */
@@ -147,13 +151,15 @@ export class SftpConnection {
           if (err) return fail(new Error(`the server refused the sftp subsystem: ${err.message}`));
           if (settled) return;
           settled = true;
-          const limits = sftp as unknown as { _maxReadLen?: unknown; _maxWriteLen?: unknown };
+          const limits = sftp as unknown as { _maxReadLen?: unknown; _maxWriteLen?: unknown; outgoing?: { window?: unknown } };
+          const window = limits.outgoing?.window;
           resolve({
             client,
             sftp,
             alive: true,
             maxReadLen: typeof limits._maxReadLen === 'number' && limits._maxReadLen > 0 ? limits._maxReadLen : DEFAULT_IO_LEN,
             maxWriteLen: typeof limits._maxWriteLen === 'number' && limits._maxWriteLen > 0 ? limits._maxWriteLen : DEFAULT_IO_LEN,
+            sendWindow: typeof window === 'number' && window > 0 ? window : DEFAULT_SEND_WINDOW,
           });
         });
       });

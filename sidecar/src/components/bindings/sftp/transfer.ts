@@ -2,8 +2,9 @@
  * Moving file content over SFTP quickly and in bounded memory.
  *
  * SFTP answers each READ/WRITE request separately, so one request at a time waits a round trip
- * per chunk. Like OpenSSH's `sftp` client, we keep many requests in flight (IN_FLIGHT, each as
- * large as the server allows, 255 KiB with OpenSSH), which is what makes large files fast.
+ * per chunk. Like OpenSSH's `sftp` client, we keep many requests in flight (up to IN_FLIGHT, each
+ * as large as the server allows, 255 KiB with OpenSSH; uploads no more than the server's channel
+ * window takes), which is what makes large files fast.
  *
  * Uploads decode the base64 text slice by slice straight into WRITE requests (the decoded file
  * never exists whole in memory), into a temporary file that is renamed over the target at the
@@ -19,8 +20,21 @@ import type { FileEntryWithStats, Stats } from 'ssh2';
 import { Base64Decoder, DECODE_SLICE } from './base64.ts';
 import type { Session } from './connection.ts';
 
-/** Requests kept in flight per transfer. */
+/** Requests kept in flight per transfer, at most. */
 export const IN_FLIGHT = 16;
+/** Bytes of a WRITE request besides its data (id, handle, offset, lengths), rounded up. */
+const WRITE_OVERHEAD = 64;
+
+/**
+ * WRITE requests an upload keeps in flight: those that fit in the server's channel window with
+ * one to spare (OpenSSH's 2 MiB window: 7 of 255 KiB), at least 1, at most IN_FLIGHT. The rest
+ * would wait inside ssh2 for the server's WINDOW_ADJUST, long enough for V8 to move their packets
+ * to the old generation, where only a full collection frees them: tens of MB of garbage per 100 MB
+ * uploaded (bench/results/sftp.md). Throughput is the same: the window is the limit either way.
+ */
+export function writesInFlight(maxWriteLen: number, sendWindow: number): number {
+  return Math.max(1, Math.min(IN_FLIGHT, Math.floor(sendWindow / (maxWriteLen + WRITE_OVERHEAD)) - 1));
+}
 /** SFTP status codes we map to messages (draft-ietf-secsh-filexfer-02). */
 export const SFTP_NO_SUCH_FILE = 2;
 export const SFTP_PERMISSION_DENIED = 3;
@@ -122,7 +136,7 @@ export async function mkdirp(s: Session, root: string, dir: string): Promise<voi
 // ------------------------------------------------------------------ upload
 
 /**
- * WRITE requests for consecutive bytes, at most IN_FLIGHT outstanding, each filled up to
+ * WRITE requests for consecutive bytes, at most writesInFlight outstanding, each filled up to
  * maxWriteLen. ssh2 copies a WRITE's data into its packet when the request is made (no request
  * is longer than maxWriteLen, so none is split for later): the caller's buffers and our block
  * may be reused as soon as `write` returns.
@@ -135,11 +149,13 @@ class RemoteWriter {
   private filled = 0;
   private readonly s: Session;
   private readonly handle: Buffer;
+  private readonly limit: number;
 
   constructor(s: Session, handle: Buffer) {
     this.s = s;
     this.handle = handle;
     this.block = Buffer.allocUnsafe(s.maxWriteLen);
+    this.limit = writesInFlight(s.maxWriteLen, s.sendWindow);
   }
 
   async write(bytes: Buffer): Promise<void> {
@@ -178,7 +194,7 @@ class RemoteWriter {
   }
 
   private async send(buf: Buffer, off: number, len: number): Promise<void> {
-    while (this.pending.size >= IN_FLIGHT) await Promise.race(this.pending);
+    while (this.pending.size >= this.limit) await Promise.race(this.pending);
     if (this.failure) throw this.failure;
     const p: Promise<void> = write(this.s, this.handle, buf, off, len, this.pos).then(
       () => void this.pending.delete(p),
