@@ -111,11 +111,11 @@ const regexes = new Map<string, RegExp>();
 // CEL (with the protobuf runtime and RE2 it brings) loads with the first resource checked, not at
 // start: a sidecar without resource files never needs it (bench/README.md `### startup`). A
 // synchronous require of the ESM package, since validateResource is synchronous.
-const load = createRequire(import.meta.url);
+const require = createRequire(import.meta.url);
 let cel: { lib: typeof import('@bufbuild/cel'); env: CelEnv } | undefined;
 function celLib() {
   if (cel) return cel;
-  const lib = load('@bufbuild/cel') as typeof import('@bufbuild/cel');
+  const lib = require('@bufbuild/cel') as typeof import('@bufbuild/cel');
   const env = lib.celEnv({
     re2: {
       compile: (pattern: string) => {

@@ -21,17 +21,16 @@ const dist = resolve(process.argv[2] ?? join(root, 'dist'));
 
 /**
  * Dependencies never bundled: native addons, optional dependencies (the image installs without
- * them), packages that read files beside themselves, and protobufjs with proto-loader, which
- * sidecar/src/grpc/proto-libs.ts requires on first use (one copy for every user, none at start).
+ * them) and packages that read files beside themselves.
  */
-const EXTERNAL = ['ssh2', 'cpu-features', 'pg-cloudflare', 'pg-native', '@kubernetes/client-node', 'thread-stream', 'protobufjs', '@grpc/proto-loader'];
+const EXTERNAL = ['ssh2', 'cpu-features', 'pg-cloudflare', 'pg-native', '@kubernetes/client-node', 'thread-stream'];
 
 const ownImportMeta: esbuild.Plugin = {
   name: 'own-import-meta',
   setup(build) {
     build.onLoad({ filter: /\.ts$/ }, async (args) => {
       if (args.path.includes(`${join('/', 'node_modules')}/`)) return undefined;
-      const source = lazyPackageImports(await readFile(args.path, 'utf8'));
+      const source = bundledLazyRequires(lazyPackageImports(await readFile(args.path, 'utf8')));
       if (!source.includes('import.meta.')) return { contents: source, loader: 'ts', resolveDir: dirname(args.path) };
       // the URL of dist/<path>.js, from the bundle chunk's own URL at run time
       const rel = relative(root, args.path).replace(/\.ts$/, '.js');
@@ -51,6 +50,17 @@ const ownImportMeta: esbuild.Plugin = {
  */
 function lazyPackageImports(source: string): string {
   return source.replace(/(?<!typeof\s*)\bimport\((['"])([^.'"][^'"]*)\1\)/g, (m, _q: string, spec: string) => (spec.startsWith('node:') ? m : `${m}.then(__rtNamespace)`));
+}
+
+/**
+ * A package loaded on first use (synchronously: CEL, protobufjs, pino-pretty, fastify's schema
+ * compilers) is `require()`d through `const require = createRequire(import.meta.url);` in the
+ * sources. Without that line `require` is esbuild's own: the package is bundled, and evaluated
+ * at its first call rather than at start — instead of being resolved and loaded from
+ * node_modules file by file, which costs several times more when it is used.
+ */
+function bundledLazyRequires(source: string): string {
+  return source.replace(/^const require = createRequire\(import\.meta\.url\);$/m, '');
 }
 
 /**

@@ -11,9 +11,9 @@ import type { SubscriptionRule } from '../resources/types.ts';
 // CEL (with the protobuf runtime and RE2 it brings) loads on the first rule with a `match`, not at
 // start: most sidecars have none, and it is ~10% of the start-up time (bench/README.md `### startup`).
 // A synchronous require of the ESM package, since subscriptions reconcile synchronously.
-const load = createRequire(import.meta.url);
+const require = createRequire(import.meta.url);
 let cel: typeof import('@bufbuild/cel') | undefined;
-const celLib = () => (cel ??= load('@bufbuild/cel') as typeof import('@bufbuild/cel'));
+const celLib = () => (cel ??= require('@bufbuild/cel') as typeof import('@bufbuild/cel'));
 
 type Evaluate = (vars: { event: unknown }) => unknown;
 
