@@ -22,12 +22,12 @@ export interface HttpServerOptions {
 /** Paths that answer without the API token (probes must work without secrets). */
 const OPEN_PATHS = new Set(['/v1.0/healthz', '/v1.0/healthz/outbound']);
 
-const requirePackage = createRequire(import.meta.url);
+const require = createRequire(import.meta.url);
 
 /** A fastify schema compiler factory that loads its package the first time a schema is compiled. */
-function lazyCompiler<Factory>(pkg: string): Factory {
+function lazyCompiler<Factory>(load: () => unknown): Factory {
   let factory: ((...args: unknown[]) => unknown) | undefined;
-  const lazy = (...args: unknown[]) => (factory ??= (requirePackage(pkg) as () => (...args: unknown[]) => unknown)())(...args);
+  const lazy = (...args: unknown[]) => (factory ??= (load() as () => (...args: unknown[]) => unknown)())(...args);
   return lazy as Factory;
 }
 
@@ -51,7 +51,7 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     forceCloseConnections: 'idle',
     // no route declares a JSON schema: fastify's default compilers (ajv, fast-json-stringify)
     // would still be built for every server at start (~10% of it); these load them on first use
-    schemaController: { compilersFactory: { buildValidator: lazyCompiler('@fastify/ajv-compiler'), buildSerializer: lazyCompiler('@fastify/fast-json-stringify-compiler') } },
+    schemaController: { compilersFactory: { buildValidator: lazyCompiler(() => require('@fastify/ajv-compiler')), buildSerializer: lazyCompiler(() => require('@fastify/fast-json-stringify-compiler')) } },
     // errors fastify raises before routing (bad percent-encoding, over-long segments) get our shape too
     frameworkErrors: (err: FastifyError, _req: FastifyRequest, reply: FastifyReply) => {
       const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400;
