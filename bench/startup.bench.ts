@@ -7,15 +7,15 @@
  * - the same with V8's default heap settings (`RT_V8_FLAGS=`), to show what cli/v8-flags.ts buys;
  * - the TypeScript sources (`node cli/rt.ts`, type stripping at start; what the tests run).
  * Anchor, in the same run: bare `node -e` that opens an HTTP port and answers 204.
- * Runs `npm run build` first when dist/ is missing (BENCH_BUILD=1 rebuilds always). Redis comes
+ * The build is made from the current sources into a temp folder first (bench/lib.ts buildRt). Redis comes
  * from RT_TEST_REDIS_URL (npm run bench starts one), sshd from test/services/sshd.ts.
  * BENCH_IMAGE=1 adds the rt image's start time and RSS (docs/kubernetes.md quotes them).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { machineLine, printTable, ratio, rssMb, type Row } from './lib.ts';
+import { buildRt, machineLine, printTable, ratio, rssMb, type Row } from './lib.ts';
 import { freePort } from '../test/services/net.ts';
 import { startSharedServices } from '../test/services/shared-services.ts';
 import { startSshd } from '../test/services/sshd.ts';
@@ -118,10 +118,8 @@ const sidecarArgs = async (port: number, dataDir: string) => [
   '--disable-metrics', '--data-dir', dataDir, '--log-level', 'warn',
 ];
 
-if (process.env.BENCH_BUILD === '1' || !existsSync(join(ROOT, 'dist', 'cli', 'rt.js'))) {
-  const built = spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit' });
-  if (built.status !== 0) process.exit(1);
-}
+const buildDir = mkdtempSync(join(tmpdir(), 'rt-bench-startup-build-'));
+const RT = buildRt(buildDir);
 
 console.log(machineLine());
 const services = await startSharedServices({ quiet: true });
@@ -142,15 +140,15 @@ try {
   const withComponents: Variant = {
     argv: async (port, dataDir) => {
       process.env.RT_BENCH_DATA = dataDir;
-      return ['dist/cli/rt.js', ...(await sidecarArgs(port, dataDir)), '--resources-path', resources];
+      return [RT, ...(await sidecarArgs(port, dataDir)), '--resources-path', resources];
     },
   };
 
   const r = await measureAll({
     anchor: { argv: async (port) => ['-e', `require('http').createServer((q, s) => { s.statusCode = 204; s.end(); }).listen(${port}, '127.0.0.1')`] },
-    compiled: { argv: async (port, dataDir) => ['dist/cli/rt.js', ...(await sidecarArgs(port, dataDir))] },
+    compiled: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))] },
     components: withComponents,
-    v8defaults: { argv: async (port, dataDir) => ['dist/cli/rt.js', ...(await sidecarArgs(port, dataDir))], env: { RT_V8_FLAGS: '' } },
+    v8defaults: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))], env: { RT_V8_FLAGS: '' } },
     sources: { argv: async (port, dataDir) => ['cli/rt.ts', ...(await sidecarArgs(port, dataDir))] },
   });
   const anchor = r.anchor!;
@@ -172,6 +170,7 @@ try {
   if (process.env.BENCH_IMAGE === '1') await imageRows();
 } finally {
   rmSync(resources, { recursive: true, force: true });
+  rmSync(buildDir, { recursive: true, force: true });
   await sshd.close();
   await services.stop();
 }
