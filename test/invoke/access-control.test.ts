@@ -102,6 +102,23 @@ describe('access control, app token and concurrency on the receiving side', () =
     expect(seen.every((s) => s.token === 'app-secret')).toBe(true);
   });
 
+  it('lets a caller leave while its call waits for the concurrency slot, and frees that slot once', async () => {
+    const before = seen.length;
+    const slow = call('frontend', 'GET', '/public/slow-held');
+    await new Promise((r) => setTimeout(r, 30));
+    const gone = new AbortController();
+    const waiting = fetch(`http://127.0.0.1:${sidecars.frontend.httpPort}/v1.0/invoke/backend/method/public/never`, { signal: gone.signal });
+    await new Promise((r) => setTimeout(r, 30));
+    gone.abort();
+    await expect(waiting).rejects.toThrow();
+    expect((await slow).status).toBe(200);
+    // the slot is free again, and only one call at a time still reaches the app
+    const after = await Promise.all([1, 2].map((i) => call('frontend', 'GET', `/public/slow-after${i}`)));
+    expect(after.map((r) => r.status)).toEqual([200, 200]);
+    expect(maxActive).toBe(1);
+    expect(seen.slice(before).map((s) => s.path)).not.toContain('/public/never');
+  });
+
   it('reads policies as written and refuses wrong ones with the field named', () => {
     const head = (app_id: string, method: string, path: string): RequestHead => ({ method, path, query: '', headers: [], caller: { app_id, namespace: 'default', trust_domain: '' }, target_app_id: 'x', has_body: false });
     expect(parseAccessControl({})).toBeUndefined();

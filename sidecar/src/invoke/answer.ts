@@ -39,6 +39,9 @@ export class DispatchedAnswer implements InvokeAnswer, Dispatcher.DispatchHandle
       this.resolve = resolve;
       this.reject = reject;
     });
+    // a call cut off before anyone awaits it (the caller left while the app's concurrency slot
+    // was awaited) is no unhandled rejection; whoever awaits `ready` later still sees the error
+    this.ready.catch(() => undefined);
   }
 
   /** Stops the call (the caller went away); harmless once it has ended. */
