@@ -72,7 +72,14 @@ export class DispatchedAnswer implements InvokeAnswer, Dispatcher.DispatchHandle
   /** The body as a stream, for readers that want one (made on first use, once). */
   get body(): Readable {
     if (this.stream) return this.stream;
-    const s = new Readable({ read: () => this.controller?.resume() });
+    const s = new Readable({
+      read: () => this.controller?.resume(),
+      // a reader that gives up on the body stops the call, as undici's own body stream does
+      destroy: (err, done) => {
+        if (!this.ended) this.abort(err ?? new Error('the answer was not read to its end'));
+        done(err);
+      },
+    });
     // nobody may read a body (an error answer's): its failure must not crash the sidecar
     s.on('error', () => undefined);
     this.stream = s;
