@@ -173,7 +173,7 @@ async function measure(label: string, command: 'sidecar' | 'run'): Promise<Row[]
     // run for a while (the HTTP client's CPU per call falls ~2× over its first ~30,000 calls)
     const pid = child.proc.pid as number;
     // lead time: scheduling 10,000 at the rate measured above, twice over, and at least 15 s
-    const lead = Math.max(15_000, (2000 * BURST) / sched.rps);
+    const lead = Math.max(15_000, Math.ceil((2000 * BURST) / sched.rps));
     const burstOnce = async (prefix: string) => {
       const due = Date.now() + lead;
       const mk = await scheduleMany(base, BURST, 32, () => ({ dueTime: new Date(due).toISOString(), data: due }), (i) => `${prefix}${i}`);
