@@ -44,6 +44,9 @@ export const DEFAULT_OPTIONS: Omit<SidecarOptions, 'appId'> = {
   maxRequestBodyBytes: 16 * 1024 * 1024,
 };
 
+/** How long in-flight HTTP requests may take to finish once the sidecar stops (the reference runtime's default). */
+const SHUTDOWN_GRACE_MS = 5000;
+
 export interface Sidecar {
   ctx: SidecarContext;
   httpPort: number;
@@ -102,7 +105,12 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
   const close = (): Promise<void> =>
     (closing ??= (async () => {
       log.info('shutting down');
+      // in-flight requests get a grace period, then their connections are closed: a client that
+      // stopped reading (or keeps a connection fastify does not count as idle) must not hold
+      // the shutdown forever
+      const grace = setTimeout(() => http.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
       await http.close().catch(() => undefined);
+      clearTimeout(grace);
       for (const fn of [...closers].reverse()) await Promise.resolve(fn()).catch((e) => log.warn({ err: e }, 'shutdown step failed'));
       await grpc.close();
       await app.close();
