@@ -29,9 +29,12 @@ import pino from 'pino';
 import { Pool } from 'undici';
 import { GrpcSchedulerClient } from '../scheduler/src/grpc/client.ts';
 import { freePort, waitForPort } from '../test/services/net.ts';
-import { machineLine, percentile, printTable, ratio, rssMb, startChild, type Row } from './lib.ts';
+import { buildRt, machineLine, percentile, printTable, ratio, rssMb, startChild, type Row } from './lib.ts';
 
-const RT = fileURLToPath(new URL('../cli/rt.ts', import.meta.url));
+// the compiled rt, as the image runs it (bench/lib.ts buildRt; BENCH_SOURCES=1: the TypeScript sources)
+const buildDir = mkdtempSync(join(tmpdir(), 'rt-bench-jobs-build-'));
+process.on('exit', () => rmSync(buildDir, { recursive: true, force: true }));
+const RT = process.env.BENCH_SOURCES === '1' ? fileURLToPath(new URL('../cli/rt.ts', import.meta.url)) : buildRt(buildDir);
 const ANCHOR_SCHEDULES = 920;
 const ANCHOR_TRIGGERS = 19_000;
 const BURST = 10_000;
