@@ -103,6 +103,12 @@ describe('the internal port: HTTP/1.1 and gRPC on one port', () => {
     expect(res.status).toBe(201);
     const got = (await res.json()) as { headers: Record<string, string> };
     expect(got.headers).toMatchObject({ 'content-encoding': 'gzip', 'content-length': String(gz.length) });
+    // the same through the rt-app-id header form (fastify's route): not decoded on the way
+    const viaHeader = await fetch(`http://127.0.0.1:${sidecars.overHttp.httpPort}/things/2`, { method: 'POST', headers: { 'rt-app-id': 'target', 'content-encoding': 'gzip', 'content-type': 'text/plain' }, body: gz });
+    expect(viaHeader.status).toBe(201);
+    const sent = (await viaHeader.json()) as { url: string; headers: Record<string, string>; body: string };
+    expect(sent.url).toBe('/things/2');
+    expect(sent.headers).toMatchObject({ 'content-encoding': 'gzip', 'content-length': String(gz.length) });
   });
 
   it('listens on a Unix socket too (standalone), named in the registry, which the same calls reach', async () => {

@@ -94,7 +94,8 @@ export function useDepthLimitedJson(app: FastifyInstance): void {
  */
 export async function decodeContentEncoding(req: FastifyRequest, _reply: unknown, payload: Readable): Promise<Readable> {
   const encoding = contentEncoding(req.headers);
-  if (encoding === undefined) return payload;
+  // routes that forward the body as sent (service invocation) take it still encoded
+  if (encoding === undefined || (req.routeOptions.config as { encodedBody?: boolean } | undefined)?.encodedBody) return payload;
   const make = DECODERS[encoding];
   if (!make) {
     throw new ApiError(415, 'ERR_UNSUPPORTED_MEDIA_TYPE', `Content-Encoding "${encoding.slice(0, 40)}" is not supported: send the body plain, or encoded with gzip, deflate or br`);

@@ -29,13 +29,15 @@ export async function invokeRoutes(http: FastifyInstance, dispatch: Dispatch): P
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
 
-    scope.all('/v1.0/invoke/*', async (req, reply) => {
+    // an encoded body goes to the app as sent, with its Content-Encoding and length (http/body.ts)
+    const config = { encodedBody: true };
+    scope.all('/v1.0/invoke/*', { config }, async (req, reply) => {
       const [target, path, query] = invokeTarget(req.method, req.url);
       return forward(req, reply, dispatch, target, path, query);
     });
 
     // any other path with rt-app-id / dapr-app-id is a call to that app's same path
-    scope.all('/*', async (req, reply) => {
+    scope.all('/*', { config }, async (req, reply) => {
       const id = header(req, 'rt-app-id') ?? header(req, 'dapr-app-id');
       if (id === undefined) return reply.callNotFound();
       const [path, query] = splitUrl(req.url);
