@@ -78,10 +78,7 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
 
   app.setErrorHandler((err: FastifyError | ApiError | Error, req: FastifyRequest, reply: FastifyReply) => {
     const body = toErrorBody(err);
-    // an ApiError is an answer we chose (e.g. the contract's 500 for a missing job): no stack trace
-    if (body.status >= 500 && !(err instanceof ApiError)) req.log.error({ err, url: req.url }, body.message);
-    else if (body.status >= 500) req.log.warn({ url: req.url, errorCode: body.errorCode }, body.message);
-    else req.log.debug({ url: req.url, errorCode: body.errorCode }, body.message);
+    logError(req.log, err, body, req.url);
     reply.status(body.status).type('application/json').send(errorBody(body.errorCode, body.message, body.details));
   });
 
@@ -133,8 +130,7 @@ export function rawRoute(app: FastifyInstance, prefix: string, handle: RawHandle
   });
   const fail = (req: IncomingMessage, res: ServerResponse, err: unknown) => {
     const body = toErrorBody(err);
-    if (body.status >= 500 && !(err instanceof ApiError)) opts.log.error({ err, url: req.url }, body.message);
-    else if (body.status >= 500) opts.log.warn({ url: req.url, errorCode: body.errorCode }, body.message);
+    logError(opts.log, err, body, req.url);
     if (res.headersSent) return void res.destroy();
     res.writeHead(body.status, { 'content-type': 'application/json' });
     res.end(JSON.stringify(errorBody(body.errorCode, body.message, body.details)));
@@ -156,6 +152,13 @@ export function rawRoute(app: FastifyInstance, prefix: string, handle: RawHandle
       fail(req, res, e); // thrown before the handler's first await
     }
   });
+}
+
+/** An ApiError is an answer we chose (e.g. the contract's 500 for a missing job): no stack trace. */
+function logError(log: FastifyBaseLogger | Logger, err: unknown, body: { status: number; errorCode: string; message: string }, url: string | undefined): void {
+  if (body.status >= 500 && !(err instanceof ApiError)) log.error({ err, url }, body.message);
+  else if (body.status >= 500) log.warn({ url, errorCode: body.errorCode }, body.message);
+  else log.debug({ url, errorCode: body.errorCode }, body.message);
 }
 
 /** Maps anything thrown in a handler to status + error body; framework 4xx stay 4xx. */

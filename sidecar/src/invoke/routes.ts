@@ -8,8 +8,7 @@ import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { malformed } from '../http/errors.ts';
 import { rawRoute } from '../http/server.ts';
-import { DispatchedAnswer } from './answer.ts';
-import { headerObject, requestHeaders } from './headers.ts';
+import { requestHeaders } from './headers.ts';
 import { sendAnswer } from './internal-http.ts';
 import type { InvokeAnswer, InvokeCall } from './invoker.ts';
 
@@ -60,38 +59,27 @@ function invokeTarget(method: string, url: string): [string, string, string] {
 
 /** The raw route's call: the answer streams into node's response as it comes. */
 async function forwardRaw(req: IncomingMessage, res: ServerResponse, dispatch: Dispatch, target: string, path: string, query: string): Promise<void> {
+  const body = hasBody(req.method ?? 'GET', req.headers) ? req : undefined;
+  sendAnswer(res, await call(req, res, body, dispatch, target, path, query), () => undefined);
+}
+
+/** The fastify route's call (inject(), the rt-app-id header form): the same, once the answer is there. */
+async function forward(req: FastifyRequest, reply: FastifyReply, dispatch: Dispatch, target: string, path: string, query: string): Promise<FastifyReply> {
+  const body = hasBody(req.method, req.headers) ? (req.body as Readable | undefined) : undefined;
+  const answer = await call(req.raw, reply.raw, body, dispatch, target, path, query);
+  // a call that failed before answering went to fastify's error handler above; an answer is written by node
+  reply.hijack();
+  sendAnswer(reply.raw, answer, () => undefined);
+  return reply;
+}
+
+function call(req: IncomingMessage, res: ServerResponse, body: Readable | undefined, dispatch: Dispatch, target: string, path: string, query: string): Promise<InvokeAnswer> {
   const abort = new AbortController();
   // the caller went away before the answer was sent: stop the call downstream too
   res.once('close', () => {
     if (!res.writableFinished) abort.abort();
   });
-  const body = hasBody(req.method ?? 'GET', req.headers) ? req : undefined;
-  const answer = await dispatch(target, { method: req.method ?? 'GET', path, query, headers: requestHeaders(req.rawHeaders), body, signal: abort.signal });
-  sendAnswer(res, answer, () => undefined);
-}
-
-async function forward(req: FastifyRequest, reply: FastifyReply, dispatch: Dispatch, target: string, path: string, query: string): Promise<FastifyReply> {
-  const abort = new AbortController();
-  // the caller went away before the answer was sent: stop the call downstream too
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) abort.abort();
-  });
-  const body = hasBody(req.method, req.headers) ? (req.body as Readable | undefined) : undefined;
-  const res = await dispatch(target, { method: req.method, path, query, headers: requestHeaders(req.raw.rawHeaders), body, signal: abort.signal });
-  if (res instanceof DispatchedAnswer) {
-    // the answer writes itself into node's response: no stream, no copy of its headers list
-    reply.hijack();
-    res.sendTo(reply.raw);
-    return reply;
-  }
-  reply.status(res.status);
-  const headers = headerObject(res.headers);
-  for (const [k, v] of Object.entries(headers)) reply.header(k, v);
-  if (req.method === 'HEAD' || res.status === 204 || res.status === 304) {
-    res.body.resume();
-    return reply.send();
-  }
-  return reply.send(res.body);
+  return dispatch(target, { method: req.method ?? 'GET', path, query, headers: requestHeaders(req.rawHeaders), body, signal: abort.signal });
 }
 
 function hasBody(method: string, headers: IncomingHttpHeaders): boolean {
