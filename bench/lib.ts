@@ -185,5 +185,8 @@ export function buildRt(dir: string): string {
     if (r.status !== 0) throw new Error(`${script} failed`);
   }
   symlinkSync(join(root, 'node_modules'), join(dir, 'build', 'node_modules'));
+  // the compile cache, filled as `npm run build` and the image do (cli/compile-cache.ts)
+  const warm = spawnSync(process.execPath, ['images/rt/warm-compile-cache.ts', out], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+  if (warm.status !== 0) throw new Error('images/rt/warm-compile-cache.ts failed');
   return join(out, 'cli', 'rt.js');
 }

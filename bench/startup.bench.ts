@@ -4,7 +4,8 @@
  * - the compiled build (`node dist/cli/rt.js`: the esbuild bundle of `npm run build`, what the rt
  *   image runs) with no components, and with a SQLite state store + a Redis state store + an SFTP
  *   output binding;
- * - the same with V8's default heap settings (`RT_V8_FLAGS=`), to show what cli/v8-flags.ts buys;
+ * - the same with V8's default heap settings (`RT_V8_FLAGS=`), to show what cli/v8-flags.ts buys,
+ *   and without the compile cache the build fills (cli/compile-cache.ts), a first start's cost;
  * - the TypeScript sources (`node cli/rt.ts`, type stripping at start; what the tests run).
  * Anchor, in the same run: bare `node -e` that opens an HTTP port and answers 204.
  * The build is made from the current sources into a temp folder first (bench/lib.ts buildRt). Redis comes
@@ -149,6 +150,7 @@ try {
     compiled: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))] },
     components: withComponents,
     v8defaults: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))], env: { RT_V8_FLAGS: '' } },
+    nocache: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))], env: { NODE_DISABLE_COMPILE_CACHE: '1' } },
     sources: { argv: async (port, dataDir) => ['cli/rt.ts', ...(await sidecarArgs(port, dataDir))] },
   });
   const anchor = r.anchor!;
@@ -165,6 +167,7 @@ try {
     row('rt sidecar compiled (node dist/cli/rt.js), no components', r.compiled!, '≤ 250 ms, ≤ 60 MB'),
     row('rt sidecar compiled, sqlite + redis state + sftp binding', r.components!, '≤ 75 MB'),
     row('rt sidecar compiled, V8 default heap (RT_V8_FLAGS=)', r.v8defaults!, ''),
+    row('rt sidecar compiled, no compile cache (NODE_DISABLE_COMPILE_CACHE=1)', r.nocache!, ''),
     row('rt sidecar from sources (node cli/rt.ts), no components', r.sources!, ''),
   ]);
   if (process.env.BENCH_IMAGE === '1') await imageRows();

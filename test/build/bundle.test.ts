@@ -3,7 +3,8 @@
  * temp folder): the bundled `rt sidecar` serves the HTTP API, finds the .proto files beside the
  * bundle (gRPC runtime API, workflows' TaskHub), loads a component's SDK from its lazy chunk
  * (state.sqlite) and gets the named exports of a CommonJS package imported lazily (prom-client
- * for /metrics); cli/v8-flags.ts keeps V8's young generation small, RT_V8_FLAGS= turns it off.
+ * for /metrics); cli/v8-flags.ts keeps V8's young generation small, RT_V8_FLAGS= turns it off;
+ * the compile cache that images/rt/warm-compile-cache.ts fills is read by the next start.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -49,6 +50,8 @@ describe('the bundled rt command (npm run build)', () => {
     }
     // the image has node_modules beside dist/; so does this temp build
     symlinkSync(join(ROOT, 'node_modules'), join(work, 'node_modules'));
+    const warm = spawnSync(process.execPath, ['images/rt/warm-compile-cache.ts', out], { cwd: ROOT, encoding: 'utf8' });
+    expect(warm.status, warm.stderr).toBe(0);
     mkdirSync(resources);
     writeFileSync(
       join(resources, 'state.yaml'),
@@ -101,6 +104,18 @@ describe('the bundled rt command (npm run build)', () => {
     const r = spawnSync(process.execPath, [join(out, 'cli', 'rt.js'), '--version'], { encoding: 'utf8' });
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^rt \d+\.\d+\.\d+ \(node v24\./);
+  });
+
+  it('compiles its modules from the compile cache the build filled (cli/compile-cache.ts)', () => {
+    const r = spawnSync(process.execPath, [join(out, 'cli', 'rt.js'), '--version'], { encoding: 'utf8', env: { ...process.env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' } });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`resolved path ${join(out, '.compile-cache')}`);
+    // the command's own chunk, and nothing compiled afresh
+    expect(r.stderr).toMatch(/V8 code cache for ESM file:\/\/\S+\/chunks\/main-\w+\.js was accepted/);
+    expect(r.stderr).not.toMatch(/was rejected|was not initialized|no such file/);
+    const off = spawnSync(process.execPath, [join(out, 'cli', 'rt.js'), '--version'], { encoding: 'utf8', env: { ...process.env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE', NODE_DISABLE_COMPILE_CACHE: '1' } });
+    expect(off.status).toBe(0);
+    expect(off.stderr).not.toContain('was accepted');
   });
 
   it('keeps the young generation small (cli/v8-flags.ts); RT_V8_FLAGS= leaves V8 its defaults', () => {

@@ -126,6 +126,13 @@ describe.skipIf(!available)('the rt image (rt:dev)', () => {
     expect(config.stdout.trim()).toBe('["rt"] 65532:65532');
   });
 
+  it('starts from the compile cache filled at build time, as its own user on a read-only root', async () => {
+    const out = await d.docker(['run', '--rm', '--network', 'none', '--read-only', '-e', 'NODE_DEBUG_NATIVE=COMPILE_CACHE', images.rt, '--version'], { check: true });
+    expect(out.stderr).toContain('resolved path /app/dist/.compile-cache');
+    expect(out.stderr).toMatch(/V8 code cache for ESM file:\/\/\/app\/dist\/chunks\/main-\w+\.js was accepted/);
+    expect(out.stderr).not.toMatch(/was rejected|was not initialized|no such file/);
+  });
+
   it('holds production dependencies only (without declarations and source maps), compiled JavaScript and no TypeScript sources', async () => {
     const probe = `
       const fs = require('fs');
