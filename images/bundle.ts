@@ -11,7 +11,7 @@
  * images/dist-assets.ts copies those files.
  */
 import { readFile, rm, writeFile } from 'node:fs/promises';
-import { builtinModules } from 'node:module';
+import { builtinModules, createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import * as esbuild from 'esbuild';
 
@@ -80,6 +80,78 @@ const builtinsAsRequire: esbuild.Plugin = {
   },
 };
 
+/**
+ * @grpc/grpc-js on first use. It requires node:http2 and node:tls when it loads, ~10 MB of idle
+ * RSS and ~40 ms of start, yet a sidecar that no gRPC client calls and that has no pluggable
+ * component never uses it. The sources' `import * as grpc from '@grpc/grpc-js'` gets a module whose
+ * exports (the names grpc-js has, read here at build time) are getters that require the real
+ * package at their first read, but for its enums, copied; every other require of it shares that
+ * one instance.
+ */
+const lazyGrpc: esbuild.Plugin = {
+  name: 'lazy-grpc-js',
+  setup(build) {
+    const grpcJs = createRequire(join(root, 'package.json'))('@grpc/grpc-js') as Record<string, unknown>;
+    // enums (status, connectivityState, …) are plain records of numbers and strings: copied here,
+    // so code that reads them when it loads (a table of status codes) does not load grpc-js
+    const isEnum = (v: unknown) => typeof v === 'object' && v !== null && Object.values(v).every((x) => typeof x === 'number' || typeof x === 'string');
+    const enums = Object.fromEntries(Object.entries(grpcJs).filter(([, v]) => isEnum(v)));
+    const names = Object.keys(grpcJs).filter((n) => !(n in enums));
+    build.onResolve({ filter: /^@grpc\/grpc-js$/ }, (args) => (args.kind === 'import-statement' && !args.importer.includes('/node_modules/') ? { path: 'lazy', namespace: 'lazy-grpc-js' } : undefined));
+    build.onLoad({ filter: /.*/, namespace: 'lazy-grpc-js' }, () => ({
+      resolveDir: root,
+      loader: 'js',
+      contents: [
+        'let grpc;',
+        "const load = () => (grpc ??= require('@grpc/grpc-js'));",
+        `for (const name of ${JSON.stringify(names)}) Object.defineProperty(module.exports, name, { enumerable: true, get: () => load()[name] });`,
+        `Object.assign(module.exports, ${JSON.stringify(enums)});`,
+      ].join('\n'),
+    }));
+  },
+};
+
+/**
+ * undici's HTTP/2 client requires node:http2 when it loads, for a few header-name constants; rt
+ * never opens an HTTP/2 connection through undici (allowH2 is off). The constants are taken from
+ * node:http2 here, at build time, and http2 itself is required only by a connect.
+ */
+const undiciWithoutHttp2: esbuild.Plugin = {
+  name: 'undici-without-http2',
+  setup(build) {
+    const require = createRequire(import.meta.url);
+    const { constants } = require('node:http2') as typeof import('node:http2');
+    build.onLoad({ filter: /undici\/lib\/dispatcher\/client-h2\.js$/ }, async (args) => {
+      const source = await readFile(args.path, 'utf8');
+      const eager = "http2 = require('node:http2')";
+      if (!source.includes(eager)) throw new Error(`${args.path}: "${eager}" not found; images/bundle.ts undiciWithoutHttp2 needs a look`);
+      const used = [...source.matchAll(/\b(HTTP2_HEADER_\w+|NGHTTP2_\w+)\b/g)].map((m) => m[1]!);
+      const picked = Object.fromEntries(used.map((k) => [k, (constants as Record<string, unknown>)[k]]));
+      const lazy = `http2 = { constants: ${JSON.stringify(picked)}, connect: (...args) => require('node:http2').connect(...args) }`;
+      return { contents: source.replace(eager, lazy), loader: 'js' };
+    });
+  },
+};
+
+/**
+ * fastify's server module requires node:http2 and node:https (and with it node:tls) when it loads,
+ * for servers rt does not make (HTTPS, HTTP/2): required on their first use instead.
+ */
+const fastifyWithoutTls: esbuild.Plugin = {
+  name: 'fastify-without-tls',
+  setup(build) {
+    build.onLoad({ filter: /fastify\/lib\/server\.js$/ }, async (args) => {
+      let source = await readFile(args.path, 'utf8');
+      for (const id of ['node:https', 'node:http2']) {
+        const eager = `require('${id}')`;
+        if (!source.includes(eager)) throw new Error(`${args.path}: ${eager} not found; images/bundle.ts fastifyWithoutTls needs a look`);
+        source = source.replace(eager, `((m) => new Proxy({}, { get: (_t, k) => (m ??= require('${id}'))[k] }))()`);
+      }
+      return { contents: source, loader: 'js' };
+    });
+  },
+};
+
 await rm(dist, { recursive: true, force: true });
 const result = await esbuild.build({
   absWorkingDir: root,
@@ -92,7 +164,7 @@ const result = await esbuild.build({
   platform: 'node',
   target: 'node22',
   external: EXTERNAL,
-  plugins: [ownImportMeta, builtinsAsRequire],
+  plugins: [ownImportMeta, builtinsAsRequire, lazyGrpc, undiciWithoutHttp2, fastifyWithoutTls],
   // dependencies written in CommonJS call require(); and the helpers the plugin's code uses.
   // Every chunk sits one folder below dist/, as the entry does (dist/cli, dist/chunks).
   banner: {

@@ -7,7 +7,7 @@
  * the compile cache that images/rt/warm-compile-cache.ts fills is read by the next start.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -104,6 +104,24 @@ describe('the bundled rt command (npm run build)', () => {
     const r = spawnSync(process.execPath, [join(out, 'cli', 'rt.js'), '--version'], { encoding: 'utf8' });
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^rt \d+\.\d+\.\d+ \(node v24\./);
+  });
+
+  it('does not load http2, https or tls while no gRPC client or HTTPS peer is in use (grpc-js loads on first use)', async () => {
+    const list = join(work, 'modules.txt');
+    const preload = join(work, 'module-list.cjs');
+    // Node's list of the built-in modules it loaded, written as the process exits
+    writeFileSync(preload, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, process.moduleLoadList.join('\\n')));`);
+    const port = await freePort();
+    const proc = spawn(process.execPath, ['-r', preload, join(out, 'cli', 'rt.js'), 'sidecar', '--app-id', 'idle', '--http-port', String(port), '--grpc-port', String(await freePort()), '--disable-metrics', '--data-dir', join(work, 'idle-data'), '--log-level', 'warn'], { stdio: 'ignore' });
+    children.push(proc);
+    await waitReady(proc, port);
+    expect((await fetch(`http://127.0.0.1:${port}/v1.0/metadata`)).status).toBe(200);
+    const exited = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGTERM');
+    await exited;
+    const loaded = readFileSync(list, 'utf8').split('\n');
+    expect(loaded).toContain('NativeModule http');
+    expect(loaded.filter((m) => /^NativeModule (http2|https|tls)$/.test(m))).toEqual([]);
   });
 
   it('compiles its modules from the compile cache the build filled (cli/compile-cache.ts)', () => {
