@@ -76,9 +76,23 @@ const builtinsAsRequire: esbuild.Plugin = {
       if (args.kind !== 'import-statement' || !(args.path.startsWith('node:') || names.has(args.path))) return undefined;
       return { path: args.path, namespace: 'builtin-require' };
     });
-    build.onLoad({ filter: /.*/, namespace: 'builtin-require' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
+    const require = createRequire(import.meta.url);
+    build.onLoad({ filter: /.*/, namespace: 'builtin-require' }, (args) => {
+      const id = JSON.stringify(args.path);
+      if (!LAZY_BUILTINS.has(args.path.replace(/^node:/, ''))) return { contents: `module.exports = require(${id});`, loader: 'js' };
+      // getters for the names the module has (read here, from the same Node), required at the first read
+      const names = JSON.stringify(Object.keys(require(args.path) as object));
+      return { contents: `let m;\nfor (const name of ${names}) Object.defineProperty(module.exports, name, { enumerable: true, get: () => (m ??= require(${id}))[name] });`, loader: 'js' };
+    });
   },
 };
+
+/**
+ * Built-ins that cost memory or time when they load (crypto and its OpenSSL-backed classes ~3 MB,
+ * worker_threads, child_process, zlib, …) and that a sidecar may never use: an `import` of them in
+ * the sources loads them at the first read of an export instead.
+ */
+const LAZY_BUILTINS = new Set(['crypto', 'child_process', 'worker_threads', 'zlib', 'dns', 'http2', 'https', 'tls', 'perf_hooks', 'assert', 'readline', 'sqlite', 'v8', 'vm', 'cluster', 'dgram', 'inspector']);
 
 /**
  * @grpc/grpc-js on first use. It requires node:http2 and node:tls when it loads, ~10 MB of idle

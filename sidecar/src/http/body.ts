@@ -22,11 +22,12 @@ export const MAX_JSON_DEPTH = 512;
  */
 export const REQUEST_TIMEOUT_MS = 60_000;
 
+// arrows, not the functions themselves: the build loads node:zlib at its first use (images/bundle.ts)
 const DECODERS: Record<string, () => Transform> = {
-  gzip: createGunzip,
-  'x-gzip': createGunzip,
-  deflate: createInflate,
-  br: createBrotliDecompress,
+  gzip: () => createGunzip(),
+  'x-gzip': () => createGunzip(),
+  deflate: () => createInflate(),
+  br: () => createBrotliDecompress(),
 };
 
 /** Whether `text` holds arrays/objects nested deeper than `max` (strings skipped, escapes honoured). */
