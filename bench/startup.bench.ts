@@ -6,7 +6,8 @@
  *   output binding;
  * - the same with V8's default heap settings (`RT_V8_FLAGS=`), to show what cli/v8-flags.ts buys,
  *   and without the compile cache the build fills (cli/compile-cache.ts), a first start's cost;
- * - the TypeScript sources (`node cli/rt.ts`, type stripping at start; what the tests run).
+ * - the TypeScript sources through the `rt` bin (`node cli/bin/rt.js`, what `npm start` and `npx rt`
+ *   run; type stripping unless the checkout's compile cache has the files).
  * Anchor, in the same run: bare `node -e` that opens an HTTP port and answers 204.
  * The build is made from the current sources into a temp folder first (bench/lib.ts buildRt). Redis comes
  * from RT_TEST_REDIS_URL (npm run bench starts one), sshd from test/services/sshd.ts.
@@ -151,7 +152,7 @@ try {
     components: withComponents,
     v8defaults: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))], env: { RT_V8_FLAGS: '' } },
     nocache: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))], env: { NODE_DISABLE_COMPILE_CACHE: '1' } },
-    sources: { argv: async (port, dataDir) => ['cli/rt.ts', ...(await sidecarArgs(port, dataDir))] },
+    sources: { argv: async (port, dataDir) => ['cli/bin/rt.js', ...(await sidecarArgs(port, dataDir))] },
   });
   const anchor = r.anchor!;
   const row = (name: string, s: Sample, target: string): Row => ({
@@ -168,7 +169,7 @@ try {
     row('rt sidecar compiled, sqlite + redis state + sftp binding', r.components!, '≤ 75 MB'),
     row('rt sidecar compiled, V8 default heap (RT_V8_FLAGS=)', r.v8defaults!, ''),
     row('rt sidecar compiled, no compile cache (NODE_DISABLE_COMPILE_CACHE=1)', r.nocache!, ''),
-    row('rt sidecar from sources (node cli/rt.ts), no components', r.sources!, ''),
+    row('rt sidecar from sources (node cli/bin/rt.js, as npm start and npx rt run it), no components', r.sources!, ''),
   ]);
   if (process.env.BENCH_IMAGE === '1') await imageRows();
 } finally {
