@@ -17,7 +17,8 @@
  * The burst rows also print the CPU each process spends per trigger (µs, /proc): the sidecar
  * (with its scheduler), and the app (this process, idle but for the app during the burst).
  *
- * BENCH_CPU_PROF=<dir> writes each sidecar's CPU profile there (node --cpu-prof);
+ * BENCH_CPU_PROF=<dir> writes each sidecar's CPU profile there (node --cpu-prof); BENCH_NODE_ARGS adds
+ * node options to the sidecar's command line;
  * BENCH_JOBS=sidecar,run,stream,bare runs only the named set-ups (default: all).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -48,6 +49,8 @@ const SIDECAR_CONNECTIONS = 128;
 const only = process.env.BENCH_JOBS ? new Set(process.env.BENCH_JOBS.split(',')) : undefined;
 const wanted = (name: string) => !only || only.has(name);
 const profDir = process.env.BENCH_CPU_PROF;
+/** BENCH_NODE_ARGS="--max-semi-space-size=4 …": node options for the sidecar's process (V8 heap trade-offs). */
+const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
 
 /** CPU ms (user + system, and system alone) a process has used so far, from /proc (Linux). */
 function procCpuMs(pid: number): { total: number; sys: number } {
@@ -155,7 +158,7 @@ async function measure(label: string, command: 'sidecar' | 'run'): Promise<Row[]
   const prof = profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', `jobs-${command}-${Date.now()}.cpuprofile`] : [];
   const child = await startChild(
     process.execPath,
-    [...prof, RT, command, '--app-id', 'bench', '--app-port', String(app.port), '--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--data-dir', dir, '--log-level', 'error'],
+    [...prof, ...nodeArgs, RT, command, '--app-id', 'bench', '--app-port', String(app.port), '--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--data-dir', dir, '--log-level', 'error'],
     { readyUrl: `http://127.0.0.1:${httpPort}/v1.0/healthz` },
   );
   const base = `http://127.0.0.1:${httpPort}`;
