@@ -37,6 +37,12 @@ export interface LoadResult {
   p99Ms: number;
 }
 
+/** CPU ms (user + system) a process has used so far, from /proc (Linux). */
+export function procCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ 100)
+}
+
 /** Drives one URL and reports throughput and latency percentiles. */
 export async function load(opts: LoadOptions): Promise<LoadResult> {
   const u = new URL(opts.url);

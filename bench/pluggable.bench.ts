@@ -9,7 +9,8 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { load, machineLine, printTable, ratio, startChild, type LoadResult, type Row } from './lib.ts';
+import { fileURLToPath } from 'node:url';
+import { buildRt, load, machineLine, printTable, procCpuMs, ratio, startChild, type LoadResult, type Row } from './lib.ts';
 import { freePort } from '../test/services/net.ts';
 import { redisTarget } from '../test/services/redis.ts';
 
@@ -22,6 +23,8 @@ const withRedis = redis.available;
 const redisPrefix = `rtbench-${randomBytes(4).toString('hex')}`;
 
 const dir = mkdtempSync(join(tmpdir(), 'rtbench-pl-'));
+// the compiled rt, as the image runs it (bench/lib.ts buildRt; BENCH_SOURCES=1: the TypeScript sources)
+const RT = process.env.BENCH_SOURCES === '1' ? fileURLToPath(new URL('../cli/rt.ts', import.meta.url)) : buildRt(join(dir, 'b'));
 const sockets = join(dir, 's');
 const resources = join(dir, 'r');
 mkdirSync(sockets);
@@ -44,12 +47,14 @@ console.log(machineLine());
 // the machine may be shared: say how busy it was, since both sides suffer from it unequally
 const loadAvg = () => loadavg().map((l) => l.toFixed(1)).join(' ');
 console.log(`load average at start: ${loadAvg()}`);
-const proc = await startChild(process.execPath, [join(root, 'examples/pluggable-state/main.ts'), '--folder', sockets, '--name', 'memstore']);
+// BENCH_CPU_PROF=<dir> writes the sidecar's and the component's CPU profiles there (node --cpu-prof)
+const prof = (name: string) => (process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF, '--cpu-prof-name', `pluggable-${name}-${Date.now()}.cpuprofile`] : []);
+const proc = await startChild(process.execPath, [...prof('component'), join(root, 'examples/pluggable-state/main.ts'), '--folder', sockets, '--name', 'memstore']);
 for (let i = 0; i < 100 && !existsSync(join(sockets, 'memstore.sock')); i++) await new Promise((r) => setTimeout(r, 100));
 const httpPort = await freePort();
 const sidecar = await startChild(
   process.execPath,
-  [join(root, 'cli/rt.ts'), 'sidecar', '--app-id', 'bench', '--http-port', String(httpPort), '--grpc-port', String(await freePort()), '--resources-path', resources, '--data-dir', join(dir, 'd'), '--log-level', 'warn'],
+  [...prof('sidecar'), RT, 'sidecar', '--app-id', 'bench', '--http-port', String(httpPort), '--grpc-port', String(await freePort()), '--resources-path', resources, '--data-dir', join(dir, 'd'), '--log-level', 'warn'],
   { env: { RT_COMPONENTS_SOCKETS_FOLDER: sockets }, readyUrl: `http://127.0.0.1:${httpPort}/v1.0/healthz` },
 );
 
@@ -66,6 +71,14 @@ const set = (store: string) =>
   });
 const get = (store: string) => load({ url: `${base}/${store}/k7`, concurrency: CONCURRENCY, durationMs: DURATION_MS });
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+/** One load run with the CPU µs per request that the sidecar and the component process spent on it. */
+type Measured = LoadResult & { sidecarUs: number; componentUs: number };
+const measured = async (run: () => Promise<LoadResult>): Promise<Measured> => {
+  const [s0, c0] = [procCpuMs(sidecar.proc.pid!), procCpuMs(proc.proc.pid!)];
+  const r = await run();
+  const per = (ms: number) => (ms * 1000) / Math.max(1, r.requests);
+  return { ...r, sidecarUs: per(procCpuMs(sidecar.proc.pid!) - s0), componentUs: per(procCpuMs(proc.proc.pid!) - c0) };
+};
 
 try {
   const stores = ['builtin', 'pluggable', ...(withRedis ? ['redis'] : [])];
@@ -78,10 +91,10 @@ try {
   ] as const) {
     // the machine is shared: rotate the stores over several rounds and report medians, so that
     // a burst of other load does not land on one side only
-    const results: Record<string, LoadResult[]> = Object.fromEntries(stores.map((s) => [s, []]));
+    const results: Record<string, Measured[]> = Object.fromEntries(stores.map((s) => [s, []]));
     for (let round = 0; round < ROUNDS; round++) {
       const order = round % 2 === 0 ? stores : [...stores].reverse();
-      for (const s of order) results[s].push(await run(s));
+      for (const s of order) results[s].push(await measured(() => run(s)));
     }
     const rps = (s: string) => median(results[s].map((r) => r.rps));
     const p99 = (s: string) => median(results[s].map((r) => r.p99Ms));
@@ -94,6 +107,10 @@ try {
       'pluggable / in-memory': ratio(pairRatio('pluggable', 'builtin'), 1),
       'in-memory p99 ms': p99('builtin'),
       'pluggable p99 ms': p99('pluggable'),
+      // where the 2 cores go: the sidecar per request on each path, and the component process
+      'sidecar CPU µs/req in-memory': median(results.builtin.map((r) => r.sidecarUs)),
+      'sidecar CPU µs/req pluggable': median(results.pluggable.map((r) => r.sidecarUs)),
+      'component CPU µs/req': median(results.pluggable.map((r) => r.componentUs)),
     };
     if (withRedis) {
       row['redis req/s'] = rps('redis');

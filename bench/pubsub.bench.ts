@@ -8,7 +8,7 @@
  * XREADGROUP (COUNT 100, BLOCK) and XACK. Latency = delivery (or read) time − publish start.
  * Target: rt ≥ 50% of the anchor's messages/s.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,7 +17,7 @@ import { Redis } from 'ioredis';
 import { Pool } from 'undici';
 import { freePort } from '../test/services/net.ts';
 import { redisTarget } from '../test/services/redis.ts';
-import { machineLine, percentile, printTable, ratio, startChild, type Row } from './lib.ts';
+import { machineLine, percentile, procCpuMs, printTable, ratio, startChild, type Row } from './lib.ts';
 
 const RT = fileURLToPath(new URL('../cli/rt.ts', import.meta.url));
 const N = Number(process.env.BENCH_MESSAGES ?? 30_000); // long enough that start-up and JIT warm-up weigh little on either side
@@ -29,12 +29,6 @@ interface Result {
   latencies: number[];
   /** CPU milliseconds spent per 1,000 messages, by process: where the cost is. */
   cpu: Record<string, number>;
-}
-
-/** CPU ms (user + system) a process has used so far, from /proc (Linux). */
-function procCpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ 100)
 }
 
 function selfCpuMs(): number {

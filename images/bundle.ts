@@ -191,10 +191,13 @@ const result = await esbuild.build({
       'const __rtNamespace = (m) => { const d = m.default; const onlyDefault = Object.keys(m).length === 1 && d !== null && (typeof d === "object" || typeof d === "function"); return onlyDefault ? Object.assign(Object.create(null), d, { default: d }) : m; };',
     ].join('\n'),
   },
-  // smaller source = less to parse at start and less held as the script's source string;
-  // names kept, since errors and logs print class names
-  minify: !process.env.RT_NO_MINIFY,
-  keepNames: true,
+  // smaller source = less to parse at start and less held as the script's source string. The
+  // identifiers stay as written, so functions and classes keep their own names without esbuild's
+  // keepNames: that wraps every function made at run time in a defineProperty('name') call, 7% of a
+  // busy sidecar's CPU (bench/README.md `### pluggable`); the same idle RSS either way.
+  minifyWhitespace: !process.env.RT_NO_MINIFY,
+  minifySyntax: !process.env.RT_NO_MINIFY,
+  minifyIdentifiers: false,
   charset: 'ascii',
   legalComments: 'none',
   logLevel: 'warning',

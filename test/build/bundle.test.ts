@@ -7,7 +7,7 @@
  * the compile cache that images/rt/warm-compile-cache.ts fills is read by the next start.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -98,6 +98,13 @@ describe('the bundled rt command (npm run build)', () => {
     const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
     expect(res.status).toBe(200);
     expect(await res.text()).toMatch(/^rt_process_cpu_user_seconds_total\{app_id="bundled"\} /m);
+  });
+
+  it("keeps the sources' names without esbuild's keepNames helper, which costs a defineProperty per closure made", () => {
+    const chunks = readdirSync(join(out, 'chunks')).map((f) => readFileSync(join(out, 'chunks', f), 'utf8'));
+    // `X=class …` is named X by the language itself, as `class X` is
+    expect(chunks.some((c) => /\b(class PluggableStateStore|PluggableStateStore=class)\b/.test(c))).toBe(true);
+    expect(chunks.filter((c) => /\b__name\(/.test(c))).toEqual([]);
   });
 
   it('prints its version from the package.json written beside the bundle', () => {
