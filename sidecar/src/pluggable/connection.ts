@@ -30,11 +30,14 @@ export class Connection {
   readonly channel: grpc.Channel;
   private readonly instance: string;
   private readonly clients = new Map<string, grpc.Client>();
+  /** The unary calls' metadata, made once: grpc-js copies a call's metadata when the call starts. */
+  private readonly unaryMetadata: grpc.Metadata;
 
   constructor(path: string, instance: string) {
     this.path = path;
     this.instance = instance;
     this.channel = new grpc.Channel(socketAddress(path), grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
+    this.unaryMetadata = this.metadata();
   }
 
   metadata(): grpc.Metadata {
@@ -63,7 +66,7 @@ export class Connection {
       const limit = Error.stackTraceLimit;
       Error.stackTraceLimit = 0;
       try {
-        fn.call(client, req, this.metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res as Res)));
+        fn.call(client, req, this.unaryMetadata, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res as Res)));
       } finally {
         Error.stackTraceLimit = limit;
       }
