@@ -1,13 +1,15 @@
 /**
  * The CRD files in this folder are the one source of truth for resource shapes: this module reads
  * them and checks an object against its kind's schema — required fields and the CEL rules
- * (`x-kubernetes-validations`), evaluated with @bufbuild/cel — so a resource file, the operator and
- * `kubectl apply` refuse the same objects with the same message.
+ * (`x-kubernetes-validations`), run as the functions of crds/rules.ts (checked against CEL by
+ * test/crds/rules.test.ts) or, for a rule without one, evaluated with @bufbuild/cel — so a
+ * resource file, the operator and `kubectl apply` refuse the same objects with the same message.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { CelEnv, plan as Plan } from '@bufbuild/cel';
 import { parse as parseYaml } from 'yaml';
+import { compiledRule } from './rules.ts';
 
 export const CRD_FILES = ['components.yaml', 'configurations.yaml', 'subscriptions.yaml', 'httpendpoints.yaml'] as const;
 /** API groups whose objects rt reads: its own, and the ecosystem's it is compatible with. */
@@ -46,10 +48,25 @@ export interface FieldError {
 
 let crds: Crd[] | undefined;
 
-/** The CRDs of crds/*.yaml, parsed once. */
+/**
+ * The CRDs of crds/*.yaml, parsed once. The build writes them beside itself as one JSON file
+ * (images/dist-assets.ts, CRDS_JSON): parsing the YAML cost a sidecar's start ~40 ms and 4–6 MB.
+ */
 export function loadCrds(): Crd[] {
-  crds ??= CRD_FILES.map((f) => parseYaml(readFileSync(new URL(f, import.meta.url), 'utf8')) as Crd);
+  crds ??= readBuilt() ?? CRD_FILES.map((f) => parseYaml(readFileSync(new URL(f, import.meta.url), 'utf8')) as Crd);
   return crds;
+}
+
+/** The file the build writes beside the CRDs: their YAML as a JSON array, in CRD_FILES order. */
+export const CRDS_JSON = 'crds.json';
+
+function readBuilt(): Crd[] | undefined {
+  try {
+    return JSON.parse(readFileSync(new URL(CRDS_JSON, import.meta.url), 'utf8')) as Crd[];
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined; // the sources: no build
+    throw e;
+  }
 }
 
 /** The CRD of a kind (Component, Configuration, Subscription, HTTPEndpoint), if rt defines it. */
@@ -97,7 +114,7 @@ function walk(schema: OpenApiSchema, value: unknown, path: string, errors: Field
   }
   if (Array.isArray(value) && schema.items) value.forEach((v, i) => walk(schema.items!, v, `${path}[${i}]`, errors));
   for (const rule of schema['x-kubernetes-validations'] ?? []) {
-    if (!evaluate(rule.rule, toCel(value))) errors.push({ field: path + (rule.fieldPath ?? ''), message: rule.message ?? `failed rule: ${rule.rule}` });
+    if (!holds(rule.rule, value)) errors.push({ field: path + (rule.fieldPath ?? ''), message: rule.message ?? `failed rule: ${rule.rule}` });
   }
 }
 
@@ -108,9 +125,9 @@ function join(path: string, key: string): string {
 // the rules' regexes (anchored, RE2-compatible) run as JS RegExps, compiled once: @bufbuild/cel's
 // default compiles the pattern on every call, which made each check ~1 ms
 const regexes = new Map<string, RegExp>();
-// CEL (with the protobuf runtime and RE2 it brings) loads with the first resource checked, not at
-// start: a sidecar without resource files never needs it (bench/README.md `### startup`). A
-// synchronous require of the ESM package, since validateResource is synchronous.
+// CEL (with the protobuf runtime and RE2 it brings) loads with the first rule that has no function
+// in crds/rules.ts, not at start (bench/README.md `### startup`). A synchronous require of the ESM
+// package, since validateResource is synchronous.
 const require = createRequire(import.meta.url);
 let cel: { lib: typeof import('@bufbuild/cel'); env: CelEnv } | undefined;
 function celLib() {
@@ -129,8 +146,24 @@ function celLib() {
 }
 const planned = new Map<string, ReturnType<typeof Plan>>();
 
-/** true when the rule holds; a rule that errors (e.g. a type mismatch) counts as failed. */
-function evaluate(rule: string, self: unknown): boolean {
+/** Whether CEL has been loaded in this process (only a rule without a function in crds/rules.ts loads it). */
+export function celLoaded(): boolean {
+  return cel !== undefined;
+}
+
+/**
+ * true when the rule holds on the value (JSON as parsed); a rule that errors (e.g. a type mismatch)
+ * counts as failed. The CRDs' rules run as the functions of crds/rules.ts; CEL is loaded only for
+ * a rule that has none.
+ */
+function holds(rule: string, value: unknown): boolean {
+  const compiled = compiledRule(rule);
+  return compiled ? compiled(value) : evaluateCel(rule, value);
+}
+
+/** A rule evaluated by CEL itself (exported for the test that the compiled rules agree with it). */
+export function evaluateCel(rule: string, value: unknown): boolean {
+  const self = toCel(value);
   const { lib, env } = celLib();
   let run = planned.get(rule);
   if (!run) {

@@ -2,13 +2,15 @@
  * Second half of `npm run build`: images/bundle.ts bundles the sources into dist/ (or the folder
  * named as the first argument); this copies what the code
  * reads at run time beside it (.proto files and the CRD .yaml files, found through import.meta
- * paths) and writes
+ * paths), writes the CRDs once more as dist/crds/crds.json (read instead of the YAML), and writes
  * dist/package.json, so `node dist/cli/rt.js` runs from dist/ + node_modules alone:
  * `type: module` for the .js files, and the version that sidecar/src/version.ts reads from
  * `../../package.json` (which is dist/package.json once compiled).
  */
 import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { CRD_FILES, CRDS_JSON } from '../crds/validate.ts';
 
 const root = join(import.meta.dirname, '..');
 const dist = resolve(process.argv[2] ?? join(root, 'dist'));
@@ -33,6 +35,10 @@ for (const folder of SOURCE_FOLDERS) {
     copied++;
   }
 }
+
+// the CRDs parsed once here, so the built rt reads JSON instead of parsing YAML (crds/validate.ts)
+const crds = CRD_FILES.map((f) => parseYaml(readFileSync(join(root, 'crds', f), 'utf8')) as unknown);
+writeFileSync(join(dist, 'crds', CRDS_JSON), JSON.stringify(crds));
 
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { name: string; version: string };
 writeFileSync(join(dist, 'package.json'), JSON.stringify({ name: pkg.name, version: pkg.version, type: 'module', private: true }, null, 2) + '\n');

@@ -12,6 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { CRD_FILES, CRDS_JSON } from '../../crds/validate.ts';
 import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
 import { freePort } from '../services/net.ts';
 
@@ -129,6 +131,17 @@ describe('the bundled rt command (npm run build)', () => {
     const loaded = readFileSync(list, 'utf8').split('\n');
     expect(loaded).toContain('NativeModule http');
     expect(loaded.filter((m) => /^NativeModule (http2|https|tls)$/.test(m))).toEqual([]);
+  });
+
+  it('checks resource files against the CRDs the build wrote as JSON', () => {
+    const built = JSON.parse(readFileSync(join(out, 'crds', CRDS_JSON), 'utf8')) as unknown;
+    expect(built).toEqual(CRD_FILES.map((f) => parseYaml(readFileSync(join(ROOT, 'crds', f), 'utf8'))));
+    const bad = join(work, 'bad-resources');
+    mkdirSync(bad);
+    writeFileSync(join(bad, 'c.yaml'), 'apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: s\nspec:\n  type: bindings.eventgrid\n  version: v1\n  metadata:\n  - name: handshakePort\n    value: 8080\n');
+    const r = spawnSync(process.execPath, [join(out, 'cli', 'rt.js'), 'sidecar', '--app-id', 'bad', '--http-port', '0', '--grpc-port', '0', '--resources-path', bad, '--data-dir', join(work, 'bad-data')], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('spec.metadata[0].value: handshakePort must be a quoted string');
   });
 
   it('compiles its modules from the compile cache the build filled (cli/compile-cache.ts)', () => {
