@@ -147,7 +147,9 @@ describe('event-routing output binding (loopback stand-in for Azure)', () => {
           return;
         }
         expect(az.topic.received).toHaveLength(1);
-        const parsed = typeof d === 'string' && /^\s*[[{]/.test(d) ? JSON.parse(d) : d;
+        // a string that is a JSON array or object is sent as its events; any other string (also
+        // one that only starts like JSON, e.g. "[") is one event's data
+        const parsed = typeof d === 'string' && /^\s*[[{]/.test(d) ? parseOr(d) : d;
         expect(az.topic.received[0].events).toHaveLength(Array.isArray(parsed) ? parsed.length : 1);
         for (const ev of az.topic.received[0].events) expect(ev.specversion).toBe('1.0');
       }),
@@ -161,3 +163,11 @@ describe('event-routing output binding (loopback stand-in for Azure)', () => {
     expect(cap.text()).not.toContain(az.topic.key);
   });
 });
+
+function parseOr(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
