@@ -17,24 +17,20 @@
 const ERR = Symbol('cel error');
 type Val = boolean | typeof ERR;
 
-const or = (...xs: (() => Val)[]): Val => {
-  let err = false;
-  for (const x of xs) {
-    const v = x();
-    if (v === true) return true;
-    if (v === ERR) err = true;
-  }
-  return err ? ERR : false;
-};
-const and = (...xs: (() => Val)[]): Val => {
-  let err = false;
-  for (const x of xs) {
-    const v = x();
-    if (v === false) return false;
-    if (v === ERR) err = true;
-  }
-  return err ? ERR : true;
-};
+/** CEL's `||` (dominant true) and `&&` (dominant false): the dominant value wins over an error. */
+const logic =
+  (dominant: boolean) =>
+  (...xs: (() => Val)[]): Val => {
+    let err = false;
+    for (const x of xs) {
+      const v = x();
+      if (v === dominant) return dominant;
+      if (v === ERR) err = true;
+    }
+    return err ? ERR : !dominant;
+  };
+const or = logic(true);
+const and = logic(false);
 
 type Obj = Record<string, unknown>;
 const isMap = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
