@@ -156,6 +156,36 @@ describe('the bundled rt command (npm run build)', () => {
     expect(off.stderr).not.toContain('was accepted');
   });
 
+  it('finds the component types\' chunks and clients in the compile cache too (the build starts a sidecar with one of each)', async () => {
+    const res = join(work, 'warm-check');
+    mkdirSync(res);
+    const component = (name: string, type: string, md: string) =>
+      `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${name}\nspec:\n  type: ${type}\n  version: v1\n  ignoreErrors: true\n  metadata: [${md}]\n`;
+    writeFileSync(
+      join(res, 'c.yaml'),
+      [
+        component('r', 'state.redis', '{ name: redisHost, value: "127.0.0.1:1" }'),
+        component('p', 'state.postgresql', '{ name: connectionString, value: "postgres://x@127.0.0.1:1/x" }'),
+        component('s', 'bindings.sftp', '{ name: address, value: "127.0.0.1:1" }, { name: username, value: x }, { name: password, value: x }, { name: rootPath, value: / }, { name: insecureIgnoreHostKey, value: "true" }'),
+      ].join('---\n'),
+    );
+    const port = await freePort();
+    const proc = spawn(process.execPath, [join(out, 'cli', 'rt.js'), 'sidecar', '--app-id', 'warm-check', '--http-port', String(port), '--grpc-port', String(await freePort()), '--metrics-port', String(await freePort()), '--resources-path', res, '--data-dir', join(work, 'warm-check-data'), '--log-level', 'error'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' },
+    });
+    children.push(proc);
+    let err = '';
+    proc.stderr?.on('data', (c: Buffer) => (err += c));
+    await waitReady(proc, port);
+    const exited = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGTERM');
+    await exited;
+    expect(err).toMatch(/V8 code cache for ESM file:\/\/\S+\/chunks\/redis-\w+\.js was accepted/);
+    // a module missing from the cache is compiled and written at exit
+    expect(err.split('\n').filter((l) => l.includes('writing cache for'))).toEqual([]);
+  });
+
   it('keeps the young generation small (cli/v8-flags.ts); RT_V8_FLAGS= leaves V8 its defaults', () => {
     // the bundle runs first (`rt version`), then a burst of short-lived objects, as a busy sidecar makes
     const youngMb = (env: NodeJS.ProcessEnv) => {
