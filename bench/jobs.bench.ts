@@ -31,7 +31,7 @@ import pino from 'pino';
 import { Pool } from 'undici';
 import { GrpcSchedulerClient } from '../scheduler/src/grpc/client.ts';
 import { freePort, waitForPort } from '../test/services/net.ts';
-import { buildRt, machineLine, percentile, printTable, ratio, rssMb, startChild, type Row } from './lib.ts';
+import { buildRt, machineLine, medianBy, percentile, printTable, ratio, rssMb, startChild, type Row } from './lib.ts';
 
 // the compiled rt, as the image runs it (bench/lib.ts buildRt; BENCH_SOURCES=1: the TypeScript sources)
 const buildDir = mkdtempSync(join(tmpdir(), 'rt-bench-jobs-build-'));
@@ -44,7 +44,6 @@ const BURST = 10_000;
 const WARM_BURST = 2000;
 /** JIT-warm bursts after the first (BENCH_WARM_BURSTS); their median is reported, single bursts swing ±30% here. */
 const WARM_BURSTS = Number(process.env.BENCH_WARM_BURSTS ?? 3);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const STEADY_RATE = 1000;
 const STEADY_SECONDS = 5;
 /** What the sidecar keeps in flight toward the app, and its pool's connections (sidecar/src/jobs, app channel). */
@@ -143,6 +142,11 @@ async function waitArrivals(app: { arrivals: Arrival[]; counts: Map<string, numb
   return app.arrivals.filter((a) => a.name.startsWith(prefix));
 }
 
+/** The rates of repeated bursts, lowest first, for a row's note. */
+function burstRates(runs: { rate: number }[]): string {
+  return runs.map((r) => Math.round(r.rate)).sort((a, b) => a - b).join(', ');
+}
+
 /** Rate of a burst from its arrivals: from the due time (or the first arrival, if later) to the last. */
 function burstRate(arr: Arrival[], due: number): number {
   let first = Number.POSITIVE_INFINITY;
@@ -209,8 +213,7 @@ async function measure(label: string, command: 'sidecar' | 'run'): Promise<Row[]
     // then the JIT-warm bursts: the one with the median rate is reported, with the others' rates
     const warmRuns: Awaited<ReturnType<typeof burstOnce>>[] = [];
     for (let i = 0; i < WARM_BURSTS; i++) warmRuns.push(await burstOnce(`c${i}-`));
-    const second = warmRuns.find((r) => r.rate === median(warmRuns.map((x) => x.rate)))!;
-    const warmRates = warmRuns.map((r) => Math.round(r.rate)).sort((a, b) => a - b).join(', ');
+    const second = medianBy(warmRuns, (r) => r.rate);
 
     // 3. steady: 1,000 triggers/s for 5 s (job i due at start + i ms)
     const start = Date.now() + 12_000;
@@ -225,7 +228,7 @@ async function measure(label: string, command: 'sidecar' | 'run'): Promise<Row[]
       { setup: label, measure: 'schedule calls/s (HTTP API)', rt: sched.rps, anchor: ANCHOR_SCHEDULES, ratio: ratio(sched.rps, ANCHOR_SCHEDULES), target: '≥ 1,000', note: `p50 ${sched.p50.toFixed(1)} ms, p99 ${sched.p99.toFixed(1)} ms at 32 in flight` },
       { setup: label, measure: `triggers/s delivered (${BURST} due at once)`, rt: first.rate, anchor: ANCHOR_TRIGGERS, ratio: ratio(first.rate, ANCHOR_TRIGGERS), target: '≥ 20,000', note: first.note },
       { setup: label, measure: `lateness p50 / p99, ${BURST} due at once (ms)`, rt: first.late, anchor: '—', ratio: '—', target: '—', note: '' },
-      { setup: label, measure: `triggers/s delivered, JIT-warm burst (median of ${WARM_BURSTS})`, rt: second.rate, anchor: ANCHOR_TRIGGERS, ratio: ratio(second.rate, ANCHOR_TRIGGERS), target: '≥ 20,000', note: `bursts ${warmRates}/s; ${second.note}; lateness p50 / p99 ${second.late} ms` },
+      { setup: label, measure: `triggers/s delivered, JIT-warm burst (median of ${WARM_BURSTS})`, rt: second.rate, anchor: ANCHOR_TRIGGERS, ratio: ratio(second.rate, ANCHOR_TRIGGERS), target: '≥ 20,000', note: `bursts ${burstRates(warmRuns)}/s; ${second.note}; lateness p50 / p99 ${second.late} ms` },
       { setup: label, measure: `lateness p50 / p99 at ${STEADY_RATE}/s (ms)`, rt: `${percentile(steadyLate, 50)} / ${percentile(steadyLate, 99)}`, anchor: '—', ratio: '—', target: 'p99 ≤ 100', note: `${steady.length}/${n} delivered; sidecar RSS ${rss.toFixed(0)} MB` },
     ];
   } finally {
@@ -296,8 +299,7 @@ async function measureBare(): Promise<Row[]> {
     if ((await exited) !== 0) throw new Error('the bare undici client failed');
     Object.assign(client, JSON.parse(out));
     const warm = runs.slice(1);
-    const mid = warm.findIndex((r) => r.rate === median(warm.map((x) => x.rate))) + 1;
-    for (const i of [0, mid]) {
+    for (const i of [0, runs.indexOf(medianBy(warm, (r) => r.rate))]) {
       const r = runs[i];
       rows.push({
         setup: 'bare undici → the same app (no sidecar)',
@@ -306,7 +308,7 @@ async function measureBare(): Promise<Row[]> {
         anchor: ANCHOR_TRIGGERS,
         ratio: ratio(r.rate, ANCHOR_TRIGGERS),
         target: '—',
-        note: `${i === 0 ? '' : `bursts ${warm.map((x) => Math.round(x.rate)).sort((a, b) => a - b).join(', ')}/s; `}${r.answered}/${BURST} answered; CPU per request: app ${((r.appMs * 1000) / Math.max(1, r.answered)).toFixed(0)} µs, client ${((client.cpuMs[i] * 1000) / BURST).toFixed(0)} µs${client.failed ? `; ${client.failed} not 200` : ''}`,
+        note: `${i === 0 ? '' : `bursts ${burstRates(warm)}/s; `}${r.answered}/${BURST} answered; CPU per request: app ${((r.appMs * 1000) / Math.max(1, r.answered)).toFixed(0)} µs, client ${((client.cpuMs[i] * 1000) / BURST).toFixed(0)} µs${client.failed ? `; ${client.failed} not 200` : ''}`,
       });
     }
     return rows;

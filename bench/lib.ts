@@ -104,6 +104,17 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[i];
 }
 
+/** The middle value (the upper one of an even count). */
+export function median(xs: number[]): number {
+  return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+}
+
+/** The item whose key is the median of the keys (of repeated runs, the one to report). */
+export function medianBy<T>(items: T[], key: (t: T) => number): T {
+  const m = median(items.map(key));
+  return items.find((t) => key(t) === m)!;
+}
+
 /** Resident memory of a process in MB (Linux /proc). */
 export function rssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');

@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildRt, load, machineLine, printTable, procCpuMs, ratio, startChild, type LoadResult, type Row } from './lib.ts';
+import { buildRt, load, machineLine, median, printTable, procCpuMs, ratio, startChild, type LoadResult, type Row } from './lib.ts';
 import { freePort } from '../test/services/net.ts';
 import { redisTarget } from '../test/services/redis.ts';
 
@@ -70,7 +70,6 @@ const set = (store: string) =>
     durationMs: DURATION_MS,
   });
 const get = (store: string) => load({ url: `${base}/${store}/k7`, concurrency: CONCURRENCY, durationMs: DURATION_MS });
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 /** One load run with the CPU µs per request that the sidecar and the component process spent on it. */
 type Measured = LoadResult & { sidecarUs: number; componentUs: number };
 const measured = async (run: () => Promise<LoadResult>): Promise<Measured> => {

@@ -53,8 +53,13 @@ let crds: Crd[] | undefined;
  * (images/dist-assets.ts, CRDS_JSON): parsing the YAML cost a sidecar's start ~40 ms and 4–6 MB.
  */
 export function loadCrds(): Crd[] {
-  crds ??= readBuilt() ?? CRD_FILES.map((f) => parseYaml(readFileSync(new URL(f, import.meta.url), 'utf8')) as Crd);
+  crds ??= readBuilt() ?? readCrdYaml();
   return crds;
+}
+
+/** The CRDs parsed from their YAML beside this module (the build writes these as CRDS_JSON). */
+export function readCrdYaml(): Crd[] {
+  return CRD_FILES.map((f) => parseYaml(readFileSync(new URL(f, import.meta.url), 'utf8')) as Crd);
 }
 
 /** The file the build writes beside the CRDs: their YAML as a JSON array, in CRD_FILES order. */

@@ -9,8 +9,7 @@
  */
 import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
-import { CRD_FILES, CRDS_JSON } from '../crds/validate.ts';
+import { CRDS_JSON, readCrdYaml } from '../crds/validate.ts';
 
 const root = join(import.meta.dirname, '..');
 const dist = resolve(process.argv[2] ?? join(root, 'dist'));
@@ -37,8 +36,7 @@ for (const folder of SOURCE_FOLDERS) {
 }
 
 // the CRDs parsed once here, so the built rt reads JSON instead of parsing YAML (crds/validate.ts)
-const crds = CRD_FILES.map((f) => parseYaml(readFileSync(join(root, 'crds', f), 'utf8')) as unknown);
-writeFileSync(join(dist, 'crds', CRDS_JSON), JSON.stringify(crds));
+writeFileSync(join(dist, 'crds', CRDS_JSON), JSON.stringify(readCrdYaml()));
 
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { name: string; version: string };
 writeFileSync(join(dist, 'package.json'), JSON.stringify({ name: pkg.name, version: pkg.version, type: 'module', private: true }, null, 2) + '\n');
