@@ -1,15 +1,32 @@
 /** Loopback helpers for tests: free ports and waiting for a port to accept connections. */
 import { connect, createServer } from 'node:net';
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+// Ports handed out come from below the kernel's ephemeral range (32768–60999 by default): a port
+// from listen(0) that is closed again can be given by the kernel to any outgoing connection
+// before the test's server binds it (CI saw `--grpc-port` taken that way). Below the range only
+// another test's pick can collide, so picks are random and never repeated within a process.
+const LOW = 10_000;
+const HIGH = 32_767;
+const handedOut = new Set<number>();
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
   });
+}
+
+export async function freePort(): Promise<number> {
+  for (let tries = 0; tries < 200; tries++) {
+    const port = LOW + Math.floor(Math.random() * (HIGH - LOW + 1));
+    if (handedOut.has(port)) continue;
+    if (await bindable(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error(`no free port between ${LOW} and ${HIGH} after 200 tries`);
 }
 
 export async function canConnect(host: string, port: number, timeoutMs = 1000): Promise<boolean> {
