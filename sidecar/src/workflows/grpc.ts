@@ -185,11 +185,15 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
     },
 
     CompleteOrchestratorTask: unary<OrchestratorResponse, unknown>(async (req, call) => {
+      // proto3 leaves a 0 off the wire and the decoder (defaults off) leaves the field out:
+      // durabletask-go, Java and .NET number actions from 0, so a missing id is action 0
+      for (const a of req.actions ?? []) a.id ??= 0;
       await engine.completeOrchestrator(req, call.getPeer());
       return {};
     }),
 
     CompleteActivityTask: unary<ActivityResponse, unknown>(async (req, call) => {
+      req.taskId ??= 0; // task 0, as above
       await engine.completeActivity(req, call.getPeer());
       return {};
     }),
