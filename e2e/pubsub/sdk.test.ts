@@ -1,6 +1,7 @@
 /**
  * The @dapr/dapr SDK on rt's pub/sub: DaprClient publishes and bulk-publishes over HTTP and
- * gRPC, and a DaprServer app subscribes programmatically (its /dapr/subscribe) and receives.
+ * gRPC (a CloudEvent it publishes takes the topic and pub/sub of the call), and a DaprServer app
+ * subscribes programmatically (its /dapr/subscribe) and receives.
  */
 import { CommunicationProtocolEnum, DaprClient, DaprServer, LogLevel } from '@dapr/dapr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -54,6 +55,16 @@ describe('DaprClient publishes over both protocols', () => {
       // the HTTP client answers {error: Error}; the gRPC one throws {error: ConnectError NOT_FOUND}
       const bad = (await c.pubsub.publish('nope', 'x', { a: 1 }).catch((e: { error: Error }) => e)).error as Error | undefined;
       expect(bad?.message).toMatch(/nope\W{0,4} is not loaded/);
+    });
+
+    it(`${proto}: a CloudEvent passed on from another topic and pub/sub arrives under the ones it was published to`, async () => {
+      app.deliveries.length = 0;
+      const c = client(proto);
+      const ce = { specversion: '1.0', id: `fwd-${proto}`, source: 'upstream', type: 'order.created', datacontenttype: 'application/json', data: { order: 7 }, topic: 'inbound', pubsubname: 'elsewhere' };
+      const res = await c.pubsub.publish('mem', `sdk-${proto}`, ce, { contentType: 'application/cloudevents+json' });
+      expect(res.error).toBeUndefined();
+      const [d] = await app.waitFor((ds) => ds.length === 1);
+      expect(d.body).toMatchObject({ id: `fwd-${proto}`, source: 'upstream', data: { order: 7 }, topic: `sdk-${proto}`, pubsubname: 'mem' });
     });
   }
 });

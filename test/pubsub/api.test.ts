@@ -86,13 +86,19 @@ describe('publish', () => {
     expect(typeof d.body.id).toBe('string');
   });
 
-  it('passes a CloudEvent body as it is, adding only what routing needs', async () => {
+  it('passes a CloudEvent body as it is, adding what routing needs; its topic and pub/sub become the publish call\'s', async () => {
     reset();
     const ce = { specversion: '1.0', id: 'my-id', source: 'elsewhere', type: 'order.big', data: { amount: 500 }, myext: 'x' };
     expect((await publish('mem/orders', JSON.stringify(ce), { 'content-type': 'application/cloudevents+json' })).status).toBe(204);
     const [d] = await app.waitFor((ds) => ds.length === 1);
     expect(d.path).toBe('/orders/big');
     expect(d.body).toMatchObject({ ...ce, topic: 'orders', pubsubname: 'mem' });
+    // an event passed on from another topic (and pub/sub) names where it was published now
+    reset();
+    const fwd = { ...ce, id: 'fwd-id', topic: 'inbound', pubsubname: 'elsewhere' };
+    expect((await publish('mem/orders', JSON.stringify(fwd), { 'content-type': 'application/cloudevents+json' })).status).toBe(204);
+    const [f] = await app.waitFor((ds) => ds.length === 1);
+    expect(f.body).toMatchObject({ id: 'fwd-id', source: 'elsewhere', myext: 'x', topic: 'orders', pubsubname: 'mem' });
   });
 
   it('sends the raw body with metadata.rawPayload=true; the app gets it in data_base64', async () => {
@@ -131,12 +137,13 @@ describe('publish', () => {
     const entries = [
       { entryId: '1', event: { amount: 1 }, contentType: 'application/json' },
       { entryId: '2', event: 'plain', contentType: 'text/plain' },
-      { entryId: '3', event: { specversion: '1.0', id: 'ce-3', source: 's', type: 't', data: 3 }, contentType: 'application/cloudevents+json' },
+      { entryId: '3', event: { specversion: '1.0', id: 'ce-3', source: 's', type: 't', data: 3, topic: 'inbound' }, contentType: 'application/cloudevents+json' },
     ];
     const res = await fetch(`${sc.base}/v1.0-alpha1/publish/bulk/mem/orders`, { method: 'POST', body: JSON.stringify(entries), headers: { 'content-type': 'application/json' } });
     expect(res.status).toBe(204);
     const ds = await app.waitFor((x) => x.length === 3);
     expect(ds.map((d) => JSON.stringify(d.body.data)).sort()).toEqual(['"plain"', '3', '{"amount":1}']);
+    expect(ds.map((d) => `${d.body.pubsubname}/${d.body.topic}`)).toEqual(['mem/orders', 'mem/orders', 'mem/orders']);
     const bad = await fetch(`${sc.base}/v1.0-alpha1/publish/bulk/mem/orders`, { method: 'POST', body: JSON.stringify([{ entryId: '1', event: 1 }, { entryId: '1', event: 2 }]) });
     expect(bad.status).toBe(400);
     const notFound = await fetch(`${sc.base}/v1.0-alpha1/publish/bulk/nope/orders`, { method: 'POST', body: '[]' });
@@ -189,6 +196,9 @@ describe('subscriptions and delivery', () => {
     const dead = ds.find((d) => d.path === '/dead')!;
     expect(dead.body.id).toBe(tries[0].body.id);
     expect(dead.body.data).toEqual({ doomed: true });
+    // the message as it was received: its CloudEvent still names the topic it failed on (as the
+    // reference runtime's dead-letter copy does); HTTP apps tell topics apart by path
+    expect(dead.body.topic).toBe('orders');
   });
 
   it('DROP and 404 are not retried', async () => {

@@ -3,7 +3,10 @@
  * (CommunicationProtocolEnum.GRPC) as the app: its ListTopicSubscriptions is the programmatic
  * source, events arrive through OnTopicEvent with the route in `path`, SUCCESS / RETRY / DROP
  * decide as over HTTP, a Subscription resource's rules pick the route, bulk subscriptions go
- * through OnBulkTopicEventAlpha1, and rawPayload hands the app the bytes as published.
+ * through OnBulkTopicEventAlpha1, and rawPayload hands the app the bytes as published. The SDK
+ * dispatches on TopicEventRequest.topic: it must be the delivering subscription's, so that a
+ * dead-lettered message reaches the dead-letter topic's handler and a CloudEvent that names
+ * another topic reaches the handler of the topic it was published to.
  */
 import { DaprPubSubStatusEnum, type DaprServer } from '@dapr/dapr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,11 +38,11 @@ const got: Record<string, unknown[]> = {};
 let answer: (topic: string, n: number) => DaprPubSubStatusEnum = () => DaprPubSubStatusEnum.SUCCESS;
 let bulkCalls = 0;
 
-function record(key: string) {
+function record(key: string, fixed?: DaprPubSubStatusEnum) {
   got[key] = [];
   return async (data: unknown) => {
     got[key].push(data);
-    return answer(key, got[key].length);
+    return fixed ?? answer(key, got[key].length);
   };
 }
 
@@ -54,6 +57,9 @@ beforeAll(async () => {
   server.pubsub.subscribeToRoute('mem', 'decl', 'decl', record('decl'));
   await server.pubsub.subscribeBulk('mem', 'bulk', record('bulk'), { maxMessagesCount: 3, maxAwaitDurationMs: 2000 });
   await server.pubsub.subscribe('mem', 'raw', record('raw'), 'raw', { rawPayload: true }); // the SDK sends each value JSON-encoded
+  // a handler that never takes its messages, and the handler of its dead-letter topic
+  await server.pubsub.subscribeWithOptions('mem', 'dlsrc', { deadLetterTopic: 'dltopic', callback: record('dlsrc', DaprPubSubStatusEnum.RETRY) });
+  await server.pubsub.subscribe('mem', 'dltopic', record('dltopic'));
   // count the batches the SDK's own OnBulkTopicEventAlpha1 receives
   const impl = (server.daprServer as unknown as { getServerImpl(): { onBulkTopicEventAlpha1: (...a: unknown[]) => Promise<unknown> } }).getServerImpl();
   const bulk = impl.onBulkTopicEventAlpha1.bind(impl);
@@ -143,5 +149,26 @@ describe('a gRPC app (DaprServer over gRPC) as the subscriber', () => {
     expect(got.raw[0]).toBe('plain words, no envelope');
     // published as a CloudEvent: the raw subscriber sees the envelope itself
     expect(got.raw[1]).toMatchObject({ specversion: '1.0', topic: 'raw', data: { wrapped: true } });
+  });
+
+  it("a dead-lettered message reaches the dead-letter topic's handler, once, and is not delivered again", async () => {
+    await publish('dlsrc', JSON.stringify({ doomed: 1 }));
+    await until(() => got.dltopic.length === 1);
+    expect(got.dlsrc).toEqual([{ doomed: 1 }, { doomed: 1 }, { doomed: 1 }, { doomed: 1 }]); // the first attempt and 3 retries
+    expect(got.dltopic).toEqual([{ doomed: 1 }]);
+    // the copy's CloudEvent still says topic "dlsrc": delivered under that topic, an SDK looks it
+    // up among dlsrc's routes (this one acknowledges it unhandled; the Python SDK's handler
+    // answered RETRY and the component brought it back every second)
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(got.dlsrc).toHaveLength(4);
+    expect(got.dltopic).toHaveLength(1);
+  });
+
+  it('a CloudEvent that names another topic and pub/sub reaches the handler of the topic it was published to', async () => {
+    got.orders.length = 0;
+    const ce = { specversion: '1.0', id: 'fwd-1', source: 'upstream', type: 'order.created', datacontenttype: 'application/json', data: { order: 7 }, topic: 'inbound', pubsubname: 'elsewhere' };
+    await publish('orders', JSON.stringify(ce), '', 'application/cloudevents+json');
+    await until(() => got.orders.length === 1);
+    expect(got.orders).toEqual([{ order: 7 }]);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * STREAMING subscriptions over gRPC SubscribeTopicEventsAlpha1 on a real sidecar: the initial
  * response, events with their CloudEvent attributes, SUCCESS/RETRY/DROP answers, the dead-letter
- * topic, metadata listing while open, and refusals (unknown pub/sub, no initial request).
+ * topic, metadata listing while open, and refusals (unknown pub/sub, no initial request). An
+ * event's topic and pub/sub are the stream's, whatever its CloudEvent says.
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -102,12 +103,34 @@ describe('SubscribeTopicEventsAlpha1', () => {
     await publish('live2', { drop: false });
     await until(() => dead.events.length === 1, 8000);
     expect(s.events).toHaveLength(4);
+    // the copy is the message as received: its CloudEvent still names live2 (in extensions), the
+    // event is the dead-letter stream's
+    expect(dead.events[0]).toMatchObject({ id: s.events[0].id, topic: 'live-dead', pubsub_name: 'mem' });
+    expect(dead.events[0].extensions.fields.topic.stringValue).toBe('live2');
     await publish('live2', { drop: true });
     await until(() => s.events.length === 5);
     await new Promise((r) => setTimeout(r, 600));
     expect(s.events).toHaveLength(5);
     s.call.end();
     dead.call.end();
+  });
+
+  it("a published CloudEvent that names another topic and pub/sub arrives as the stream's", async () => {
+    const s = open({ pubsub_name: 'mem', topic: 'live-fwd', metadata: {} });
+    await until(s.initialised);
+    s.call.on('data', (r: Response) => {
+      if (r.event_message) s.call.write({ event_processed: { id: r.event_message.id, status: { status: 0 } } });
+    });
+    const ce = { specversion: '1.0', id: 'fwd-1', source: 'upstream', type: 'order.created', datacontenttype: 'application/json', data: { order: 7 }, topic: 'inbound', pubsubname: 'elsewhere' };
+    const res = await fetch(`${sc.base}/v1.0/publish/mem/live-fwd`, { method: 'POST', body: JSON.stringify(ce), headers: { 'content-type': 'application/cloudevents+json' } });
+    expect(res.status).toBe(204);
+    await until(() => s.events.length === 1);
+    expect(s.events[0]).toMatchObject({ id: 'fwd-1', source: 'upstream', type: 'order.created', topic: 'live-fwd', pubsub_name: 'mem' });
+    expect(JSON.parse(Buffer.from(s.events[0].data).toString())).toEqual({ order: 7 });
+    // publishing set the CloudEvent's own attributes to where it was published
+    expect(s.events[0].extensions.fields.topic.stringValue).toBe('live-fwd');
+    expect(s.events[0].extensions.fields.pubsubname.stringValue).toBe('mem');
+    s.call.end();
   });
 
   it('rawPayload in the initial request: events carry the bytes as published, not a CloudEvent', async () => {

@@ -54,8 +54,9 @@ export function isRawPayload(metadata: Record<string, string>): boolean {
 
 /**
  * The bytes to hand to the component for one published body: the body itself with
- * rawPayload=true; a CloudEvent the caller sent, completed with what routing needs; otherwise a
- * new CloudEvent around the body. Throws 400 when a JSON body does not parse.
+ * rawPayload=true; a CloudEvent the caller sent, completed with what routing needs, its `topic`
+ * and `pubsubname` set to this publish's; otherwise a new CloudEvent around the body. Throws 400
+ * when a JSON body does not parse.
  */
 export function envelope(input: EnvelopeInput): { data: Buffer; contentType: string } {
   const ttl = ttlOf(input.metadata);
@@ -86,8 +87,10 @@ export function envelope(input: EnvelopeInput): { data: Buffer; contentType: str
     }
     event.time = new Date().toISOString();
   }
-  event.topic ??= input.topic;
-  event.pubsubname ??= input.pubsubname;
+  // where it travels is this publish's topic and pub/sub, whatever a CloudEvent passed on from
+  // elsewhere still names (the reference runtime overwrites them too)
+  event.topic = input.topic;
+  event.pubsubname = input.pubsubname;
   if (input.traceparent) {
     event.traceparent ??= input.traceparent;
     event.traceid ??= input.traceparent;

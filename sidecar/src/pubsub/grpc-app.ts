@@ -56,9 +56,9 @@ function traceOf(event: CloudEvent): Record<string, string> {
   return out;
 }
 
-async function sendOne(app: GrpcApp, path: string, event: CloudEvent, log: Logger): Promise<Outcome> {
+async function sendOne(app: GrpcApp, path: string, event: CloudEvent, sub: SubscriptionInfo, log: Logger): Promise<Outcome> {
   try {
-    const res = (await app.call('callback', 'OnTopicEvent', topicEvent(event, path), traceOf(event))) as { status?: number };
+    const res = (await app.call('callback', 'OnTopicEvent', topicEvent(event, path, sub), traceOf(event))) as { status?: number };
     const outcome = STATUS[res.status ?? 0] ?? 'RETRY';
     if (outcome !== 'SUCCESS') log.debug({ path, outcome, id: event.id }, 'app did not take the message');
     return outcome;
@@ -71,7 +71,7 @@ async function sendOne(app: GrpcApp, path: string, event: CloudEvent, log: Logge
 
 function bulkPoster(app: GrpcApp, info: SubscriptionInfo, log: Logger): BatchPoster {
   let bulkUnimplemented = false;
-  const oneByOne = async (path: string, entries: BatchEntry[]) => new Map(await Promise.all(entries.map(async (e) => [e.entryId, await sendOne(app, path, e.event, log)] as const)));
+  const oneByOne = async (path: string, entries: BatchEntry[]) => new Map(await Promise.all(entries.map(async (e) => [e.entryId, await sendOne(app, path, e.event, info, log)] as const)));
   return async (path, entries) => {
     if (bulkUnimplemented) return oneByOne(path, entries);
     const req = {
@@ -79,7 +79,7 @@ function bulkPoster(app: GrpcApp, info: SubscriptionInfo, log: Logger): BatchPos
       entries: entries.map((e) => {
         const raw = rawPayloadOf(e.event);
         if (raw) return { entry_id: e.entryId, bytes: raw.data, content_type: raw.contentType, metadata: {} };
-        const t = topicEvent(e.event, path);
+        const t = topicEvent(e.event, path, info);
         return { entry_id: e.entryId, cloud_event: { id: t.id, source: t.source, type: t.type, spec_version: t.spec_version, data_content_type: t.data_content_type, data: t.data, extensions: t.extensions }, content_type: 'application/cloudevents+json', metadata: {} };
       }),
       metadata: info.metadata,
@@ -106,7 +106,7 @@ function bulkPoster(app: GrpcApp, info: SubscriptionInfo, log: Logger): BatchPos
 /** Delivery to an app that speaks gRPC. */
 export function grpcTargets(app: GrpcApp, log: Logger): AppTargets {
   return {
-    single: { send: (path, event) => sendOne(app, path, event, log) },
+    single: { send: (path, event, sub) => sendOne(app, path, event, sub, log) },
     bulk: (info, bulk) => new BulkSender(bulkPoster(app, info, log), bulk),
   };
 }

@@ -29,13 +29,18 @@ interface StreamRequest {
 type Stream = grpc.ServerDuplexStream<StreamRequest, unknown>;
 
 const STATUS: Record<number, Outcome> = { 0: 'SUCCESS', 1: 'RETRY', 2: 'DROP' };
-const CE_FIELDS = new Set(['id', 'source', 'type', 'specversion', 'datacontenttype', 'data', 'data_base64', 'topic', 'pubsubname']);
+/** The attributes TopicEventRequest has fields for; every other one goes in `extensions`. */
+const CE_FIELDS = new Set(['id', 'source', 'type', 'specversion', 'datacontenttype', 'data', 'data_base64']);
 
 /**
  * The CloudEvent as the proto's TopicEventRequest: data as bytes, other attributes as
  * extensions; for a rawPayload subscription data holds the message's bytes as published.
+ * `topic` and `pubsub_name` are those of the subscription that delivers it (the SDKs dispatch on
+ * them), not the event's own attributes: a dead-letter copy still names the topic it failed on,
+ * a CloudEvent from another publisher may name anything. The event's own `topic`/`pubsubname`
+ * stay readable in `extensions`, as the reference runtime sends them.
  */
-export function topicEvent(e: CloudEvent, path: string): Record<string, unknown> {
+export function topicEvent(e: CloudEvent, path: string, sub: Pick<SubscriptionInfo, 'topic' | 'pubsubname'>): Record<string, unknown> {
   const raw = rawPayloadOf(e);
   let data: Buffer;
   if (raw) data = raw.data;
@@ -51,9 +56,9 @@ export function topicEvent(e: CloudEvent, path: string): Record<string, unknown>
     type: e.type,
     spec_version: e.specversion,
     data_content_type: raw ? raw.contentType : typeof e.datacontenttype === 'string' ? e.datacontenttype : '',
-    topic: String(e.topic ?? ''),
+    topic: sub.topic,
     data,
-    pubsub_name: String(e.pubsubname ?? ''),
+    pubsub_name: sub.pubsubname,
     path,
     extensions: { fields },
   };
@@ -106,7 +111,7 @@ export class StreamingSubscriptions {
             new Promise<Outcome>((resolve) => {
               if (state.closed) return resolve('RETRY');
               waiting.set(event.id, resolve);
-              call.write({ event_message: topicEvent(event, path) });
+              call.write({ event_message: topicEvent(event, path, sub) });
             }),
         };
         // no rules: everything goes to the stream (path '')

@@ -23,8 +23,12 @@ interface Active {
 }
 
 export interface MessageTarget {
-  /** Sends the event to `path` once; the outcome decides about retries. */
-  send(path: string, event: CloudEvent): Promise<Outcome>;
+  /**
+   * Sends the event to `path` once; the outcome decides about retries. `sub`: the subscription
+   * it is delivered for (its topic and pub/sub are the ones the app is told, whatever the event's
+   * own attributes say).
+   */
+  send(path: string, event: CloudEvent, sub: SubscriptionInfo): Promise<Outcome>;
 }
 
 /** How the app is reached: over HTTP (delivery.ts, bulk.ts) or gRPC AppCallback (grpc-app.ts). */
@@ -63,11 +67,14 @@ export function messageHandler(
     }
     // the first attempt directly (the usual SUCCESS needs no retry closure); an event that expires
     // while it is being retried is not offered again
-    let outcome = await target.send(path, event);
-    if (outcome === 'RETRY') outcome = await withRetries(() => (expired(event) ? Promise.resolve<Outcome>('DROP') : target.send(path, event)), policy, () => state.closed, outcome);
+    let outcome = await target.send(path, event, info);
+    if (outcome === 'RETRY') outcome = await withRetries(() => (expired(event) ? Promise.resolve<Outcome>('DROP') : target.send(path, event, info)), policy, () => state.closed, outcome);
     if (outcome === 'DROP') log.warn({ id: event.id, topic: info.topic, path }, 'the app dropped the message');
     if (outcome !== 'RETRY') return;
     if (info.deadLetterTopic && !state.closed) {
+      // the message as received, straight to the component (as the reference runtime does): its
+      // CloudEvent still names the topic it failed on, and the dead-letter subscription is told
+      // its own topic (MessageTarget.send's `sub`)
       const raw = rawPayloadOf(event);
       if (raw) await pubsub.publish(info.deadLetterTopic, raw.data, {}, raw.contentType);
       else await pubsub.publish(info.deadLetterTopic, Buffer.from(eventJson(event)), {}, CLOUDEVENT_CONTENT_TYPE);
