@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { request, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CommunicationProtocolEnum, DaprClient, HttpMethod, LogLevel } from '@dapr/dapr';
@@ -40,6 +41,38 @@ describe('service invocation between rt run apps', () => {
 
   const invoke = (from: App, path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${from.httpPort}${path}`, init);
 
+  /**
+   * One call through node:http, which sends a body with any verb (fetch refuses one on a GET). A body
+   * given as parts is sent chunked (the headers must say so), 300 ms between parts.
+   */
+  const send = (from: App, method: string, path: string, headers: Record<string, string>, body?: string | string[]) =>
+    new Promise<{ status: number; headers: IncomingHttpHeaders; text: string }>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port: from.httpPort, method, path, headers }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, text }));
+      });
+      req.on('error', reject);
+      if (!Array.isArray(body)) return void req.end(body);
+      const [first, ...rest] = body;
+      req.write(first);
+      const next = () => (rest.length > 1 ? (req.write(rest.shift()), setTimeout(next, 300)) : req.end(rest.shift()));
+      setTimeout(next, 300);
+    });
+  /** Both forms of a call of the target's `/echo/get?q=1`: the invoke path, and the dapr-app-id header. */
+  const forms = (to: string): { form: string; path: string; headers: Record<string, string> }[] => [
+    { form: 'invoke path', path: `/v1.0/invoke/${to}/method/echo/get?q=1`, headers: {} },
+    { form: 'dapr-app-id header', path: '/echo/get?q=1', headers: { 'dapr-app-id': to } },
+  ];
+  interface Echo {
+    app: string;
+    method: string;
+    url: string;
+    headers: Record<string, string>;
+    body: string;
+  }
+
   beforeAll(async () => {
     home = await mkdtemp(join(tmpdir(), 'rt-invoke-'));
     await Promise.all([start('alpha'), start('beta'), start('gamma')]);
@@ -68,6 +101,60 @@ describe('service invocation between rt run apps', () => {
     // without the header an unknown path stays a 404 of the sidecar's own API
     const plain = await invoke(app('alpha'), '/echo');
     expect(plain.status).toBe(404);
+  });
+
+  // the Python SDK sends GET when no verb is given, with its data as the body
+  it('passes the body of a GET or a HEAD on, with its length or chunked encoding and type, on both forms, to its own app and across sidecars', async () => {
+    for (const to of ['alpha', 'beta']) {
+      for (const { form, path, headers } of forms(to)) {
+        const what = `${form} → ${to}`;
+        const sized = await send(app('alpha'), 'GET', path, { ...headers, 'content-type': 'text/plain', 'content-length': '7' }, 'message');
+        expect(sized.status, what).toBe(200);
+        const got = JSON.parse(sized.text) as Echo;
+        expect(got, what).toMatchObject({ app: to, method: 'GET', url: '/echo/get?q=1', body: 'message' });
+        expect(got.headers, what).toMatchObject({ 'content-type': 'text/plain', 'content-length': '7', 'rt-caller-app-id': 'alpha' });
+        expect(got.headers['transfer-encoding'], what).toBeUndefined();
+
+        // a chunked body still arriving goes on chunked, as it comes
+        const chunked = await send(app('alpha'), 'GET', path, { ...headers, 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, ['{"data":', '"mess', 'age"}']);
+        expect(chunked.status, what).toBe(200);
+        const gotChunked = JSON.parse(chunked.text) as Echo;
+        expect(gotChunked, what).toMatchObject({ app: to, method: 'GET', body: '{"data":"message"}' });
+        expect(gotChunked.headers, what).toMatchObject({ 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+        expect(gotChunked.headers['content-length'], what).toBeUndefined();
+        // one that has arrived whole may go on with its length instead (transfer-encoding is per hop), as a POST's does
+        const whole = JSON.parse((await send(app('alpha'), 'GET', path, { ...headers, 'transfer-encoding': 'chunked' }, 'whole')).text) as Echo;
+        expect(whole.body, what).toBe('whole');
+        expect(whole.headers['transfer-encoding'] ?? `length ${whole.headers['content-length']}`, what).toMatch(/^(chunked|length 5)$/);
+
+        // the answer to a HEAD has no body: the app says in a header how many bytes it got
+        const head = await send(app('alpha'), 'HEAD', path, { ...headers, 'content-type': 'text/plain', 'content-length': '7' }, 'message');
+        expect(head.status, what).toBe(200);
+        expect(head.headers['x-body-bytes'], what).toBe('7');
+        expect(head.text, what).toBe('');
+      }
+    }
+  });
+
+  it('passes a GET or HEAD without a body on without one: no content-length nor chunked encoding added', async () => {
+    for (const to of ['alpha', 'beta']) {
+      for (const { form, path, headers } of forms(to)) {
+        const what = `${form} → ${to}`;
+        const res = await send(app('alpha'), 'GET', path, headers);
+        expect(res.status, what).toBe(200);
+        const got = JSON.parse(res.text) as Echo;
+        expect(got, what).toMatchObject({ app: to, method: 'GET', body: '' });
+        expect(got.headers['content-length'], what).toBeUndefined();
+        expect(got.headers['transfer-encoding'], what).toBeUndefined();
+        // a declared empty body is no body either
+        const empty = JSON.parse((await send(app('alpha'), 'GET', path, { ...headers, 'content-length': '0' }, '')).text) as Echo;
+        expect(empty.body, what).toBe('');
+        expect(empty.headers['transfer-encoding'], what).toBeUndefined();
+        const head = await send(app('alpha'), 'HEAD', path, headers);
+        expect(head.status, what).toBe(200);
+        expect(head.headers['x-body-bytes'], what).toBe('0');
+      }
+    }
   });
 
   it("passes the target app's own 4xx and 5xx through unchanged", async () => {

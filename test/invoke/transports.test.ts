@@ -72,6 +72,30 @@ describe('the internal port: HTTP/1.1 and gRPC on one port', () => {
     }
   });
 
+  it('gives the app the body of a GET over either transport, and a GET without a body none', async () => {
+    // node:http, not fetch: fetch refuses a body on a GET
+    const get = (from: Sidecar, headers: Record<string, string>, body?: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port: from.httpPort, method: 'GET', path: '/v1.0/invoke/target/method/things/1', headers }, (r) => {
+          let text = '';
+          r.on('data', (c: Buffer) => (text += c.toString()));
+          r.on('end', () => resolve({ status: r.statusCode!, body: text }));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    for (const [name, from] of [['caller-http', sidecars.overHttp], ['caller-grpc', sidecars.overGrpc]] as const) {
+      const res = await get(from, { 'content-type': 'text/plain', 'content-length': '7' }, 'message');
+      expect(res.status, name).toBe(201);
+      const got = JSON.parse(res.body) as { method: string; headers: Record<string, string>; body: string };
+      expect(got, name).toMatchObject({ method: 'GET', body: 'message', headers: { 'content-type': 'text/plain', 'content-length': '7' } });
+      const none = JSON.parse((await get(from, {})).body) as { headers: Record<string, string>; body: string };
+      expect(none.body, name).toBe('');
+      expect(none.headers['content-length'], name).toBeUndefined();
+      expect(none.headers['transfer-encoding'], name).toBeUndefined();
+    }
+  });
+
   it("does not let an app forge the hop's caller or target headers", async () => {
     const res = await call(sidecars.overHttp, { method: 'GET', headers: { 'rt-invoke-caller-app-id': 'admin', 'rt-invoke-target': 'someone-else' } });
     expect(res.status).toBe(201);

@@ -64,8 +64,11 @@ export class HttpTransport {
     const signal = c.signal;
     if (signal?.aborted) answer.abort();
     else signal?.addEventListener('abort', () => answer.abort(), { once: true });
-    // a slow app is the app's business: no timeouts of this hop's own
-    d.dispatch({ origin, method: c.method as Dispatcher.HttpMethod, path: c.path + c.query, headers, body: c.body, headersTimeout: 0, bodyTimeout: 0 }, answer);
+    // a slow app is the app's business: no timeouts of this hop's own. A body on a verb undici
+    // expects none of (GET, DELETE …) would make it close the connection after the call, in case the
+    // server misreads it; the other end is a sidecar's node:http, which frames it by its length
+    const reset = c.body !== undefined && c.method !== 'HEAD' ? false : undefined;
+    d.dispatch({ origin, method: c.method as Dispatcher.HttpMethod, path: c.path + c.query, headers, body: c.body, reset, headersTimeout: 0, bodyTimeout: 0 }, answer);
     await answer.ready;
     const code = answer.raw[ERROR];
     if (typeof code === 'string') {

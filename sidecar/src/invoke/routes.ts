@@ -59,13 +59,14 @@ function invokeTarget(method: string, url: string): [string, string, string] {
 
 /** The raw route's call: the answer streams into node's response as it comes. */
 async function forwardRaw(req: IncomingMessage, res: ServerResponse, dispatch: Dispatch, target: string, path: string, query: string): Promise<void> {
-  const body = hasBody(req.method ?? 'GET', req.headers) ? req : undefined;
+  const body = hasBody(req.headers) ? req : undefined;
   sendAnswer(res, await call(req, res, body, dispatch, target, path, query), () => undefined);
 }
 
 /** The fastify route's call (inject(), the rt-app-id header form): the same, once the answer is there. */
 async function forward(req: FastifyRequest, reply: FastifyReply, dispatch: Dispatch, target: string, path: string, query: string): Promise<FastifyReply> {
-  const body = hasBody(req.method, req.headers) ? (req.body as Readable | undefined) : undefined;
+  // fastify parses no body of a GET, HEAD or TRACE (req.body stays undefined): the request stream is the body then
+  const body = hasBody(req.headers) ? ((req.body as Readable | undefined) ?? req.raw) : undefined;
   const answer = await call(req.raw, reply.raw, body, dispatch, target, path, query);
   // a call that failed before answering went to fastify's error handler above; an answer is written by node
   reply.hijack();
@@ -82,8 +83,11 @@ function call(req: IncomingMessage, res: ServerResponse, body: Readable | undefi
   return dispatch(target, { method: req.method ?? 'GET', path, query, headers: requestHeaders(req.rawHeaders), body, signal: abort.signal });
 }
 
-function hasBody(method: string, headers: IncomingHttpHeaders): boolean {
-  if (method === 'GET' || method === 'HEAD') return false;
+/**
+ * Whether the caller sent a body, whatever the verb: a GET or HEAD with one passes it on too (the
+ * ecosystem's SDKs send `GET` with data when no verb is given). Framing says it, not the method.
+ */
+function hasBody(headers: IncomingHttpHeaders): boolean {
   const len = headers['content-length'];
   return headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
 }
