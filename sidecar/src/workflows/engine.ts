@@ -23,8 +23,10 @@ import {
   type OrchestratorAction,
   type OrchestratorRequest,
   type OrchestratorResponse,
+  type PropagatedHistory,
   type RuntimeStatus,
 } from './proto.ts';
+import { propagate, propagateFrom, scopeOf, versionOf } from './propagation.ts';
 import { isTerminal, type InstanceRecord, type ParentRef } from './record.ts';
 import { rerunStart } from './rerun.ts';
 import type { TimerRef, Timers } from './timers.ts';
@@ -52,6 +54,8 @@ export interface StartRequest {
   /** ms since epoch; later than now = delayed start. */
   scheduledStart?: number;
   parent?: ParentRef;
+  /** History handed over by the parent (Dapr protocol history propagation). */
+  propagated?: PropagatedHistory;
 }
 
 /** A lease older than this, held by another replica, is taken over when work arrives. */
@@ -67,11 +71,14 @@ export class Engine {
   private readonly timers: Timers;
   private readonly log: Logger;
   private readonly me: string;
+  /** Names this app in the chunks of propagated history. */
+  private readonly appId: string;
   private readonly waiters = new Map<string, Set<Waiter>>();
   private pollTimer?: NodeJS.Timeout;
 
-  constructor(table: InstanceTable, workers: Workers, timers: Timers, log: Logger) {
+  constructor(table: InstanceTable, workers: Workers, timers: Timers, log: Logger, appId = '') {
     this.table = table;
+    this.appId = appId;
     this.workers = workers;
     this.timers = timers;
     this.log = log;
@@ -142,6 +149,7 @@ export class Engine {
         input: req.input,
         executionId,
         parent: req.parent,
+        propagated: req.propagated,
         chunks: d.rec?.chunks ?? 0,
         inbox: [started],
         acts: {},
@@ -305,6 +313,8 @@ export class Engine {
         updatedAt: now,
         input: source.rec.input,
         executionId,
+        // the kept history replays as it did, so the source's received history goes with it
+        propagated: source.rec.propagated,
         chunks: d.rec?.chunks ?? 0,
         inbox: [],
         acts: {},
@@ -319,7 +329,8 @@ export class Engine {
       d.index = 'add';
       for (const [taskId, a] of Object.entries(plan.acts)) {
         rec.acts[taskId] = { ...a, owner: this.me };
-        const task = { instanceId: id, executionId, taskId: Number(taskId), name: a.name, input: a.input };
+        const propagatedHistory = this.propagatedAt(rec, plan.history, Number(taskId), 'taskScheduled');
+        const task = { instanceId: id, executionId, taskId: Number(taskId), name: a.name, input: a.input, propagatedHistory };
         d.effects.push(() => this.workers.enqueueActivity(task));
       }
       for (const [timerId, fireAt] of Object.entries(plan.timers)) {
@@ -330,7 +341,8 @@ export class Engine {
       for (const c of plan.children) {
         rec.children.push(c.instanceId);
         const parent: ParentRef = { instanceId: id, executionId, taskId: c.taskId, name: rec.name, version: rec.version };
-        d.effects.push(() => void this.ensureChild({ instanceId: c.instanceId, name: c.name, version: c.version, input: c.input, parent }));
+        const propagated = this.propagatedAt(rec, plan.history, c.taskId, 'subOrchestrationInstanceCreated');
+        d.effects.push(() => void this.ensureChild({ instanceId: c.instanceId, name: c.name, version: c.version, input: c.input, parent, propagated }));
       }
       this.makeRunnable(d);
       this.notifyAfter(d, id);
@@ -443,7 +455,13 @@ export class Engine {
       run,
       // OrchestratorCompleted markers (stored by older versions) are not sent: the reference
       // sidecar sends none, and the SDKs log every one as an unknown event on each replay
-      request: { instanceId: id, executionId: { value: rec.executionId }, pastEvents: history.filter((e) => !e.orchestratorCompleted), newEvents: [started, ...rec.inbox] },
+      request: {
+        instanceId: id,
+        executionId: { value: rec.executionId },
+        pastEvents: history.filter((e) => !e.orchestratorCompleted),
+        newEvents: [started, ...rec.inbox],
+        propagatedHistory: rec.propagated,
+      },
     };
   }
 
@@ -466,7 +484,10 @@ export class Engine {
     const ts = toTimestamp(now);
     const consumed = rec.inbox.slice(0, run.taken);
     rec.inbox = rec.inbox.slice(run.taken);
-    d.append.push(run.started, ...consumed);
+    // the patches and version the run answered with stay in its OrchestratorStarted: every
+    // replay sees them again (the SDK's isPatched depends on them), as in the reference runtime
+    const version = versionOf(res.version);
+    d.append.push(version ? { ...run.started, orchestratorStarted: { version } } : run.started, ...consumed);
     d.changed = true;
     rec.updatedAt = now;
     if (res.customStatus) rec.customStatus = res.customStatus.value;
@@ -489,9 +510,11 @@ export class Engine {
           t = { ...t, input: sv(rec.rerunInput.input) };
           delete rec.rerunInput;
         }
-        d.append.push({ eventId: a.id, timestamp: ts, taskScheduled: { name: t.name, version: t.version ?? undefined, input: t.input ?? undefined } });
+        const scope = scopeOf(t.historyPropagationScope);
+        d.append.push({ eventId: a.id, timestamp: ts, taskScheduled: { name: t.name, version: t.version ?? undefined, input: t.input ?? undefined, historyPropagationScope: scope || undefined } });
         rec.acts[String(a.id)] = { name: t.name, input: t.input?.value, owner: this.me };
-        const task = { instanceId: id, executionId: rec.executionId, taskId: a.id, name: t.name, input: t.input?.value };
+        const propagatedHistory = scope ? this.propagated(rec, scope, [...d.history, ...d.append]) : undefined;
+        const task = { instanceId: id, executionId: rec.executionId, taskId: a.id, name: t.name, input: t.input?.value, propagatedHistory };
         d.effects.push(() => this.workers.enqueueActivity(task));
       } else if (a.createTimer) {
         const fireAt = fromTimestamp(a.createTimer.fireAt) ?? now;
@@ -502,10 +525,16 @@ export class Engine {
       } else if (a.createSubOrchestration) {
         const s = a.createSubOrchestration;
         const childId = s.instanceId || `${id}:${a.id.toString(16).padStart(4, '0')}`;
-        d.append.push({ eventId: a.id, timestamp: ts, subOrchestrationInstanceCreated: { instanceId: childId, name: s.name, version: s.version ?? undefined, input: s.input ?? undefined } });
+        const scope = scopeOf(s.historyPropagationScope);
+        d.append.push({
+          eventId: a.id,
+          timestamp: ts,
+          subOrchestrationInstanceCreated: { instanceId: childId, name: s.name, version: s.version ?? undefined, input: s.input ?? undefined, historyPropagationScope: scope || undefined },
+        });
         if (!rec.children.includes(childId)) rec.children.push(childId);
         const parent: ParentRef = { instanceId: id, executionId: rec.executionId, taskId: a.id, name: rec.name, version: rec.version };
-        const child = { instanceId: childId, name: s.name, version: s.version?.value, input: s.input?.value, parent };
+        const propagated = scope ? this.propagated(rec, scope, [...d.history, ...d.append]) : undefined;
+        const child = { instanceId: childId, name: s.name, version: s.version?.value, input: s.input?.value, parent, propagated };
         d.effects.push(() => void this.startChild(child));
       } else if (a.sendEvent) {
         const e = a.sendEvent;
@@ -549,6 +578,8 @@ export class Engine {
     // events that arrived during the run and are meant for the workflow (not old task results) carry over
     const kept = rec.inbox.filter((e) => e.eventRaised || e.executionSuspended || e.executionResumed);
     if (newVersion !== undefined) rec.version = newVersion;
+    // a workflow that received history hands the next execution this one's, with the scope it got
+    if (rec.propagated) rec.propagated = this.propagated(rec, rec.propagated.scope, [...d.history, ...d.append]);
     const started: HistoryEvent = {
       eventId: -1,
       timestamp: toTimestamp(now),
@@ -657,6 +688,16 @@ export class Engine {
     d.effects.push(() => this.workers.enqueueRun(id));
   }
 
+  /** The history an action with `scope` hands over: `own` is the instance's history up to its event. */
+  private propagated(rec: InstanceRecord, scope: number, own: readonly HistoryEvent[]): PropagatedHistory | undefined {
+    return propagate({ scope, own, received: rec.propagated, appId: this.appId, instanceId: rec.id });
+  }
+
+  /** The same, for an activity or child created by the stored event `eventId` (recovery, rerun). */
+  private propagatedAt(rec: InstanceRecord, history: readonly HistoryEvent[], eventId: number, kind: 'taskScheduled' | 'subOrchestrationInstanceCreated'): PropagatedHistory | undefined {
+    return propagateFrom(history, eventId, kind, { received: rec.propagated, appId: this.appId, instanceId: rec.id });
+  }
+
   private hasRun(d: Draft): boolean {
     return d.history.length > 0;
   }
@@ -723,7 +764,8 @@ export class Engine {
                 rec.acts[taskId] = { ...a, owner: this.me };
                 d.changed = true;
               }
-              const task = { instanceId: id, executionId: rec.executionId, taskId: Number(taskId), name: a.name, input: a.input };
+              const propagatedHistory = this.propagatedAt(rec, d.history, Number(taskId), 'taskScheduled');
+              const task = { instanceId: id, executionId: rec.executionId, taskId: Number(taskId), name: a.name, input: a.input, propagatedHistory };
               d.effects.push(() => this.workers.enqueueActivity(task));
             }
             for (const [timerId, t] of Object.entries(rec.timers)) {
@@ -755,7 +797,8 @@ export class Engine {
               const answered = (h: HistoryEvent) => (h.subOrchestrationInstanceCompleted?.taskScheduledId ?? h.subOrchestrationInstanceFailed?.taskScheduledId) === e.eventId;
               if (d.history.some(answered) || rec.inbox.some(answered)) continue;
               const parent: ParentRef = { instanceId: id, executionId: rec.executionId, taskId: e.eventId, name: rec.name, version: rec.version };
-              const child = { instanceId: s.instanceId, name: s.name, version: s.version?.value, input: s.input?.value, parent };
+              const propagated = this.propagatedAt(rec, d.history, e.eventId, 'subOrchestrationInstanceCreated');
+              const child = { instanceId: s.instanceId, name: s.name, version: s.version?.value, input: s.input?.value, parent, propagated };
               d.effects.push(() => void this.ensureChild(child));
             }
           })

@@ -4,7 +4,7 @@
  * and the lease; the history is append-only in batches (`…||h0`, `…||h1`, one key per
  * orchestrator step), so a step writes the record plus one new key.
  */
-import type { FailureDetails, HistoryEvent, RuntimeStatus } from './proto.ts';
+import type { FailureDetails, HistoryEvent, PropagatedHistory, RuntimeStatus } from './proto.ts';
 
 export interface ParentRef {
   instanceId: string;
@@ -32,6 +32,11 @@ export interface InstanceRecord {
   failure?: FailureDetails;
   executionId: string;
   parent?: ParentRef;
+  /**
+   * The history this instance received (Dapr protocol history propagation: from its parent, or
+   * from its previous execution after a continue-as-new); sent with every run.
+   */
+  propagated?: PropagatedHistory;
   /** Number of history batches stored (keys h0 … h<chunks-1>). */
   chunks: number;
   /** Events waiting for the next orchestrator run, in arrival order. */

@@ -77,7 +77,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   const table = new InstanceTable({ store, prefix: `${appId}||wf||`, shared, replicaId, log });
   const workers = new Workers(log, MAX_ITEMS_PER_WORKER);
   const timers = new Timers(getInternalJobs(ctx), log);
-  const engine = new Engine(table, workers, timers, log);
+  const engine = new Engine(table, workers, timers, log, appId);
   ctx.services.workflows = engine;
   watchActorStore(ctx, engine, actor?.name, log);
 

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerWritableStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { HistoryEvent, OrchestratorRequest, WorkItem } from './proto.ts';
+import type { HistoryEvent, OrchestratorRequest, PropagatedHistory, WorkItem } from './proto.ts';
 
 export interface ActivityTask {
   instanceId: string;
@@ -15,6 +15,8 @@ export interface ActivityTask {
   taskId: number;
   name: string;
   input?: string;
+  /** The history the workflow hands this activity (Dapr protocol; rebuilt from the history, not stored). */
+  propagatedHistory?: PropagatedHistory;
 }
 
 /** What an orchestrator run was given: needed to apply its answer. */
@@ -276,6 +278,7 @@ export class Workers {
         input: t.input === undefined ? undefined : { value: t.input },
         orchestrationInstance: { instanceId: t.instanceId, executionId: { value: t.executionId } },
         taskId: t.taskId,
+        propagatedHistory: t.propagatedHistory,
       },
     };
     try {
