@@ -8,7 +8,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { checkAccess, parseAccessControl } from '../../sidecar/src/invoke/access-control.ts';
 import type { RequestHead } from '../../sidecar/src/invoke/proto.ts';
 import { startSidecar, type Sidecar } from '../../sidecar/src/sidecar.ts';
@@ -42,6 +42,8 @@ describe('access control, app token and concurrency on the receiving side', () =
   const seen: { path: string; token?: string }[] = [];
   let active = 0;
   let maxActive = 0;
+  /** '/public/held' waits for release() (a timer would let the slot go on its own on a loaded machine). */
+  let release = () => {};
   const sidecars: Record<string, Sidecar> = {};
   const prevHome = process.env.RT_HOME;
 
@@ -52,10 +54,12 @@ describe('access control, app token and concurrency on the receiving side', () =
       seen.push({ path: req.url!, token: req.headers['rt-api-token'] as string | undefined });
       active++;
       maxActive = Math.max(maxActive, active);
-      setTimeout(() => {
+      const done = () => {
         active--;
         res.end(`ok ${req.url}`);
-      }, req.url!.startsWith('/public/slow') ? 100 : 0);
+      };
+      if (req.url === '/public/held') release = done;
+      else setTimeout(done, req.url!.startsWith('/public/slow') ? 100 : 0);
     });
     const appPort = await new Promise<number>((r) => app.listen(0, '127.0.0.1', () => r((app.address() as { port: number }).port)));
     await writeFile(join(dir, 'config.yaml'), JSON.stringify(CONFIG));
@@ -104,14 +108,18 @@ describe('access control, app token and concurrency on the receiving side', () =
 
   it('lets a caller leave while its call waits for the concurrency slot, and frees that slot once', async () => {
     const before = seen.length;
-    const slow = call('frontend', 'GET', '/public/slow-held');
-    await new Promise((r) => setTimeout(r, 30));
+    // the app holds the one slot until the waiting caller has left
+    const held = call('frontend', 'GET', '/public/held');
+    await vi.waitFor(() => expect(seen.at(-1)?.path).toBe('/public/held'), { timeout: 10_000 });
     const gone = new AbortController();
     const waiting = fetch(`http://127.0.0.1:${sidecars.frontend.httpPort}/v1.0/invoke/backend/method/public/never`, { signal: gone.signal });
-    await new Promise((r) => setTimeout(r, 30));
+    await new Promise((r) => setTimeout(r, 100));
     gone.abort();
     await expect(waiting).rejects.toThrow();
-    expect((await slow).status).toBe(200);
+    // the caller's leaving travels on to the target's sidecar (two hops) before the slot frees
+    await new Promise((r) => setTimeout(r, 300));
+    release();
+    expect((await held).status).toBe(200);
     // the slot is free again, and only one call at a time still reaches the app
     const after = await Promise.all([1, 2].map((i) => call('frontend', 'GET', `/public/slow-after${i}`)));
     expect(after.map((r) => r.status)).toEqual([200, 200]);
