@@ -339,7 +339,7 @@ export class SchedulerEngine implements StoreListener {
       }
       live.busy = true;
       this.stats.fired++;
-      this.dispatch({ id: this.newId(), key: rec.key, dataJson: rec.spec.dataJson, dueAt: rec.nextAt, attempt: 0, gen: rec.gen }, live.ks);
+      this.dispatch({ id: this.newId(), key: rec.key, dataJson: rec.spec.dataJson, dataAny: rec.spec.dataAny, dueAt: rec.nextAt, attempt: 0, gen: rec.gen }, live.ks);
     }
     this.arm();
   }

@@ -31,9 +31,23 @@ export interface JobSpec {
   dueTime?: string;
   repeats?: number;
   ttl?: string;
-  /** The payload as JSON text; undefined = no data. */
+  /** The payload as JSON text (the HTTP API's `data`, internal jobs); undefined = no data. */
   dataJson?: string;
+  /** The payload as the Any it was scheduled with over gRPC, kept byte for byte; never set together with dataJson. */
+  dataAny?: JobDataAny;
   failurePolicy?: FailurePolicy;
+}
+
+/**
+ * A google.protobuf.Any as a job's data (the gRPC API's `Job.data`): the caller's type_url
+ * (possibly empty, as the SDKs' jobs examples send JSON bytes) and value bytes, base64 here so
+ * that a spec stays plain JSON in the stores. Kept unchanged so GetJob and the app's
+ * OnJobEvent get back what was scheduled, as the reference runtime does.
+ */
+export interface JobDataAny {
+  typeUrl: string;
+  /** The value bytes, base64. */
+  value: string;
 }
 
 /** A stored job: the spec plus what the scheduler needs to continue after a restart. */
@@ -60,6 +74,7 @@ export interface Trigger {
   id: string;
   key: JobKey;
   dataJson?: string;
+  dataAny?: JobDataAny;
   dueAt: number;
   attempt: number;
   /** Generation of the job it fires (scheduler-internal; not sent to sidecars). */

@@ -63,6 +63,12 @@ export function buildRecord(key: JobKey, spec: JobSpec, now: number, gen: string
   if (spec.dataJson !== undefined && Buffer.byteLength(spec.dataJson) > MAX_DATA_BYTES) {
     throw invalid('RT_SCHEDULER_DATA_INVALID', `data: ${Buffer.byteLength(spec.dataJson)} bytes as JSON; the limit is ${MAX_DATA_BYTES}`);
   }
+  if (spec.dataAny !== undefined) {
+    const bad = badDataAny(spec);
+    if (bad) throw invalid('RT_SCHEDULER_DATA_INVALID', `data: ${bad}`);
+    const size = Buffer.byteLength(spec.dataAny.value, 'base64') + Buffer.byteLength(spec.dataAny.typeUrl);
+    if (size > MAX_DATA_BYTES) throw invalid('RT_SCHEDULER_DATA_INVALID', `data: ${size} bytes (type_url and value); the limit is ${MAX_DATA_BYTES}`);
+  }
   if (spec.failurePolicy) validateFailurePolicy(spec.failurePolicy);
   const first = dueAt ?? nextAfter(schedule!, now);
   if (first !== null && !isStorableInstant(first)) throw invalid('RT_SCHEDULER_SCHEDULE_INVALID', `schedule: "${clip(spec.schedule ?? '')}" first fires too late; ${TOO_FAR}`);
@@ -127,5 +133,21 @@ function whyUnloadable(rec: JobRecord): string | undefined {
       return 'the stored data is not JSON';
     }
   }
+  if (spec.dataAny !== undefined) {
+    const bad = badDataAny(spec);
+    if (bad) return `the stored data: ${bad}`;
+  }
+  return undefined;
+}
+
+/** What is wrong with a spec's dataAny (undefined: nothing): our own code writes it, a store may hold anything. */
+function badDataAny(spec: JobSpec): string | undefined {
+  const a = spec.dataAny as unknown;
+  if (typeof a !== 'object' || a === null) return 'dataAny must be {typeUrl, value}';
+  const { typeUrl, value } = a as Record<string, unknown>;
+  if (typeof typeUrl !== 'string' || typeof value !== 'string') return 'dataAny must be {typeUrl: string, value: base64 string}';
+  // canonical base64 only, so the bytes read back are the bytes written
+  if (Buffer.from(value, 'base64').toString('base64') !== value) return 'dataAny.value is not base64';
+  if (spec.dataJson !== undefined) return 'a job holds either JSON data or an Any, not both';
   return undefined;
 }

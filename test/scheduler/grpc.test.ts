@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import pino from 'pino';
 import { schedulerService } from '../../scheduler/src/grpc/proto.ts';
+import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
 import { getInternalJobs } from '../../sidecar/src/jobs/internal.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startScheduler, type RunningScheduler, type SchedulerProcessOptions } from '../../scheduler/src/main.ts';
@@ -76,6 +77,25 @@ describe('sidecar ↔ rt scheduler over gRPC (SQLite store)', () => {
     expect((await postJob(sc.base, 'fire', { dueTime: '100ms', data: 'over grpc' })).status).toBe(204);
     const got = await waitFor(() => app.received.find((r) => r.name === 'fire'), 5000, 'trigger');
     expect(JSON.parse(got.body)).toBe('over grpc');
+  });
+
+  it('keeps job data scheduled as an Any (empty type_url, any bytes) through the scheduler, for GetJob and the app', async () => {
+    const api = new (runtimeClient())(`127.0.0.1:${sc.grpcPort}`, grpc.credentials.createInsecure()) as grpc.Client & Record<string, (r: unknown, cb: (e: grpc.ServiceError | null, r: unknown) => void) => void>;
+    const call = <T>(method: string, req: unknown) => new Promise<T>((res, rej) => api[method].call(api, req, (e, r) => (e ? rej(e) : res(r as T))));
+    try {
+      const json = { type_url: '', value: Buffer.from('{"task_type":"data_processing","items":42}') };
+      const text = { type_url: 'type.googleapis.com/shop.Order', value: Buffer.from([0x0a, 0x03, 0x61, 0x62, 0x63, 0xff]) };
+      await call('ScheduleJob', { job: { name: 'any-json', due_time: '1h', data: json } });
+      await call('ScheduleJob', { job: { name: 'any-own', due_time: '1h', data: text } });
+      const back = (name: string) => call<{ job: { data: { type_url: string; value: Uint8Array } } }>('GetJob', { name }).then((r) => ({ type_url: r.job.data.type_url, value: Buffer.from(r.job.data.value) }));
+      expect(await back('any-json')).toEqual(json);
+      expect(await back('any-own')).toEqual(text);
+      await call('ScheduleJob', { job: { name: 'any-fire', due_time: '0s', data: json }, overwrite: true });
+      const got = await waitFor(() => app.received.find((r) => r.name === 'any-fire'), 5000, 'trigger');
+      expect(got.body).toBe(json.value.toString());
+    } finally {
+      api.close();
+    }
   });
 
   it('sends each trigger to one sidecar of the app when several are connected', async () => {

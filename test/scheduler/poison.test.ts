@@ -65,6 +65,9 @@ describe('scheduler against poison inputs', () => {
       `INSERT INTO jobs (namespace, app_id, owner, name, spec, created_at, gen, count, next_at, expires_at) VALUES ('default', 'poison', '', 'far', '{"schedule":"@every 3000000000h"}', ?, 'g', 0, ?, NULL)`,
     ).run(Date.now(), 10_800_000_000_000_000n);
     db.prepare(`INSERT INTO jobs (namespace, app_id, owner, name, spec, created_at, gen, count, next_at, expires_at) VALUES ('default', 'poison', '', 'torn', '{not json', 1, 'g', 0, 1, NULL)`).run();
+    // job data kept as an Any (gRPC), but its bytes are not base64
+    const anyRow = `INSERT INTO jobs (namespace, app_id, owner, name, spec, created_at, gen, count, next_at, expires_at) VALUES ('default', 'poison', '', ?, ?, ?, 'g', 0, ?, NULL)`;
+    db.prepare(anyRow).run('bad-any', JSON.stringify({ dueTime: '1h', dataAny: { typeUrl: '', value: 'not base64!' } }), Date.now(), Date.now() + 3_600_000);
     db.close();
 
     const sc = await sidecarFor({ dataDir: data, appId: 'poison' });
@@ -77,8 +80,9 @@ describe('scheduler against poison inputs', () => {
     const check = new DatabaseSync(file, { readOnly: true });
     const rows = check.prepare('SELECT name, reason FROM jobs_quarantine ORDER BY name').all() as { name: string; reason: string }[];
     check.close();
-    expect(rows.map((r) => r.name)).toEqual(['far', 'torn']);
-    expect(rows[0].reason).toMatch(/too large|out of bounds/);
+    expect(rows.map((r) => r.name)).toEqual(['bad-any', 'far', 'torn']);
+    expect(rows[0].reason).toMatch(/not base64/);
+    expect(rows[1].reason).toMatch(/too large|out of bounds/);
   });
 
   it('rt scheduler whose store cannot be opened exits non-zero instead of running half-up', { timeout: 30_000 }, async () => {

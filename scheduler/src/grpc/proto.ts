@@ -2,7 +2,7 @@
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { protoLoader } from '../../../sidecar/src/grpc/proto-libs.ts';
-import { SchedulerError, type FailurePolicy, type JobKey, type JobRecord, type JobSpec, type SchedulerErrorKind, type Trigger } from '../types.ts';
+import { SchedulerError, type FailurePolicy, type JobDataAny, type JobKey, type JobRecord, type JobSpec, type SchedulerErrorKind, type Trigger } from '../types.ts';
 
 /** Metadata key that carries the scheduler token (when the scheduler has one). */
 export const TOKEN_METADATA = 'rt-scheduler-token';
@@ -32,7 +32,22 @@ export interface PbJob {
   repeats?: number;
   ttl?: string;
   dataJson?: string;
+  dataAny?: PbData | null;
   failurePolicy?: { drop?: object; constant?: { intervalMs?: number; maxRetries?: number } };
+}
+
+/** JobData: an Any's bytes travel as bytes on the wire, base64 in a JobSpec. */
+export interface PbData {
+  typeUrl?: string;
+  value?: Uint8Array;
+}
+
+const toPbData = (d: JobDataAny | undefined): PbData | undefined => (d ? { typeUrl: d.typeUrl, value: Buffer.from(d.value, 'base64') } : undefined);
+
+function fromPbData(p: PbData | null | undefined): JobDataAny | undefined {
+  if (!p) return undefined;
+  const v = p.value ?? new Uint8Array(0);
+  return { typeUrl: p.typeUrl ?? '', value: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') };
 }
 
 export interface PbRecord {
@@ -49,6 +64,7 @@ export interface PbTrigger {
   id: string;
   key: PbKey;
   dataJson?: string;
+  dataAny?: PbData | null;
   dueAtMs: number;
   attempt: number;
 }
@@ -56,7 +72,7 @@ export interface PbTrigger {
 export const toKey = (k: PbKey | undefined): JobKey => ({ namespace: k?.namespace ?? '', appId: k?.appId ?? '', owner: k?.owner ?? '', name: k?.name ?? '' });
 
 export function toPbJob(s: JobSpec): PbJob {
-  const out: PbJob = { schedule: s.schedule, dueTime: s.dueTime, repeats: s.repeats, ttl: s.ttl, dataJson: s.dataJson };
+  const out: PbJob = { schedule: s.schedule, dueTime: s.dueTime, repeats: s.repeats, ttl: s.ttl, dataJson: s.dataJson, dataAny: toPbData(s.dataAny) };
   if (s.failurePolicy) out.failurePolicy = s.failurePolicy.kind === 'drop' ? { drop: {} } : { constant: { intervalMs: s.failurePolicy.intervalMs, maxRetries: s.failurePolicy.maxRetries } };
   return out;
 }
@@ -69,6 +85,8 @@ export function fromPbJob(j: PbJob | undefined): JobSpec {
   if (j.repeats !== undefined && j.repeats !== null) s.repeats = Number(j.repeats);
   if (j.ttl !== undefined && j.ttl !== null) s.ttl = j.ttl;
   if (j.dataJson !== undefined && j.dataJson !== null) s.dataJson = j.dataJson;
+  const data = fromPbData(j.dataAny);
+  if (data) s.dataAny = data;
   const fp = j.failurePolicy;
   let policy: FailurePolicy | undefined;
   if (fp?.drop) policy = { kind: 'drop' };
@@ -100,12 +118,13 @@ export const fromPbRecord = (p: PbRecord): JobRecord => ({
   expiresAt: p.expiresAtMs === undefined || p.expiresAtMs === null ? undefined : Number(p.expiresAtMs),
 });
 
-export const toPbTrigger = (t: Trigger): PbTrigger => ({ id: t.id, key: t.key, dataJson: t.dataJson, dueAtMs: t.dueAt, attempt: t.attempt });
+export const toPbTrigger = (t: Trigger): PbTrigger => ({ id: t.id, key: t.key, dataJson: t.dataJson, dataAny: toPbData(t.dataAny), dueAtMs: t.dueAt, attempt: t.attempt });
 
 export const fromPbTrigger = (p: PbTrigger): Trigger => ({
   id: p.id,
   key: toKey(p.key),
   dataJson: p.dataJson ?? undefined,
+  dataAny: fromPbData(p.dataAny),
   dueAt: Number(p.dueAtMs ?? 0),
   attempt: Number(p.attempt ?? 0),
 });

@@ -106,7 +106,7 @@ export class AppChannel {
    * one handler object per call (no closures): a burst makes thousands of these, and what each
    * allocates is what the 1 MB young generation has to scavenge while the burst lasts.
    */
-  post(path: string, body: string, headers: Record<string, string>, timeoutMs = 60_000): Promise<number> {
+  post(path: string, body: string | Buffer, headers: Record<string, string>, timeoutMs = 60_000): Promise<number> {
     const pool = this.pool;
     if (!pool) return Promise.reject(new AppUnavailableError('no app channel: the sidecar was started without an app port'));
     if (this.opts.appApiToken) headers = { ...headers, 'rt-api-token': this.opts.appApiToken, 'dapr-api-token': this.opts.appApiToken };

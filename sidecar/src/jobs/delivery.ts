@@ -1,11 +1,14 @@
 /**
  * Trigger delivery inside the sidecar: app jobs go to the app as `POST /job/<name>` with the
- * job's data as the JSON body (2xx and 404 = done, anything else = failed → failure policy),
- * once the app is ready; internal jobs go to their owner's handler.
+ * job's data as the body (its JSON, or what data.ts makes of an Any scheduled over gRPC; 2xx
+ * and 404 = done, anything else = failed → failure policy), or to a gRPC app as
+ * OnJobEventAlpha1 with the Any as scheduled, once the app is ready; internal jobs go to their
+ * owner's handler.
  */
 import type { SidecarContext } from '../context.ts';
 import { grpcCode, UNIMPLEMENTED, type GrpcApp } from '../app/grpc-app.ts';
-import { jsonToAny } from '../grpc/runtime/any.ts';
+import { anyOut } from '../grpc/runtime/any.ts';
+import { dataBody } from './data.ts';
 import type { Trigger } from '../../../scheduler/src/types.ts';
 import type { InternalJobsService } from './internal-jobs.ts';
 
@@ -56,7 +59,7 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
     try {
       sent = ctx.app.post(
         `/job/${encodeURIComponent(t.key.name)}`,
-        t.dataJson ?? '',
+        dataBody(t),
         // name + due time identify one fire, the same on every redelivery of it (delivery is at
         // least once): the app's idempotency key
         { 'content-type': 'application/json', [DUE_TIME_HEADER]: dueIso },
@@ -94,14 +97,15 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
 
 /**
  * A trigger to an app that speaks gRPC: AppCallbackAlpha.OnJobEventAlpha1 with the job's data as
- * the runtime API's jobs carry it (an Any), method `job/<name>`. OK = done; UNIMPLEMENTED (no
- * handler, as a 404 over HTTP) = done; any other failure = failed.
+ * GetJob answers it (the Any as scheduled; JSON data as a Value/StringValue), method
+ * `job/<name>`. OK = done; UNIMPLEMENTED (no handler, as a 404 over HTTP) = done; any other
+ * failure = failed.
  */
 async function deliverOverGrpc(app: GrpcApp, t: Trigger, log: SidecarContext['log']): Promise<boolean> {
   try {
     await app.call('alpha', 'OnJobEventAlpha1', {
       name: t.key.name,
-      data: jsonToAny(t.dataJson),
+      data: anyOut(t),
       method: `job/${t.key.name}`,
       content_type: 'application/json',
       http_extension: { verb: 3 /* POST */, querystring: '' },

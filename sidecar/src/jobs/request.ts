@@ -6,6 +6,7 @@ import { parseJsonText } from '../http/body.ts';
 import { malformed } from '../http/errors.ts';
 import { formatDuration, parseDuration } from '../util/duration.ts';
 import { invalid, type FailurePolicy, type JobRecord, type JobSpec } from '../../../scheduler/src/types.ts';
+import { dataView } from './data.ts';
 
 export interface ScheduleRequest {
   spec: JobSpec;
@@ -90,7 +91,9 @@ export function jobView(rec: JobRecord): Record<string, unknown> {
   if (s.dueTime !== undefined) out.dueTime = s.dueTime;
   if (s.repeats !== undefined) out.repeats = s.repeats;
   if (s.ttl !== undefined) out.ttl = s.ttl;
-  if (s.dataJson !== undefined) out.data = JSON.parse(s.dataJson);
+  // JSON as written over HTTP; data scheduled over gRPC as data.ts shows an Any
+  const data = dataView(s);
+  if (data !== undefined) out.data = data;
   if (s.failurePolicy) {
     out.failurePolicy =
       s.failurePolicy.kind === 'drop'

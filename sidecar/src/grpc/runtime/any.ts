@@ -1,31 +1,35 @@
 /**
- * Job data: the gRPC API carries a google.protobuf.Any, the jobs block stores JSON text (what
- * the HTTP API takes and what the app receives on a trigger). The mapping, both ways:
+ * Job data on the gRPC API: a google.protobuf.Any. A job scheduled over gRPC keeps its Any
+ * byte for byte (JobSpec.dataAny: type_url, even empty, and the value bytes), so GetJob,
+ * ListJobs and the gRPC app's OnJobEvent give back exactly what was scheduled, as the reference
+ * runtime does. The SDKs' jobs examples send JSON bytes with an empty type_url: turning those
+ * into JSON and back (what rt once did) handed the app a google.protobuf.Value instead.
  *
- *   Any in (ScheduleJobAlpha1)                        stored JSON
- *   google.protobuf.Value / Struct / ListValue        the JSON value it describes
- *   google.protobuf.StringValue                       a JSON string
- *   google.protobuf.{Bool,Int32,…,Double}Value        the JSON boolean / number
- *   google.protobuf.BytesValue, or empty type_url     the bytes' JSON if they are JSON text, else the
- *                                                     UTF-8 text as a JSON string (not UTF-8: rejected)
- *   any other type_url                                {"@type": type_url, "value": "<base64 bytes>"}
+ * Jobs written as JSON (the HTTP API, or gRPC jobs stored by earlier rt versions) are answered
+ * as an Any made from their JSON:
  *
- *   stored JSON out (GetJobAlpha1, ListJobsAlpha1)    Any
- *   {"@type": url, "value": base64} exactly           that Any again (type_url, bytes)
- *   a JSON string                                     google.protobuf.StringValue
- *   anything else                                     google.protobuf.Value
+ *   stored JSON                                        Any
+ *   {"@type": url, "value": base64} exactly            that Any again (type_url, bytes): how
+ *                                                      earlier rt versions stored an own type
+ *   a JSON string                                      google.protobuf.StringValue
+ *   anything else                                      google.protobuf.Value
+ *
+ * How the HTTP API and an HTTP app see an Any: ../../jobs/data.ts.
  */
-import { invalidArgument } from './errors.ts';
+import type { JobDataAny, JobSpec } from '../../../../scheduler/src/types.ts';
 
 const TYPE_PREFIX = 'type.googleapis.com/google.protobuf.';
 export const STRING_VALUE = `${TYPE_PREFIX}StringValue`;
-export const BYTES_VALUE = `${TYPE_PREFIX}BytesValue`;
 export const VALUE = `${TYPE_PREFIX}Value`;
 
-/** Any as proto-loader hands it over with `json: true`: known types unpacked under '@type'. */
+/**
+ * Any as the runtime service's messages carry it: {type_url, value} as decoded (the service
+ * loads with `json: false`, so no Any is unpacked and none is re-encoded), or {'@type', ...fields}
+ * to be packed on the way out (protobufjs encodes the named type into value).
+ */
 export type AnyMsg = { '@type'?: string; type_url?: string; value?: unknown; [field: string]: unknown };
 
-/** google.protobuf.Value as protobufjs objects (camelCase members, `kind` names the one set). */
+/** google.protobuf.Value as protobufjs objects (camelCase members). */
 export interface ValueMsg {
   nullValue?: number;
   numberValue?: number;
@@ -36,27 +40,20 @@ export interface ValueMsg {
   kind?: string;
 }
 
-const WRAPPERS = new Set(['BoolValue', 'Int32Value', 'UInt32Value', 'Int64Value', 'UInt64Value', 'FloatValue', 'DoubleValue'].map((t) => TYPE_PREFIX + t));
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-export function valueToJson(v: ValueMsg | null | undefined): unknown {
-  if (!v) return null;
-  if (v.structValue) return structToJson(v.structValue);
-  if (v.listValue) return (v.listValue.values ?? []).map(valueToJson);
-  if (v.stringValue !== undefined && v.stringValue !== null) return v.stringValue;
-  if (v.boolValue !== undefined && v.boolValue !== null) return v.boolValue;
-  if (v.numberValue !== undefined && v.numberValue !== null) {
-    // JSON has no NaN or Infinity
-    if (!Number.isFinite(v.numberValue)) throw invalidArgument('RT_SCHEDULER_DATA_INVALID', 'job data: a number_value must be finite');
-    return v.numberValue;
-  }
-  return null;
+/** The data to store for a scheduled Any; undefined = no data (absent, or an Any with neither type_url nor bytes). */
+export function anyIn(a: AnyMsg | null | undefined): JobDataAny | undefined {
+  if (!a) return undefined;
+  const typeUrl = typeof a.type_url === 'string' ? a.type_url : '';
+  const v = a.value;
+  const bytes = v instanceof Uint8Array ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : Buffer.alloc(0);
+  if (typeUrl === '' && bytes.length === 0) return undefined;
+  return { typeUrl, value: bytes.toString('base64') };
 }
 
-function structToJson(s: { fields?: Record<string, ValueMsg> }): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(s.fields ?? {})) Object.defineProperty(out, k, { value: valueToJson(v), enumerable: true, writable: true, configurable: true });
-  return out;
+/** The Any to answer with (GetJob, ListJobs, OnJobEvent) for a job's data; null = none. */
+export function anyOut(data: Pick<JobSpec, 'dataJson' | 'dataAny'>): AnyMsg | null {
+  if (data.dataAny) return { type_url: data.dataAny.typeUrl, value: Buffer.from(data.dataAny.value, 'base64') };
+  return jsonToAny(data.dataJson);
 }
 
 export function jsonToValue(j: unknown): ValueMsg {
@@ -71,45 +68,7 @@ export function jsonToValue(j: unknown): ValueMsg {
   return { structValue: { fields } };
 }
 
-function bytesToJson(b: Buffer): string {
-  let text: string;
-  try {
-    text = utf8.decode(b);
-  } catch {
-    throw invalidArgument('RT_SCHEDULER_DATA_INVALID', 'job data bytes are not UTF-8 text: rt keeps job data as JSON; send JSON or text, or an Any of your own type_url');
-  }
-  try {
-    JSON.parse(text);
-    return text;
-  } catch {
-    return JSON.stringify(text);
-  }
-}
-
-/** The JSON text to store for an Any; undefined = no data. */
-export function anyToJson(a: AnyMsg | null | undefined): string | undefined {
-  if (!a) return undefined;
-  const type = a['@type'];
-  if (typeof type === 'string') {
-    if (type === STRING_VALUE) return JSON.stringify(typeof a.value === 'string' ? a.value : '');
-    if (type === BYTES_VALUE) return bytesToJson(Buffer.from((a.value as Uint8Array | undefined) ?? []));
-    if (type === VALUE) return JSON.stringify(valueToJson(a as ValueMsg));
-    if (type === `${TYPE_PREFIX}Struct`) return JSON.stringify(structToJson(a as { fields?: Record<string, ValueMsg> }));
-    if (type === `${TYPE_PREFIX}ListValue`) return JSON.stringify(((a.values as ValueMsg[] | undefined) ?? []).map(valueToJson));
-    if (WRAPPERS.has(type)) {
-      const v = a.value ?? (type.endsWith('BoolValue') ? false : 0);
-      if (typeof v === 'number' && !Number.isFinite(v)) throw invalidArgument('RT_SCHEDULER_DATA_INVALID', 'job data: the number must be finite');
-      return JSON.stringify(typeof v === 'string' ? Number(v) : v);
-    }
-    throw invalidArgument('RT_SCHEDULER_DATA_INVALID', `job data of type ${type.slice(0, 100)} cannot be stored`);
-  }
-  const url = typeof a.type_url === 'string' ? a.type_url : '';
-  const bytes = Buffer.from((a.value as Uint8Array | undefined) ?? []);
-  if (url === '') return bytes.length === 0 ? undefined : bytesToJson(bytes);
-  return JSON.stringify({ '@type': url, value: bytes.toString('base64') });
-}
-
-/** The Any to answer with for stored JSON text. */
+/** The Any to answer with for data stored as JSON text. */
 export function jsonToAny(json: string | undefined): AnyMsg | null {
   if (json === undefined) return null;
   const v: unknown = JSON.parse(json);
@@ -123,6 +82,6 @@ function isWrappedAny(v: unknown): v is { '@type': string; value: string } {
   const keys = Object.keys(v);
   const o = v as Record<string, unknown>;
   if (keys.length !== 2 || typeof o['@type'] !== 'string' || !o['@type'].includes('/') || typeof o.value !== 'string') return false;
-  // only what anyToJson writes: canonical base64 (other JSON of this shape stays a Value)
+  // only what earlier versions wrote: canonical base64 (other JSON of this shape stays a Value)
   return Buffer.from(o.value, 'base64').toString('base64') === o.value;
 }

@@ -1,6 +1,9 @@
 /**
  * The jobs methods, on the jobs block's scheduler client (the same one its HTTP API uses), for
- * the app's own jobs (owner ''). Names and specs are checked by the scheduler's validator;
+ * the app's own jobs (owner ''). Each is served under its stable name (ScheduleJob, GetJob, …)
+ * and its Alpha1 name: the SDKs call the stable one first and fall back to Alpha1 only on
+ * UNIMPLEMENTED, which cost every job call a second round trip. Job data is kept as the Any
+ * that was sent (any.ts). Names and specs are checked by the scheduler's validator;
  * failures map from SchedulerError kinds: invalid → INVALID_ARGUMENT, exists → ALREADY_EXISTS,
  * not_found → NOT_FOUND (the HTTP API answers 500 there, as its contract says; gRPC callers
  * get the precise code), unavailable → UNAVAILABLE, anything else → INTERNAL.
@@ -10,7 +13,7 @@ import type { SidecarContext } from '../../context.ts';
 import type { SchedulerClient } from '../../../../scheduler/src/client.ts';
 import { JOB_OPERATION_ERROR_CODES, SchedulerError, type FailurePolicy, type JobKey, type JobOperation, type JobRecord, type JobSpec } from '../../../../scheduler/src/types.ts';
 import { validateName } from '../../../../scheduler/src/validate.ts';
-import { anyToJson, jsonToAny, type AnyMsg } from './any.ts';
+import { anyIn, anyOut, type AnyMsg } from './any.ts';
 import { GrpcError } from './errors.ts';
 
 interface DurationMsg {
@@ -79,8 +82,8 @@ export function specOf(job: JobMsg): JobSpec {
   if (job.due_time !== undefined) spec.dueTime = job.due_time;
   if (job.ttl !== undefined) spec.ttl = job.ttl;
   if (job.repeats !== undefined) spec.repeats = job.repeats;
-  const data = anyToJson(job.data);
-  if (data !== undefined) spec.dataJson = data;
+  const data = anyIn(job.data);
+  if (data !== undefined) spec.dataAny = data;
   const policy = policyIn(job.failure_policy);
   if (policy) spec.failurePolicy = policy;
   return spec;
@@ -88,7 +91,7 @@ export function specOf(job: JobMsg): JobSpec {
 
 export function jobMsg(rec: JobRecord): JobMsg {
   const s = rec.spec;
-  const out: JobMsg = { name: rec.key.name, data: jsonToAny(s.dataJson) };
+  const out: JobMsg = { name: rec.key.name, data: anyOut(s) };
   if (s.schedule !== undefined) out.schedule = s.schedule;
   if (s.dueTime !== undefined) out.due_time = s.dueTime;
   if (s.repeats !== undefined) out.repeats = s.repeats;
@@ -110,8 +113,8 @@ export function jobMethods(ctx: SidecarContext) {
     return { namespace, appId, owner: '', name };
   };
 
-  return {
-    async ScheduleJobAlpha1(req: { job: JobMsg | null; overwrite: boolean }): Promise<Record<string, never>> {
+  const methods = {
+    async ScheduleJob(req: { job: JobMsg | null; overwrite: boolean }): Promise<Record<string, never>> {
       await run('schedule', async () => {
         if (!req.job) throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'RT_SCHEDULER_JOB_EMPTY', 'job is required: send {name, schedule and/or due_time, …}');
         const key = keyOf(req.job.name);
@@ -120,22 +123,22 @@ export function jobMethods(ctx: SidecarContext) {
       return {};
     },
 
-    async GetJobAlpha1(req: { name: string }): Promise<{ job: JobMsg }> {
+    async GetJob(req: { name: string }): Promise<{ job: JobMsg }> {
       const rec = await run('get', async () => need('get').get(keyOf(req.name)));
       return { job: jobMsg(rec) };
     },
 
-    async DeleteJobAlpha1(req: { name: string }): Promise<Record<string, never>> {
+    async DeleteJob(req: { name: string }): Promise<Record<string, never>> {
       await run('delete', async () => need('delete').delete(keyOf(req.name)));
       return {};
     },
 
-    async ListJobsAlpha1(): Promise<{ jobs: JobMsg[] }> {
+    async ListJobs(): Promise<{ jobs: JobMsg[] }> {
       const recs = await run('list', async () => need('list').list({ namespace, appId, owner: '' }));
       return { jobs: recs.map(jobMsg) };
     },
 
-    async DeleteJobsByPrefixAlpha1(req: { name_prefix?: string }): Promise<Record<string, never>> {
+    async DeleteJobsByPrefix(req: { name_prefix?: string }): Promise<Record<string, never>> {
       const prefix = req.name_prefix ?? '';
       await run('delete', async () => {
         const client = need('delete');
@@ -144,5 +147,15 @@ export function jobMethods(ctx: SidecarContext) {
       });
       return {};
     },
+  };
+  // the Alpha1 names (deprecated by the reference runtime, still what older SDKs call) take
+  // the same requests and answer the same messages
+  return {
+    ...methods,
+    ScheduleJobAlpha1: methods.ScheduleJob,
+    GetJobAlpha1: methods.GetJob,
+    DeleteJobAlpha1: methods.DeleteJob,
+    ListJobsAlpha1: methods.ListJobs,
+    DeleteJobsByPrefixAlpha1: methods.DeleteJobsByPrefix,
   };
 }

@@ -3,9 +3,11 @@
  * google/protobuf well-known types come from protobufjs's bundled definitions, as in
  * workflows/proto.ts. Options: snake_case field names as in the .proto, 64-bit numbers as JS
  * numbers, enums as numbers, unset fields as their defaults (null for messages; proto3
- * `optional` fields stay undefined), and `json: true` so that google.protobuf.Any arrives as
- * {'@type', ...fields} for the types we load (wrappers, struct). Loaded with the light loader
- * (../service-definition.ts): the sidecar serves this service from its first second.
+ * `optional` fields stay undefined), and `json: false` so that a google.protobuf.Any (job
+ * data) arrives as {type_url, value} bytes, as sent: with `json: true` protobufjs would unpack
+ * the types it knows and a job could not hand its bytes back unchanged (any.ts). Loaded with
+ * the light loader (../service-definition.ts): the sidecar serves this service from its first
+ * second.
  */
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -21,7 +23,7 @@ const LOADER_OPTIONS: LightLoadOptions = {
   enums: Number,
   defaults: true,
   oneofs: true,
-  json: true,
+  json: false,
   includeDirs: [PROTO_DIR],
 };
 
