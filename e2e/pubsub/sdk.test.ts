@@ -52,9 +52,10 @@ describe('DaprClient publishes over both protocols', () => {
       expect(bulk.failedMessages).toEqual([]);
       const ds = await app.waitFor((x) => x.length === 4);
       expect(ds.slice(1).map((x) => JSON.stringify(x.body.data)).sort()).toEqual(['"three"', '{"n":1}', '{"n":2}']);
-      // the HTTP client answers {error: Error}; the gRPC one throws {error: ConnectError NOT_FOUND}
-      const bad = (await c.pubsub.publish('nope', 'x', { a: 1 }).catch((e: { error: Error }) => e)).error as Error | undefined;
+      // the HTTP client answers {error: Error} (404); the gRPC one throws {error: ConnectError INVALID_ARGUMENT}
+      const bad = (await c.pubsub.publish('nope', 'x', { a: 1 }).catch((e: { error: Error }) => e)).error as (Error & { code?: number }) | undefined;
       expect(bad?.message).toMatch(/nope\W{0,4} is not loaded/);
+      if (proto === 'grpc') expect(bad?.code).toBe(3); // Connect's Code.InvalidArgument, as the reference answers
     });
 
     it(`${proto}: a CloudEvent passed on from another topic and pub/sub arrives under the ones it was published to`, async () => {

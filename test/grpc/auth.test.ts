@@ -93,6 +93,8 @@ describe('building blocks rt does not have', () => {
       const err = e as grpc.ServiceError;
       expect({ method, code: err.code }).toEqual({ method, code: grpc.status.UNIMPLEMENTED });
       expect(err.details).toContain(`no ${block}`);
+      // and what it does serve: every block rt has, pub/sub and service invocation included
+      expect(err.details).toContain('serves state, pub/sub, service invocation, bindings, secrets, metadata, jobs and workflows');
     }
     expect(UNSUPPORTED_METHODS.length).toBeGreaterThan(25);
   });
@@ -109,6 +111,10 @@ describe('building blocks rt does not have', () => {
     const e2 = await new Promise<grpc.ServiceError>((resolve) => bidi.on('error', resolve));
     expect(e2.code).toBe(grpc.status.UNIMPLEMENTED);
     expect(e2.details).toContain('cryptography');
+    const actors = s.client.makeBidiStreamRequest('/dapr.proto.runtime.v1.Dapr/SubscribeActorEventsAlpha1', id, id, md);
+    const e3 = await new Promise<grpc.ServiceError>((resolve) => actors.on('error', resolve));
+    expect(e3.code).toBe(grpc.status.UNIMPLEMENTED);
+    expect(e3.details).toContain('no actors');
   });
 
   it('a method no version of the API has gets grpc-js UNIMPLEMENTED', async () => {

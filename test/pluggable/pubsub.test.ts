@@ -1,6 +1,7 @@
 /**
- * A pluggable pub/sub component: discovered and initialised like the others (rt has no pub/sub
- * API yet), publishing and pulling messages with acks through the adapter.
+ * A pluggable pub/sub component: discovered and initialised like the others, publishing and
+ * pulling messages with acks through the adapter (the pub/sub API over it:
+ * test/pubsub/pluggable.test.ts).
  */
 import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';

@@ -1,10 +1,13 @@
 /**
  * The pub/sub API on a real sidecar with pubsub.in-memory and a real HTTP app: publish and the
  * CloudEvent envelope, errors, DECLARATIVE (v2alpha1 rules, v1alpha1 route) and PROGRAMMATIC
- * subscriptions, SUCCESS/RETRY/DROP, retries then the dead-letter topic, metadata, bulk publish
- * and the app's concurrency limit.
+ * subscriptions, SUCCESS/RETRY/DROP, retries then the dead-letter topic (where dropped, expired
+ * and unrouted messages go too), metadata, bulk publish, the app's concurrency limit, and the
+ * gRPC PublishEvent's answers for an unknown pub/sub.
  */
+import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
 import { component, startApp, startPubSubSidecar, type PubSubSidecar, type TestApp } from './helpers.ts';
 
 const RESOURCES = [
@@ -34,6 +37,19 @@ spec:
   topic: orders-dead
   route: /dead
 `,
+  `apiVersion: rt.io/v2alpha1
+kind: Subscription
+metadata:
+  name: picky
+spec:
+  pubsubname: mem
+  topic: picky
+  routes:
+    rules:
+      - match: event.data.n == 1
+        path: /picky
+  deadLetterTopic: picky-dead
+`,
   `apiVersion: rt.io/v1alpha1
 kind: Subscription
 metadata:
@@ -54,6 +70,8 @@ beforeAll(async () => {
   app.subscribe = [
     { pubsubname: 'mem', topic: 'prog', route: '/prog', metadata: { rawPayload: 'false' } },
     { pubsubname: 'mem', topic: 'prog-rules', routes: { rules: [{ match: 'event.data.n == 2', path: '/two' }], default: '/rest' } },
+    // raw: an expired message's dead-letter copy is still expired, an ordinary subscriber would drop it
+    { pubsubname: 'mem', topic: 'picky-dead', route: '/picky-dead', metadata: { rawPayload: 'true' } },
   ];
   sc = await startPubSubSidecar(RESOURCES, { appId: 'pubber', appPort: app.port, appMaxConcurrency: 2 });
   await app.discovered;
@@ -132,6 +150,28 @@ describe('publish', () => {
     expect(r4.status).toBe(400);
   });
 
+  it('gRPC: an unknown pub/sub is INVALID_ARGUMENT ERR_PUBSUB_NOT_FOUND (as the reference answers), an empty name ERR_PUBSUB_EMPTY', async () => {
+    const Client = runtimeClient();
+    const c = new Client(`127.0.0.1:${sc.sidecar.grpcPort}`, grpc.credentials.createInsecure()) as grpc.Client & Record<string, (req: unknown, cb: (e: grpc.ServiceError | null) => void) => void>;
+    try {
+      const fail = (method: string, req: unknown) => new Promise<grpc.ServiceError | null>((r) => c[method](req, (e) => r(e)));
+      for (const method of ['PublishEvent', 'BulkPublishEvent', 'BulkPublishEventAlpha1']) {
+        const e = await fail(method, { pubsub_name: 'nope', topic: 'orders', data: Buffer.from('{}'), data_content_type: 'application/json', entries: [] });
+        expect({ method, code: e?.code }).toEqual({ method, code: grpc.status.INVALID_ARGUMENT });
+        expect(e?.metadata.get('rt-error-code')).toEqual(['ERR_PUBSUB_NOT_FOUND']);
+        expect(e?.details).toMatch(/nope\W{0,4} is not loaded/);
+      }
+      const empty = await fail('PublishEvent', { pubsub_name: '', topic: 'orders', data: Buffer.from('{}') });
+      expect(empty?.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(empty?.metadata.get('rt-error-code')).toEqual(['ERR_PUBSUB_EMPTY']);
+      const noTopic = await fail('PublishEvent', { pubsub_name: 'mem', topic: '', data: Buffer.from('{}') });
+      expect(noTopic?.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(noTopic?.metadata.get('rt-error-code')).toEqual(['ERR_TOPIC_NAME_EMPTY']);
+    } finally {
+      c.close();
+    }
+  });
+
   it('bulk publish delivers every entry; bad entries are 400', async () => {
     reset();
     const entries = [
@@ -201,15 +241,48 @@ describe('subscriptions and delivery', () => {
     expect(dead.body.topic).toBe('orders');
   });
 
-  it('DROP and 404 are not retried', async () => {
+  it('DROP and 404 are not retried; with a dead-letter topic they go there, as received', async () => {
     reset();
-    app.answer = (d) => (d.body.data as { how: string }).how === 'drop' ? { status: 200, body: { status: 'DROP' } } : { status: 404 };
+    app.answer = (d) => {
+      if (d.path === '/dead') return { status: 200 };
+      return (d.body.data as { how: string }).how === 'drop' ? { status: 200, body: { status: 'DROP' } } : { status: 404 };
+    };
     await publish('mem/orders', JSON.stringify({ how: 'drop' }));
     await publish('mem/orders', JSON.stringify({ how: '404' }));
-    await app.waitFor((x) => x.length === 2);
+    const ds = await app.waitFor((x) => x.filter((d) => d.path === '/dead').length === 2);
     await new Promise((r) => setTimeout(r, 700));
-    expect(app.deliveries).toHaveLength(2);
-    expect(app.deliveries.some((d) => d.path === '/dead')).toBe(false);
+    const tries = app.deliveries.filter((d) => d.path === '/orders');
+    expect(tries).toHaveLength(2);
+    const dead = ds.filter((d) => d.path === '/dead');
+    expect(dead.map((d) => d.body.id).sort()).toEqual(tries.map((d) => d.body.id).sort());
+    expect(dead.map((d) => (d.body.data as { how: string }).how).sort()).toEqual(['404', 'drop']);
+    expect(dead.every((d) => d.body.topic === 'orders')).toBe(true);
+    expect(app.deliveries).toHaveLength(4);
+  });
+
+  it('DROP without a dead-letter topic is acknowledged, and nothing else happens', async () => {
+    reset();
+    app.answer = () => ({ status: 200, body: { status: 'DROP' } });
+    await publish('mem/prog', JSON.stringify({ how: 'drop' }));
+    await app.waitFor((x) => x.length === 1);
+    await new Promise((r) => setTimeout(r, 700));
+    expect(app.deliveries.map((d) => d.path)).toEqual(['/prog']);
+  });
+
+  it('a message no rule routes, or one expired before delivery, goes to the dead-letter topic', async () => {
+    reset();
+    await publish('mem/picky', JSON.stringify({ n: 1 }));
+    await publish('mem/picky', JSON.stringify({ n: 2 }));
+    const gone = { specversion: '1.0', id: 'expired-1', source: 's', type: 't', data: { n: 1 }, expiration: new Date(Date.now() - 60_000).toISOString() };
+    await publish('mem/picky', JSON.stringify(gone), { 'content-type': 'application/cloudevents+json' });
+    const ds = await app.waitFor((x) => x.length === 3);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(app.deliveries).toHaveLength(3);
+    expect(ds.filter((d) => d.path === '/picky').map((d) => d.body.data)).toEqual([{ n: 1 }]);
+    const dead = ds.filter((d) => d.path === '/picky-dead');
+    expect(dead.map((d) => d.body.topic)).toEqual(['picky', 'picky']);
+    expect(dead.find((d) => d.body.id === 'expired-1')?.body.data).toEqual({ n: 1 });
+    expect(dead.find((d) => d.body.id !== 'expired-1')?.body.data).toEqual({ n: 2 });
   });
 
   it('holds --app-max-concurrency', async () => {

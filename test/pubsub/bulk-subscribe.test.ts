@@ -1,7 +1,8 @@
 /**
  * bulkSubscribe on a real sidecar (pubsub.in-memory) and a real app: batches up to
  * maxMessagesCount or maxAwaitDurationMs, per-entry statuses, a RETRY entry delivered again in
- * a later batch, and the resource field checked when the Subscription is read.
+ * a later batch, a DROP entry sent to the dead-letter topic (a batch answered 404 is not), and
+ * the resource field checked when the Subscription is read.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,6 +24,16 @@ spec:
     enabled: true
     maxMessagesCount: 5
     maxAwaitDurationMs: 300
+  deadLetterTopic: batched-dead
+`;
+const DEAD = `apiVersion: rt.io/v1alpha1
+kind: Subscription
+metadata:
+  name: batched-dead
+spec:
+  pubsubname: mem
+  topic: batched-dead
+  route: /bdead
 `;
 
 let app: TestApp;
@@ -31,7 +42,7 @@ let sc: PubSubSidecar;
 beforeAll(async () => {
   app = await startApp();
   app.subscribe = [{ pubsubname: 'mem', topic: 'prog-batched', route: '/pbatch', bulkSubscribe: { enabled: true, maxMessagesCount: 2, maxAwaitDurationMs: 5000 } }];
-  sc = await startPubSubSidecar([component('mem', 'pubsub.in-memory'), SUB].join('---\n'), { appId: 'bulky', appPort: app.port });
+  sc = await startPubSubSidecar([component('mem', 'pubsub.in-memory'), SUB, DEAD].join('---\n'), { appId: 'bulky', appPort: app.port });
   await app.discovered;
 });
 
@@ -45,9 +56,10 @@ type Entry = { entryId: string; event: { id: string; data: { n: number } }; cont
 const publish = (topic: string, n: number) => fetch(`${sc.base}/v1.0/publish/mem/${topic}`, { method: 'POST', body: JSON.stringify({ n }), headers: { 'content-type': 'application/json' } });
 
 describe('bulkSubscribe', () => {
-  it('delivers batches; each entry has its own status; a RETRY entry comes again in a later batch', async () => {
+  it('delivers batches; each entry has its own status; a RETRY entry comes again in a later batch, a DROP one goes to the dead-letter topic', async () => {
     const seen = new Map<number, number>();
     app.answer = (d) => {
+      if (d.path === '/bdead') return { status: 200 };
       const entries = d.body.entries as Entry[];
       return {
         status: 200,
@@ -61,16 +73,30 @@ describe('bulkSubscribe', () => {
       };
     };
     for (let n = 0; n < 5; n++) expect((await publish('batched', n)).status).toBe(204);
-    const ds = await app.waitFor((x) => x.length === 2, 5000);
-    expect(ds[0].path).toBe('/batch');
+    const all = await app.waitFor((x) => x.filter((d) => d.path === '/batch').length === 2 && x.some((d) => d.path === '/bdead'), 5000);
+    const ds = all.filter((d) => d.path === '/batch');
     expect(ds[0].body).toMatchObject({ pubsubname: 'mem', topic: 'batched', type: 'rt.event.sent.bulk' });
     expect((ds[0].body.entries as Entry[]).map((e) => e.event.data.n).sort()).toEqual([0, 1, 2, 3, 4]);
     expect((ds[0].body.entries as Entry[])[0].contentType).toBe('application/cloudevents+json');
     // the retried entry alone, after maxAwaitDurationMs
     expect((ds[1].body.entries as Entry[]).map((e) => e.event.data.n)).toEqual([0]);
     expect(ds[1].at - ds[0].at).toBeGreaterThanOrEqual(250);
+    // the dropped entry, as it was received
+    const dead = all.filter((d) => d.path === '/bdead');
+    expect(dead).toHaveLength(1);
+    expect(dead[0].body).toMatchObject({ topic: 'batched', data: { n: 1 } });
+    expect(dead[0].body.id).toBe((ds[0].body.entries as Entry[]).find((e) => e.event.data.n === 1)?.event.id);
     await new Promise((r) => setTimeout(r, 700));
-    expect(app.deliveries).toHaveLength(2);
+    expect(app.deliveries).toHaveLength(3);
+  });
+
+  it('a batch answered 404 (no such route) is acknowledged without the dead-letter topic, as the reference runtime does', async () => {
+    app.deliveries.length = 0;
+    app.answer = (d) => ({ status: d.path === '/bdead' ? 200 : 404 });
+    for (let n = 10; n < 12; n++) expect((await publish('batched', n)).status).toBe(204);
+    await app.waitFor((x) => x.length >= 1, 3000);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(app.deliveries.map((d) => d.path)).toEqual(['/batch']);
   });
 
   it("the app's own bulkSubscribe entry batches too (maxMessagesCount reached before the wait)", async () => {

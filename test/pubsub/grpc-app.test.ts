@@ -2,8 +2,9 @@
  * Delivery to an app that speaks gRPC (--app-protocol grpc), with the real @dapr/dapr DaprServer
  * (CommunicationProtocolEnum.GRPC) as the app: its ListTopicSubscriptions is the programmatic
  * source, events arrive through OnTopicEvent with the route in `path`, SUCCESS / RETRY / DROP
- * decide as over HTTP, a Subscription resource's rules pick the route, bulk subscriptions go
- * through OnBulkTopicEventAlpha1, and rawPayload hands the app the bytes as published. The SDK
+ * decide as over HTTP (a DROP goes to the dead-letter topic, bulk entries included), a
+ * Subscription resource's rules pick the route, bulk subscriptions go through
+ * OnBulkTopicEventAlpha1, and rawPayload hands the app the bytes as published. The SDK
  * dispatches on TopicEventRequest.topic: it must be the delivering subscription's, so that a
  * dead-lettered message reaches the dead-letter topic's handler and a CloudEvent that names
  * another topic reaches the handler of the topic it was published to.
@@ -60,6 +61,11 @@ beforeAll(async () => {
   // a handler that never takes its messages, and the handler of its dead-letter topic
   await server.pubsub.subscribeWithOptions('mem', 'dlsrc', { deadLetterTopic: 'dltopic', callback: record('dlsrc', DaprPubSubStatusEnum.RETRY) });
   await server.pubsub.subscribe('mem', 'dltopic', record('dltopic'));
+  // handlers that drop everything, one by one and in batches, with their dead-letter topics
+  await server.pubsub.subscribeWithOptions('mem', 'dropsrc', { deadLetterTopic: 'droptopic', callback: record('dropsrc', DaprPubSubStatusEnum.DROP) });
+  await server.pubsub.subscribe('mem', 'droptopic', record('droptopic'));
+  await server.pubsub.subscribeWithOptions('mem', 'bulkdrop', { deadLetterTopic: 'bulkdead', bulkSubscribe: { enabled: true, maxMessagesCount: 2, maxAwaitDurationMs: 500 }, callback: record('bulkdrop', DaprPubSubStatusEnum.DROP) });
+  await server.pubsub.subscribe('mem', 'bulkdead', record('bulkdead'));
   // count the batches the SDK's own OnBulkTopicEventAlpha1 receives
   const impl = (server.daprServer as unknown as { getServerImpl(): { onBulkTopicEventAlpha1: (...a: unknown[]) => Promise<unknown> } }).getServerImpl();
   const bulk = impl.onBulkTopicEventAlpha1.bind(impl);
@@ -162,6 +168,20 @@ describe('a gRPC app (DaprServer over gRPC) as the subscriber', () => {
     await new Promise((r) => setTimeout(r, 2500));
     expect(got.dlsrc).toHaveLength(4);
     expect(got.dltopic).toHaveLength(1);
+  });
+
+  it("a DROP answer goes to the dead-letter topic's handler, once, without retries (bulk entries too)", async () => {
+    await publish('dropsrc', JSON.stringify({ dropped: 1 }));
+    await until(() => got.droptopic.length === 1);
+    expect(got.droptopic).toEqual([{ dropped: 1 }]);
+    for (const n of [1, 2]) await publish('bulkdrop', JSON.stringify({ n }));
+    await until(() => got.bulkdead.length === 2);
+    expect(got.bulkdead).toEqual(expect.arrayContaining([{ n: 1 }, { n: 2 }]));
+    await new Promise((r) => setTimeout(r, 800)); // past the first retry's backoff
+    expect(got.dropsrc).toEqual([{ dropped: 1 }]);
+    expect(got.bulkdrop).toHaveLength(2);
+    expect(got.droptopic).toHaveLength(1);
+    expect(got.bulkdead).toHaveLength(2);
   });
 
   it('a CloudEvent that names another topic and pub/sub reaches the handler of the topic it was published to', async () => {

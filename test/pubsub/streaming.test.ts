@@ -1,7 +1,8 @@
 /**
  * STREAMING subscriptions over gRPC SubscribeTopicEventsAlpha1 on a real sidecar: the initial
  * response, events with their CloudEvent attributes, SUCCESS/RETRY/DROP answers, the dead-letter
- * topic, metadata listing while open, and refusals (unknown pub/sub, no initial request). An
+ * topic (after the retries, and for DROP), metadata listing while open, and refusals (unknown
+ * pub/sub, no initial request). An
  * event's topic and pub/sub are the stream's, whatever its CloudEvent says.
  */
 import * as grpc from '@grpc/grpc-js';
@@ -90,7 +91,7 @@ describe('SubscribeTopicEventsAlpha1', () => {
     expect(after.subscriptions.filter((x) => x.type === 'STREAMING')).toEqual([]);
   });
 
-  it('after the retries the event goes to the dead-letter topic; DROP is not retried', async () => {
+  it('after the retries the event goes to the dead-letter topic; DROP is not retried and goes there at once', async () => {
     const dead = open({ pubsub_name: 'mem', topic: 'live-dead', metadata: {} });
     const s = open({ pubsub_name: 'mem', topic: 'live2', metadata: {}, dead_letter_topic: 'live-dead' });
     await until(() => s.initialised() && dead.initialised());
@@ -108,9 +109,12 @@ describe('SubscribeTopicEventsAlpha1', () => {
     expect(dead.events[0]).toMatchObject({ id: s.events[0].id, topic: 'live-dead', pubsub_name: 'mem' });
     expect(dead.events[0].extensions.fields.topic.stringValue).toBe('live2');
     await publish('live2', { drop: true });
-    await until(() => s.events.length === 5);
+    await until(() => s.events.length === 5 && dead.events.length === 2);
+    expect(dead.events[1]).toMatchObject({ id: s.events[4].id, topic: 'live-dead', pubsub_name: 'mem' });
+    expect(JSON.parse(Buffer.from(dead.events[1].data).toString())).toEqual({ drop: true });
     await new Promise((r) => setTimeout(r, 600));
     expect(s.events).toHaveLength(5);
+    expect(dead.events).toHaveLength(2);
     s.call.end();
     dead.call.end();
   });
@@ -151,10 +155,12 @@ describe('SubscribeTopicEventsAlpha1', () => {
     s.call.end();
   });
 
-  it('refuses an unknown pub/sub (NOT_FOUND) and a stream that does not start with initial_request (INVALID_ARGUMENT)', async () => {
+  it('refuses an unknown pub/sub (INVALID_ARGUMENT ERR_PUBSUB_NOT_FOUND, as the reference) and a stream that does not start with initial_request (INVALID_ARGUMENT)', async () => {
     const s = open({ pubsub_name: 'nope', topic: 't', metadata: {} });
     await until(() => s.errors.length === 1);
-    expect(s.errors[0].code).toBe(grpc.status.NOT_FOUND);
+    expect(s.errors[0].code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(s.errors[0].metadata.get('rt-error-code')).toEqual(['ERR_PUBSUB_NOT_FOUND']);
+    expect(s.errors[0].details).toMatch(/nope\W{0,4} is not loaded/);
     const call = client.SubscribeTopicEventsAlpha1() as grpc.ClientDuplexStream<unknown, Response>;
     const err = new Promise<grpc.ServiceError>((r) => call.on('error', r));
     call.write({ event_processed: { id: 'x', status: { status: 0 } } });

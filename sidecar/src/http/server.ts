@@ -7,7 +7,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 import { ApiError, errorBody } from './errors.ts';
-import { unimplementedBlock } from './unimplemented.ts';
+import { SERVED_BLOCKS, unimplementedBlock } from './unimplemented.ts';
 import { tokenMatches } from './auth.ts';
 import { REQUEST_TIMEOUT_MS, decodeContentEncoding, useDepthLimitedJson } from './body.ts';
 
@@ -86,7 +86,7 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     const path = req.url.split('?')[0];
     // a building block of the ecosystem that rt does not have: 501 naming it, not a bare 404
     const block = unimplementedBlock(path);
-    if (block) return reply.status(501).send(errorBody('ERR_API_UNIMPLEMENTED', `${req.method} ${path}: rt has no ${block} building block; this sidecar serves state, bindings, secrets, metadata, jobs and workflows`));
+    if (block) return reply.status(501).send(errorBody('ERR_API_UNIMPLEMENTED', `${req.method} ${path}: rt has no ${block} building block; this sidecar serves ${SERVED_BLOCKS}`));
     return reply.status(404).send(errorBody('ERR_NOT_FOUND', `no API route for ${req.method} ${path}`));
   });
 

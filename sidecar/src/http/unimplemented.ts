@@ -3,6 +3,9 @@
  * answered 501 ERR_API_UNIMPLEMENTED naming the block, so a client learns what is missing
  * rather than a bare 404 (the gRPC API does the same, grpc/runtime/unsupported.ts).
  */
+/** What this sidecar does serve, for the messages of both APIs (kept true to blocks.ts). */
+export const SERVED_BLOCKS = 'state, pub/sub, service invocation, bindings, secrets, metadata, jobs and workflows';
+
 const BLOCKS: [RegExp, string][] = [
   [/^\/v1\.0\/actors(\/|$)/, 'actors'],
   [/^\/v1\.0(-alpha1)?\/configuration(\/|$)/, 'configuration'],

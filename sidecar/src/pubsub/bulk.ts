@@ -3,17 +3,19 @@
  * what arrived within maxAwaitDurationMs) and POSTed to the app at once:
  *   {id, entries: [{entryId, event, contentType, metadata}], metadata, pubsubname, topic, type}
  * The app answers {"statuses": [{entryId, status}]}: each entry gets its own SUCCESS, RETRY or
- * DROP (an entry it does not name is RETRY). A non-2xx answer counts for every entry (404: DROP,
- * anything else RETRY). Each message then goes through the usual retries and dead letter, so a
- * retried entry simply joins a later batch. Apps speaking gRPC get the batch through
- * OnBulkTopicEventAlpha1 instead (grpc-app.ts): BulkSender only gathers, a BatchPoster sends.
+ * DROP (an entry it does not name is RETRY). A non-2xx answer counts for every entry: 404 (no
+ * such route) acknowledges them without the dead-letter topic, as the reference runtime does,
+ * anything else is RETRY. Each message then goes through the usual retries and dead letter (a
+ * DROP entry goes there too), so a retried entry simply joins a later batch. Apps speaking gRPC
+ * get the batch through OnBulkTopicEventAlpha1 instead (grpc-app.ts): BulkSender only gathers, a
+ * BatchPoster sends.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import type { BulkSubscribe, SubscriptionInfo } from '../resources/types.ts';
 import { CLOUDEVENT_CONTENT_TYPE, eventJson, isJsonType, rawPayloadOf, type CloudEvent } from './cloudevent.ts';
-import { outcomeOf, type Outcome } from './delivery.ts';
+import type { Outcome } from './delivery.ts';
 import type { MessageTarget } from './subscriptions.ts';
 
 export const BULK_EVENT_TYPE = 'rt.event.sent.bulk';
@@ -133,7 +135,10 @@ export function httpBatchPoster(app: AppChannel, info: SubscriptionInfo, log: Lo
     const body = Buffer.concat(parts);
     try {
       const res = await app.invoke({ method: 'POST', path, body, headers: { 'content-type': 'application/json' } });
-      return res.status >= 200 && res.status < 300 ? statusesOf(res.body) : outcomeOf(res.status, res.body);
+      if (res.status >= 200 && res.status < 300) return statusesOf(res.body);
+      if (res.status !== 404) return 'RETRY';
+      log.warn({ path, entries: entries.length }, 'the app answered 404 to a bulk delivery: its messages are acknowledged unhandled');
+      return 'SUCCESS';
     } catch (e) {
       log.warn({ path, entries: entries.length }, `bulk delivery: ${(e as Error).message}`);
       return 'RETRY';

@@ -6,7 +6,8 @@
  * route, retrying cannot help); any other status, an unknown status word, or no answer is RETRY.
  * RETRY is tried again with exponential backoff; when the attempts are spent the message goes to
  * the dead-letter topic if there is one, else it is given back to the component, which delivers
- * it again later (at-least-once).
+ * it again later (at-least-once). DROP is acknowledged, and sent to the dead-letter topic if
+ * there is one (subscriptions.ts).
  */
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';

@@ -3,9 +3,10 @@
  * lists its programmatic subscriptions (ListTopicSubscriptions) and takes each event
  * (OnTopicEvent, the chosen route in `path`); bulk subscriptions go through
  * AppCallbackAlpha.OnBulkTopicEventAlpha1. The answer's status means what it means over HTTP:
- * SUCCESS, RETRY or DROP. A call that fails is RETRY, except UNIMPLEMENTED, which is DROP (the
- * app has no handler: retrying cannot help, as a 404 over HTTP). An app without the bulk method
- * gets the batch's events one by one through OnTopicEvent.
+ * SUCCESS, RETRY or DROP. A call that fails is RETRY, except UNIMPLEMENTED: the app has no
+ * handler, retrying cannot help, and the message is acknowledged without going to the
+ * dead-letter topic (as the reference runtime does; an answered DROP goes there). An app without
+ * the bulk method gets the batch's events one by one through OnTopicEvent.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -63,7 +64,10 @@ async function sendOne(app: GrpcApp, path: string, event: CloudEvent, sub: Subsc
     if (outcome !== 'SUCCESS') log.debug({ path, outcome, id: event.id }, 'app did not take the message');
     return outcome;
   } catch (e) {
-    if (grpcCode(e) === UNIMPLEMENTED) return 'DROP';
+    if (grpcCode(e) === UNIMPLEMENTED) {
+      log.warn({ path, id: event.id }, 'the gRPC app does not implement OnTopicEvent: message acknowledged unhandled');
+      return 'SUCCESS';
+    }
     log.warn({ path, id: event.id }, `delivering message over gRPC: ${(e as Error).message}`);
     return 'RETRY';
   }

@@ -1,4 +1,7 @@
-/** Finding a loaded pub/sub component by name; 404 ERR_PUBSUB_NOT_FOUND for the APIs. */
+/**
+ * Finding a loaded pub/sub component by name; for the APIs 404 ERR_PUBSUB_NOT_FOUND (an empty
+ * name: ERR_PUBSUB_EMPTY), which the gRPC API answers INVALID_ARGUMENT, as the reference does.
+ */
 import type { ComponentRegistry } from '../components/registry.ts';
 import { isPubSub, type PubSub } from '../components/pubsub/types.ts';
 import { ApiError } from '../http/errors.ts';
@@ -12,6 +15,7 @@ export function pubsubByName(components: ComponentRegistry, name: string): PubSu
 export function requirePubsub(components: ComponentRegistry, name: string): PubSub {
   const p = pubsubByName(components, name);
   if (p) return p;
+  if (!name) throw new ApiError(404, 'ERR_PUBSUB_EMPTY', 'the pub/sub name is empty');
   const loaded = components.namesOf('pubsub');
   throw new ApiError(404, 'ERR_PUBSUB_NOT_FOUND', `pub/sub "${name}" is not loaded; loaded pub/subs: ${loaded.join(', ') || 'none'}`);
 }

@@ -4,14 +4,19 @@
  * is sent with event_processed {id, status}. The sidecar subscribes on the component for as long
  * as the stream lives, with the same delivery rules as the other kinds (retries, dead letter,
  * at-least-once); an event still unanswered when the stream ends is given back to the component.
+ * Refusals end the stream with a status that carries the error code (an unknown pub/sub:
+ * INVALID_ARGUMENT ERR_PUBSUB_NOT_FOUND, as the reference runtime answers).
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { ComponentRegistry } from '../components/registry.ts';
+import type { PubSub } from '../components/pubsub/types.ts';
+import { GrpcError, toStatus } from '../grpc/runtime/errors.ts';
+import type { ApiError } from '../http/errors.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
 import { rawPayloadOf, type CloudEvent } from './cloudevent.ts';
 import { DEFAULT_RETRY, type Outcome } from './delivery.ts';
-import { pubsubByName } from './lookup.ts';
+import { requirePubsub } from './lookup.ts';
 import { messageHandler } from './subscriptions.ts';
 
 interface InitialRequest {
@@ -84,8 +89,8 @@ export class StreamingSubscriptions {
     let close: (() => void) | undefined;
     const state = { closed: false };
     const waiting = new Map<string, (o: Outcome) => void>();
-    const fail = (code: grpc.status, details: string) => {
-      if (!state.closed) call.emit('error', { code, details });
+    const fail = (code: grpc.status, errorCode: string, details: string) => {
+      if (!state.closed) call.emit('error', toStatus(new GrpcError(code, errorCode, details)));
       end();
     };
     const end = () => {
@@ -99,11 +104,15 @@ export class StreamingSubscriptions {
     call.on('data', (req: StreamRequest) => {
       if (state.closed) return;
       if (req.initial_request) {
-        if (info) return fail(grpc.status.INVALID_ARGUMENT, 'the stream was already initialised; send event_processed messages only');
+        if (info) return fail(grpc.status.INVALID_ARGUMENT, 'ERR_MALFORMED_REQUEST', 'the stream was already initialised; send event_processed messages only');
         const init = req.initial_request;
-        const pubsub = pubsubByName(this.components, init.pubsub_name);
-        if (!pubsub) return fail(grpc.status.NOT_FOUND, `pub/sub "${init.pubsub_name}" is not loaded; loaded pub/subs: ${this.components.namesOf('pubsub').join(', ') || 'none'}`);
-        if (!init.topic) return fail(grpc.status.INVALID_ARGUMENT, 'initial_request.topic is required');
+        let pubsub: PubSub;
+        try {
+          pubsub = requirePubsub(this.components, init.pubsub_name);
+        } catch (e) {
+          return fail(grpc.status.INVALID_ARGUMENT, (e as ApiError).errorCode, (e as ApiError).message);
+        }
+        if (!init.topic) return fail(grpc.status.INVALID_ARGUMENT, 'ERR_TOPIC_NAME_EMPTY', 'initial_request.topic is required');
         const sub: SubscriptionInfo = { pubsubname: init.pubsub_name, topic: init.topic, metadata: { ...(init.metadata ?? {}) }, rules: [], deadLetterTopic: init.dead_letter_topic ?? '', type: 'STREAMING' };
         info = sub;
         const target = {
@@ -119,7 +128,7 @@ export class StreamingSubscriptions {
         try {
           close = pubsub.subscribe(sub.topic, sub.metadata, handler).close;
         } catch (e) {
-          return fail(grpc.status.INTERNAL, `subscribing to ${sub.pubsubname}/${sub.topic}: ${(e as Error).message}`);
+          return fail(grpc.status.INTERNAL, 'ERR_PUBSUB_SUBSCRIBE', `subscribing to ${sub.pubsubname}/${sub.topic}: ${(e as Error).message}`);
         }
         this.open.add(sub);
         call.write({ initial_response: {} });
@@ -127,7 +136,7 @@ export class StreamingSubscriptions {
         return;
       }
       if (req.event_processed) {
-        if (!info) return fail(grpc.status.INVALID_ARGUMENT, 'send initial_request first');
+        if (!info) return fail(grpc.status.INVALID_ARGUMENT, 'ERR_MALFORMED_REQUEST', 'send initial_request first');
         const { id, status } = req.event_processed;
         const resolve = waiting.get(id);
         if (!resolve) return; // an answer to nothing we wait for (late, or twice): ignored
@@ -135,7 +144,7 @@ export class StreamingSubscriptions {
         resolve(STATUS[status?.status ?? 0] ?? 'RETRY');
         return;
       }
-      fail(grpc.status.INVALID_ARGUMENT, 'each message needs initial_request or event_processed');
+      fail(grpc.status.INVALID_ARGUMENT, 'ERR_MALFORMED_REQUEST', 'each message needs initial_request or event_processed');
     });
     call.on('end', () => {
       end();

@@ -42,6 +42,11 @@ export interface AppTargets {
 /**
  * The handler one subscription gives its component: route by the rules, deliver with retries,
  * then the dead-letter topic. Resolving acknowledges the message, rejecting gives it back.
+ *
+ * With a `deadLetterTopic`, as the reference runtime does, a message goes there when the app
+ * answers DROP (then a failed dead-letter publish gives the message back to the component, to be
+ * delivered again), when its retries are spent, and, best effort (a failed publish is only
+ * logged), when it expired or no routing rule matches it.
  */
 export function messageHandler(
   info: SubscriptionInfo,
@@ -54,31 +59,54 @@ export function messageHandler(
 ): (m: PubSubMessage) => Promise<void> {
   // rawPayload: the app gets the message's bytes as published (a CloudEvent wraps them for routing only)
   const read = isRawPayload(info.metadata) ? rawEvent : readEvent;
+  const deadLetter = info.deadLetterTopic;
+  const toDeadLetter = (event: CloudEvent) => {
+    // the message as received, straight to the component (as the reference runtime does): its
+    // CloudEvent still names the topic it failed on, and the dead-letter subscription is told
+    // its own topic (MessageTarget.send's `sub`)
+    const raw = rawPayloadOf(event);
+    return raw ? pubsub.publish(deadLetter, raw.data, {}, raw.contentType) : pubsub.publish(deadLetter, Buffer.from(eventJson(event)), {}, CLOUDEVENT_CONTENT_TYPE);
+  };
+  /** Not delivered at all (expired, no rule): the dead-letter topic gets it if it can, the message is acknowledged anyway. */
+  const discarded = async (event: CloudEvent, why: string) => {
+    log.debug({ id: event.id, topic: info.topic }, `${why}: dropped`);
+    if (!deadLetter || state.closed) return;
+    try {
+      await toDeadLetter(event);
+      log.warn({ id: event.id, topic: info.topic, deadLetterTopic: deadLetter }, `${why}: message sent to the dead-letter topic`);
+    } catch (e) {
+      log.warn({ id: event.id, topic: info.topic, deadLetterTopic: deadLetter }, `${why}; sending it to the dead-letter topic failed, dropped: ${(e as Error).message}`);
+    }
+  };
   return async (m) => {
     const event = read(m.data, { topic: info.topic, pubsubname: info.pubsubname, contentType: m.contentType });
-    if (expired(event)) {
-      log.debug({ id: event.id, topic: info.topic }, 'message expired (ttlInSeconds) before delivery: dropped');
-      return;
-    }
+    if (expired(event)) return discarded(event, 'message expired (ttlInSeconds) before delivery');
     const path = route(rules, event);
-    if (path === undefined) {
-      log.debug({ id: event.id, topic: info.topic }, 'no routing rule matches the message: dropped');
-      return;
-    }
+    if (path === undefined) return discarded(event, 'no routing rule matches the message');
     // the first attempt directly (the usual SUCCESS needs no retry closure); an event that expires
     // while it is being retried is not offered again
+    let lapsed = false;
     let outcome = await target.send(path, event, info);
-    if (outcome === 'RETRY') outcome = await withRetries(() => (expired(event) ? Promise.resolve<Outcome>('DROP') : target.send(path, event, info)), policy, () => state.closed, outcome);
-    if (outcome === 'DROP') log.warn({ id: event.id, topic: info.topic, path }, 'the app dropped the message');
-    if (outcome !== 'RETRY') return;
-    if (info.deadLetterTopic && !state.closed) {
-      // the message as received, straight to the component (as the reference runtime does): its
-      // CloudEvent still names the topic it failed on, and the dead-letter subscription is told
-      // its own topic (MessageTarget.send's `sub`)
-      const raw = rawPayloadOf(event);
-      if (raw) await pubsub.publish(info.deadLetterTopic, raw.data, {}, raw.contentType);
-      else await pubsub.publish(info.deadLetterTopic, Buffer.from(eventJson(event)), {}, CLOUDEVENT_CONTENT_TYPE);
-      log.warn({ id: event.id, topic: info.topic, deadLetterTopic: info.deadLetterTopic }, 'message sent to the dead-letter topic after its retries');
+    if (outcome === 'RETRY') {
+      const again = () => (expired(event) ? ((lapsed = true), Promise.resolve<Outcome>('DROP')) : target.send(path, event, info));
+      outcome = await withRetries(again, policy, () => state.closed, outcome);
+    }
+    if (outcome === 'SUCCESS') return;
+    if (lapsed) return discarded(event, 'message expired (ttlInSeconds) while it was retried');
+    if (outcome === 'DROP') {
+      if (!deadLetter) return void log.warn({ id: event.id, topic: info.topic, path }, 'the app dropped the message');
+      // the app's answer is final, closing or not: the copy goes now, or the component brings the message back
+      try {
+        await toDeadLetter(event);
+      } catch (e) {
+        throw new Error(`message ${event.id} on ${info.pubsubname}/${info.topic} dropped by the app, but sending it to the dead-letter topic "${deadLetter}" failed (the component will deliver it again): ${(e as Error).message}`);
+      }
+      log.warn({ id: event.id, topic: info.topic, path, deadLetterTopic: deadLetter }, 'the app dropped the message: sent to the dead-letter topic');
+      return;
+    }
+    if (deadLetter && !state.closed) {
+      await toDeadLetter(event);
+      log.warn({ id: event.id, topic: info.topic, deadLetterTopic: deadLetter }, 'message sent to the dead-letter topic after its retries');
       return;
     }
     throw new Error(`message ${event.id} on ${info.pubsubname}/${info.topic} not taken by the app; the component will deliver it again`);

@@ -1,8 +1,9 @@
 /**
  * PublishEvent and BulkPublishEvent(Alpha1) over the pub/sub block's PublishService, so the
- * gRPC API wraps, checks and answers as POST /v1.0/publish does (unknown pub/sub → NOT_FOUND
- * ERR_PUBSUB_NOT_FOUND, malformed → INVALID_ARGUMENT). The W3C trace context comes from the
- * call's traceparent/tracestate metadata.
+ * gRPC API wraps, checks and answers as POST /v1.0/publish does (malformed → INVALID_ARGUMENT).
+ * The HTTP API's 404s (unknown pub/sub ERR_PUBSUB_NOT_FOUND, empty name or topic) are
+ * INVALID_ARGUMENT here, as the reference runtime answers them over gRPC. The W3C trace context
+ * comes from the call's traceparent/tracestate metadata.
  */
 import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
@@ -10,6 +11,7 @@ import { ApiError } from '../../http/errors.ts';
 import type { PublishService } from '../../pubsub/publish.ts';
 import { StreamingSubscriptions } from '../../pubsub/streaming.ts';
 import { GrpcServer } from '../server.ts';
+import { invalidArgument } from './errors.ts';
 import { bytesOf, metadataOf } from './handler.ts';
 
 interface PublishEventRequest {
@@ -34,6 +36,16 @@ function header(call: Call, name: string): string | undefined {
   return typeof v === 'string' && v !== '' ? v : undefined;
 }
 
+/** The block's 404s (unknown pub/sub, empty name or topic) as the reference answers them over gRPC. */
+async function asGrpc<T>(p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404) throw invalidArgument(e.errorCode, e.message);
+    throw e;
+  }
+}
+
 function service(ctx: SidecarContext): PublishService {
   const s = ctx.services.pubsub;
   if (!s) throw new ApiError(501, 'ERR_API_UNIMPLEMENTED', 'the pub/sub building block is not running');
@@ -42,18 +54,18 @@ function service(ctx: SidecarContext): PublishService {
 
 export function pubsubMethods(ctx: SidecarContext) {
   const bulk = async (req: BulkPublishRequest, call: Call) => {
-    const failed = await service(ctx).bulkPublish({
+    const failed = await asGrpc(service(ctx).bulkPublish({
       pubsubname: req.pubsub_name,
       topic: req.topic,
       entries: (req.entries ?? []).map((e) => ({ entryId: e.entry_id, data: bytesOf(e.event), contentType: e.content_type || undefined, metadata: metadataOf(e.metadata) ?? {} })),
       metadata: metadataOf(req.metadata) ?? {},
       traceparent: header(call, 'traceparent'),
-    });
+    }));
     return { failedEntries: failed.map((f) => ({ entry_id: f.entryId, error: f.error })) };
   };
   return {
     async PublishEvent(req: PublishEventRequest, call: Call): Promise<Record<string, never>> {
-      await service(ctx).publish({
+      await asGrpc(service(ctx).publish({
         pubsubname: req.pubsub_name,
         topic: req.topic,
         data: bytesOf(req.data),
@@ -61,7 +73,7 @@ export function pubsubMethods(ctx: SidecarContext) {
         metadata: metadataOf(req.metadata) ?? {},
         traceparent: header(call, 'traceparent'),
         tracestate: header(call, 'tracestate'),
-      });
+      }));
       return {};
     },
     BulkPublishEvent: bulk,

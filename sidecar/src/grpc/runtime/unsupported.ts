@@ -4,6 +4,7 @@
  * missing instead of a bare "method not implemented".
  */
 import * as grpc from '@grpc/grpc-js';
+import { SERVED_BLOCKS } from '../../http/unimplemented.ts';
 import { GrpcServer } from '../server.ts';
 import { GrpcError, toStatus } from './errors.ts';
 import { SERVICE_NAME } from './proto.ts';
@@ -13,6 +14,7 @@ type Kind = 'unary' | 'server-stream' | 'bidi';
 /** Method → [building block named in the message, call kind]. */
 const UNSUPPORTED: Record<string, [string, Kind]> = {
   InvokeActor: ['actors', 'unary'],
+  SubscribeActorEventsAlpha1: ['actors', 'bidi'],
   GetActorState: ['actors', 'unary'],
   ExecuteActorStateTransaction: ['actors', 'unary'],
   RegisterActorTimer: ['actors', 'unary'],
@@ -46,7 +48,7 @@ const UNSUPPORTED: Record<string, [string, Kind]> = {
 export const UNSUPPORTED_METHODS = Object.keys(UNSUPPORTED);
 
 function status(method: string, block: string): Partial<grpc.StatusObject> {
-  return toStatus(new GrpcError(grpc.status.UNIMPLEMENTED, 'ERR_API_UNIMPLEMENTED', `${method}: rt has no ${block} building block; this sidecar serves state, bindings, secrets, metadata, jobs and workflows`));
+  return toStatus(new GrpcError(grpc.status.UNIMPLEMENTED, 'ERR_API_UNIMPLEMENTED', `${method}: rt has no ${block} building block; this sidecar serves ${SERVED_BLOCKS}`));
 }
 
 const raw = (b: Buffer) => b;
