@@ -108,9 +108,9 @@ describe('invoking an app that speaks gRPC (OnInvoke)', () => {
     expect(await after.text()).toBe('echo:ok');
   });
 
-  it("maps the app's gRPC error to its HTTP status", async () => {
+  it("maps the app's gRPC error to its HTTP status, with the status as JSON", async () => {
     const res = await invoke('raw-app', 'missing', { method: 'GET' });
     expect(res.status).toBe(404);
-    expect(await res.json()).toMatchObject({ errorCode: 'ERR_DIRECT_INVOKE', message: expect.stringContaining('no such thing') });
+    expect(await res.json()).toEqual({ code: grpc.status.NOT_FOUND, message: 'no such thing' });
   });
 });

@@ -92,6 +92,16 @@ export class GrpcApp {
     }
   }
 
+  /**
+   * Whether the app's connection is up now. After an UNAVAILABLE status this tells the app's own
+   * answer (the connection stays ready) from grpc-js's when the app could not be reached or
+   * dropped the connection (it is not).
+   */
+  async connected(): Promise<boolean> {
+    const c = await this.connect();
+    return c.callback.getChannel().getConnectivityState(false) === c.grpc.connectivityState.READY;
+  }
+
   async close(): Promise<void> {
     if (!this.clients) return;
     const c = await this.clients;

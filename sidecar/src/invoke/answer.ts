@@ -10,16 +10,25 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'n
 import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { HOP_BY_HOP } from './headers.ts';
+import type { AppGrpcStatus } from './grpc-status.ts';
 import type { InvokeAnswer } from './invoker.ts';
 import type { Header } from './proto.ts';
 
 /** Bytes kept while nobody consumes the answer yet; past this the connection is paused. */
 const HELD_MAX = 64 * 1024;
 
+/**
+ * Headers not passed on: hop-by-hop ones, and the sidecars' own `rt-invoke-*` (internal-http.ts),
+ * which an app cannot forge either.
+ */
+const notPassedOn = (name: string): boolean => HOP_BY_HOP.has(name) || name.startsWith('rt-invoke-');
+
 export class DispatchedAnswer implements InvokeAnswer, Dispatcher.DispatchHandler {
   status = 0;
   /** The answer's headers as undici parsed them (lower-case names, arrays for repeats). */
   raw: IncomingHttpHeaders = {};
+  /** The target app's gRPC status, when it speaks gRPC (read off the hop by internal-http.ts). */
+  grpcStatus?: AppGrpcStatus;
   /** Resolves with this answer once its head is in; rejects when the call fails before that. */
   readonly ready: Promise<this>;
   private resolve!: (a: this) => void;
@@ -55,17 +64,17 @@ export class DispatchedAnswer implements InvokeAnswer, Dispatcher.DispatchHandle
     const out: Header[] = [];
     for (const name in this.raw) {
       const v = this.raw[name];
-      if (v === undefined || HOP_BY_HOP.has(name)) continue;
+      if (v === undefined || notPassedOn(name)) continue;
       if (Array.isArray(v)) for (const value of v) out.push({ name, value });
       else out.push({ name, value: v });
     }
     return out;
   }
 
-  /** The headers to answer with (hop-by-hop ones left out), in the object shape node takes. */
+  /** The headers to answer with (hop-by-hop and rt-invoke-* ones left out), in the object shape node takes. */
   outgoingHeaders(): OutgoingHttpHeaders {
     const out: OutgoingHttpHeaders = {};
-    for (const name in this.raw) if (!HOP_BY_HOP.has(name)) out[name] = this.raw[name];
+    for (const name in this.raw) if (!notPassedOn(name)) out[name] = this.raw[name];
     return out;
   }
 

@@ -3,22 +3,23 @@
  * method/<path>` call (or gRPC InvokeService) reaches the app as AppCallback.OnInvoke, as the
  * ecosystem's SDK servers expect: `method` is the path without its leading slash, the body is the
  * Any's value, the HTTP verb and query string ride in `http_extension`. The answer's Any value
- * is the body and its `content_type` the content type, with 200. A gRPC error of the app comes
- * back with its HTTP equivalent (NOT_FOUND 404, INVALID_ARGUMENT 400, …) and a JSON error; an app
- * that cannot be reached is a failed invocation (the caller sees 500 ERR_DIRECT_INVOKE).
- * OnInvoke is unary, so the body is read whole, up to the gRPC message limit (64 MiB; beyond,
- * 413 ERR_REQUEST_TOO_LARGE).
+ * is the body and its `content_type` the content type, with 200. Whatever status the app answers
+ * with travels with the answer (`grpcStatus`): a gRPC caller gets it unchanged (code, message,
+ * details), an HTTP caller the code's HTTP status with the status as JSON (grpc-status.ts), as
+ * the reference runtime does. An app that cannot be reached is a failed invocation (the caller
+ * sees 500 ERR_DIRECT_INVOKE). OnInvoke is unary, so the body is read whole, up to the gRPC
+ * message limit (64 MiB; beyond, 413 ERR_REQUEST_TOO_LARGE).
  */
 import { Readable } from 'node:stream';
 import { grpcCode, type GrpcApp } from '../app/grpc-app.ts';
+import { httpStatusOfCode, statusJson, type AppGrpcStatus } from './grpc-status.ts';
 import type { InvokeAnswer } from './invoker.ts';
 import type { Header, RequestHead } from './proto.ts';
 
 const VERBS: Record<string, number> = { GET: 1, HEAD: 2, POST: 3, PUT: 4, DELETE: 5, CONNECT: 6, OPTIONS: 7, TRACE: 8, PATCH: 9 };
 const MAX_BODY = 64 * 1024 * 1024;
-/** grpc status → HTTP status, as gRPC gateways map them. */
-const HTTP_OF: Record<number, number> = { 1: 499, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9: 400, 10: 409, 11: 400, 12: 501, 13: 500, 14: 503, 15: 500, 16: 401 };
 const UNAVAILABLE = 14;
+const STATUS_DETAILS = 'grpc-status-details-bin';
 /** Headers that are no gRPC metadata: the message's own framing, or reserved names. */
 const NOT_METADATA = new Set(['content-type', 'content-length', 'content-encoding', 'accept-encoding', 'te', 'host', 'connection', 'user-agent']);
 
@@ -49,14 +50,17 @@ export async function invokeGrpcApp(app: GrpcApp, head: RequestHead, body: Reada
     res = (await app.call('callback', 'OnInvoke', req, metadata)) as typeof res;
   } catch (e) {
     const code = grpcCode(e);
-    if (code === undefined || code === UNAVAILABLE) throw e;
-    const message = (e as { details?: string }).details ?? (e as Error).message;
-    return jsonAnswer(HTTP_OF[code] ?? 500, 'ERR_DIRECT_INVOKE', `the app answered gRPC status ${code}: ${message}`);
+    // no gRPC status at all, or grpc-js's UNAVAILABLE for an app it could not reach: no answer
+    if (code === undefined || (code === UNAVAILABLE && !(await app.connected()))) throw e;
+    const err = e as { details?: unknown; metadata?: { get(key: string): unknown[] } };
+    const details = err.metadata?.get(STATUS_DETAILS)[0];
+    const status: AppGrpcStatus = { code, message: typeof err.details === 'string' ? err.details : '', details: Buffer.isBuffer(details) ? details : undefined };
+    return { status: httpStatusOfCode(code), headers: [{ name: 'content-type', value: 'application/json' }], body: Readable.from([statusJson(status)]), grpcStatus: status };
   }
   const out = anyBytes(res.data);
   const headers: Header[] = [];
   if (res.content_type) headers.push({ name: 'content-type', value: res.content_type });
-  return { status: 200, headers, body: Readable.from(out.length ? [out] : []) };
+  return { status: 200, headers, body: Readable.from(out.length ? [out] : []), grpcStatus: { code: 0, message: '' } };
 }
 
 /** The bytes of the answer's Any: its value, or, for a well-known type unpacked by the loader, that value as text. */

@@ -1,15 +1,22 @@
 /**
  * gRPC `InvokeService` on the sidecar's gRPC port (50001): the same call as
  * `/v1.0/invoke/<id>/method/<method>`, with the verb and query from `http_extension`. The answer
- * is one message, so its body is collected (up to the gRPC send limit). A target app's non-2xx
- * answer is a gRPC error whose code follows the HTTP status and whose message holds the body.
+ * is one message, so its body is collected (up to the gRPC send limit). As the reference runtime
+ * answers: an app that speaks gRPC fails with its own status, unchanged (code, message, details);
+ * an HTTP app's non-2xx answer is a gRPC error whose code follows the HTTP status
+ * (`codeOfHttpStatus`), whose message holds the body, with an ErrorInfo (domain `dapr.io`,
+ * metadata `http.code` and the body's start in `http.error_message`); an HTTP app's status also
+ * comes as the response header `dapr-http-status`.
  */
+import { STATUS_CODES } from 'node:http';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import { protoLoader } from '../grpc/proto-libs.ts';
 import { GrpcServer } from '../grpc/server.ts';
-import { codeForStatus, toStatus } from '../grpc/runtime/errors.ts';
+import { toStatus } from '../grpc/runtime/errors.ts';
+import { statusDetails } from '../pluggable/errors.ts';
+import { codeOfHttpStatus } from './grpc-status.ts';
 import type { Header } from './proto.ts';
 import type { Dispatch } from './routes.ts';
 
@@ -18,6 +25,8 @@ const VERBS = ['', 'GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS',
 const MAX_ANSWER_BYTES = 64 * 1024 * 1024 - 1024;
 /** gRPC metadata that is transport, not a header for the target app. */
 const NOT_HEADERS = /^(grpc-|:|content-type$|user-agent$|te$|rt-api-token$|dapr-api-token$|host$)/;
+/** The ErrorInfo metadata value holding the start of an HTTP app's error body is this long at most (as the reference runtime cuts it). */
+const ERROR_INFO_VALUE_MAX = 63;
 
 interface InvokeServiceRequest {
   id: string;
@@ -58,8 +67,25 @@ export function invokeServiceHandler(server: GrpcServer, dispatch: Dispatch): gr
       }
       const body = Buffer.concat(chunks);
       const contentType = res.headers.find((h) => h.name === 'content-type')?.value ?? '';
-      if (res.status < 200 || res.status >= 300) {
-        return callback({ code: codeForStatus(res.status), details: `${id} answered HTTP ${res.status}: ${body.toString('utf8').slice(0, 4096)}` });
+      const app = res.grpcStatus;
+      if (app) {
+        // an app that speaks gRPC: its own status, as it sent it
+        if (app.code !== grpc.status.OK) {
+          const metadata = new grpc.Metadata();
+          if (app.details) metadata.set('grpc-status-details-bin', app.details);
+          return callback({ code: app.code, details: app.message.toWellFormed(), metadata });
+        }
+      } else {
+        const head = new grpc.Metadata();
+        head.set('dapr-http-status', String(res.status));
+        call.sendMetadata(head);
+        const code = codeOfHttpStatus(res.status);
+        if (code !== grpc.status.OK) {
+          const text = body.toString('utf8');
+          const message = `${id} answered HTTP ${res.status}: ${text.slice(0, 4096)}`.toWellFormed();
+          const info = { reason: STATUS_CODES[res.status] ?? '', domain: 'dapr.io', metadata: { 'http.code': String(res.status), 'http.error_message': text.slice(0, ERROR_INFO_VALUE_MAX).toWellFormed() } };
+          return callback({ code, details: message, metadata: statusDetails(code, message, info) });
+        }
       }
       callback(null, { data: { type_url: '', value: body }, content_type: contentType });
     })().catch((e: unknown) => callback(toStatus(e)));

@@ -6,10 +6,11 @@
  * `rt-invoke-error`. Measured in bench/invoke.bench.ts: a bidi gRPC stream per call cost several
  * times more (docs/service-invocation.md).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { Agent, Pool, type Dispatcher } from '../util/http-client.ts';
 import { ApiError, errorBody } from '../http/errors.ts';
 import { DispatchedAnswer } from './answer.ts';
+import type { AppGrpcStatus } from './grpc-status.ts';
 import { headerObject, requestHeaders } from './headers.ts';
 import type { InvokeAnswer, InvokeCall } from './invoker.ts';
 import type { Caller, Header, RequestHead } from './proto.ts';
@@ -22,13 +23,23 @@ export const CALLER_NS = 'rt-invoke-caller-namespace';
 export const CALLER_TD = 'rt-invoke-caller-trust-domain';
 /** On an answer: the callee sidecar (not its app) answers; the body is the API's JSON error. */
 const ERROR = 'rt-invoke-error';
+/**
+ * On the answer of an app that speaks gRPC: its status for a gRPC caller — the code, the message
+ * (percent-encoded) and `grpc-status-details-bin` (base64). Status and body are what an HTTP
+ * caller gets.
+ */
+const GRPC_STATUS = 'rt-invoke-grpc-status';
+const GRPC_MESSAGE = 'rt-invoke-grpc-message';
+const GRPC_DETAILS = 'rt-invoke-grpc-details';
 /** Headers of this hop only: never taken from an app, never handed to one. */
 export const isHopHeader = (name: string): boolean => name.startsWith('rt-invoke-');
 
 /** An app's headers this hop does not carry (`expect`: undici refuses it; the body just follows). */
 const notSentOnHop = (name: string): boolean => isHopHeader(name) || name === 'expect';
 
-const POOL = { connections: 256, pipelining: 1, keepAliveTimeout: 30_000 } as const;
+// an app's gRPC status details ride the answer's head (GRPC_DETAILS): room for what gRPC's own
+// metadata takes, beyond node's 16 KiB default
+const POOL = { connections: 256, pipelining: 1, keepAliveTimeout: 30_000, maxHeaderSize: 256 * 1024 } as const;
 
 /** The calling side: one keep-alive pool per target sidecar (TCP: undici's Agent keeps them). */
 export class HttpTransport {
@@ -81,6 +92,7 @@ export class HttpTransport {
       }
       throw new ApiError(answer.status, code, code === 'ERR_DIRECT_INVOKE' ? `failed to invoke, id: ${appId}, err: ${message}` : message);
     }
+    answer.grpcStatus = grpcStatusOf(answer.raw);
     return answer;
   }
 
@@ -108,6 +120,30 @@ export function headOf(req: IncomingMessage): RequestHead | undefined {
     target_app_id: target,
     has_body: req.headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0'),
   };
+}
+
+/** The head of the answer of an app that speaks gRPC: its status, for the calling sidecar. */
+export function grpcStatusHeaders(s: AppGrpcStatus): Header[] {
+  const out = [
+    { name: GRPC_STATUS, value: String(s.code) },
+    { name: GRPC_MESSAGE, value: encodeURIComponent(s.message.toWellFormed()) },
+  ];
+  if (s.details?.length) out.push({ name: GRPC_DETAILS, value: s.details.toString('base64') });
+  return out;
+}
+
+function grpcStatusOf(raw: IncomingHttpHeaders): AppGrpcStatus | undefined {
+  const code = raw[GRPC_STATUS];
+  if (typeof code !== 'string') return undefined;
+  const message = raw[GRPC_MESSAGE];
+  const details = raw[GRPC_DETAILS];
+  let text = typeof message === 'string' ? message : '';
+  try {
+    text = decodeURIComponent(text);
+  } catch {
+    // not percent-encoding after all: the text as it came
+  }
+  return { code: Number(code), message: text, details: typeof details === 'string' && details ? Buffer.from(details, 'base64') : undefined };
 }
 
 /** The callee sidecar's own error answer: the API's JSON error body, marked as the sidecar's. */

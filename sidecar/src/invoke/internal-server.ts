@@ -20,7 +20,7 @@ import { invokeGrpcApp } from './grpc-app-invoke.ts';
 import { calleeProxy, Channels } from './grpc-proxy.ts';
 import { DispatchedAnswer } from './answer.ts';
 import { headerObject } from './headers.ts';
-import { headOf, sendAnswer, sendError } from './internal-http.ts';
+import { grpcStatusHeaders, headOf, sendAnswer, sendError } from './internal-http.ts';
 import type { InvokeAnswer } from './invoker.ts';
 import { internalService, type InvokeChunk, type RequestHead, type ResponseHead } from './proto.ts';
 import { splitHead, writeBody } from './stream.ts';
@@ -182,6 +182,8 @@ export class InternalServer {
       if (!gone) sendError(res, 500, 'ERR_DIRECT_INVOKE', this.failure(e));
       return;
     }
+    // an app that speaks gRPC: its status rides the head, for a gRPC caller on the other side
+    if (a.grpcStatus) a = { ...a, headers: [...a.headers, ...grpcStatusHeaders(a.grpcStatus)] };
     sendAnswer(res, a, (err) => {
       if (!gone) this.failure(err);
     });
@@ -214,7 +216,8 @@ export class InternalServer {
         return;
       }
       const res = await this.callApp(head, head.has_body ? split.body : undefined, abort.signal);
-      answer({ status: res.status, headers: res.headers });
+      const g = res.grpcStatus;
+      answer({ status: res.status, headers: res.headers, grpc_status: g ? { code: g.code, message: g.message, details: g.details ?? Buffer.alloc(0) } : null });
       await writeBody(res.body, call as unknown as Duplex);
       finished = true;
       call.end();

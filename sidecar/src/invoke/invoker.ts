@@ -8,6 +8,7 @@
 import type { Duplex, Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import { ApiError } from '../http/errors.ts';
+import type { AppGrpcStatus } from './grpc-status.ts';
 import { HttpTransport } from './internal-http.ts';
 import { internalClient, PEER_CHANNEL_OPTIONS, type Caller, type Header, type InvokeChunk, type RequestHead } from './proto.ts';
 import { ResolveError, type Resolver } from './resolve.ts';
@@ -29,6 +30,11 @@ export interface InvokeAnswer {
   status: number;
   headers: Header[];
   body: Readable;
+  /**
+   * Set when the target app speaks gRPC: the status its OnInvoke answered with (OK included).
+   * `status` and `body` are then what an HTTP caller gets (grpc-status.ts); a gRPC caller gets this.
+   */
+  grpcStatus?: AppGrpcStatus;
 }
 
 /** 500 ERR_DIRECT_INVOKE, the answer users of this API expect for any failed invocation. */
@@ -108,7 +114,8 @@ export class Invoker {
     }
     const body = split.body;
     body.on('close', () => c.signal?.removeEventListener('abort', cancel));
-    return { status: res.status, headers: res.headers, body };
+    const g = res.grpc_status;
+    return { status: res.status, headers: res.headers, body, grpcStatus: g ? { code: g.code, message: g.message, details: g.details?.length ? Buffer.from(g.details) : undefined } : undefined };
   }
 
   private client(address: string): grpc.Client {

@@ -32,6 +32,15 @@ export interface ResponseHead {
   headers: Header[];
   error_code: string;
   message: string;
+  /** The status of an app that speaks gRPC (absent for an HTTP app's answer). */
+  grpc_status?: GrpcStatus | null;
+}
+
+export interface GrpcStatus {
+  code: number;
+  message: string;
+  /** grpc-status-details-bin as the app sent it; empty when it sent none. */
+  details: Buffer;
 }
 
 export interface InvokeChunk {
