@@ -78,7 +78,7 @@ describe('rt run with a pluggable state store (real processes)', () => {
     expect(r.get).toBe(200);
     expect(r.etag).toMatch(/^\d+$/);
     expect(r.value).toEqual({ item: 'book', qty: 2 });
-    expect(r.components).toContainEqual({ name: 'orders', type: 'state.memstore', version: 'v1', capabilities: ['ETAG', 'TRANSACTIONAL'] });
+    expect(r.components).toContainEqual({ name: 'orders', type: 'state.memstore', version: 'v1', capabilities: ['ETAG', 'TRANSACTIONAL', 'QUERY_API'] });
     expect(code).toBe(0);
   });
 

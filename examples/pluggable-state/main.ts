@@ -1,7 +1,8 @@
 /**
  * An example pluggable state store for rt: its own process, serving the gRPC services
- * dapr.proto.components.v1.StateStore, TransactionalStateStore, OutputBinding and PubSub on a
- * Unix socket, with gRPC reflection so that rt can discover what it serves.
+ * dapr.proto.components.v1.StateStore, TransactionalStateStore, QueriableStateStore,
+ * OutputBinding and PubSub on a Unix socket, with gRPC reflection so that rt can discover what
+ * it serves.
  *
  *   node examples/pluggable-state/main.ts [--name memstore] [--folder /tmp/rt-components-sockets]
  *
@@ -15,6 +16,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import { Broker, type BrokerMessage } from './broker.ts';
+import { runQuery, type QueryRequest } from './query.ts';
 import { BadRequestError, EtagError, MemoryStore, type WriteOp } from './store.ts';
 
 const { values: args } = parseArgs({
@@ -121,9 +123,10 @@ const stateStore: grpc.UntypedServiceImplementation = {
     instanceOf(call).metadata = req.metadata?.properties ?? {};
     return {};
   }),
-  // ETAG: writes check etags; TTL: ttlInSeconds is honoured. (TRANSACTIONAL comes from the
+  // ETAG: writes check etags; TTL: ttlInSeconds is honoured; QUERY_API: the QueriableStateStore
+  // service below answers queries (rt wants both). (TRANSACTIONAL comes from the
   // TransactionalStateStore service below.)
-  Features: unary(() => ({ features: ['ETAG', 'TTL'] })),
+  Features: unary(() => ({ features: ['ETAG', 'TTL', 'QUERY_API'] })),
   Ping: ping,
   Get: unary((req: GetRequest, call) => getItem(instanceOf(call).store, req.key)),
   Set: unary((req: SetRequest, call) => {
@@ -153,6 +156,11 @@ const transactionalStateStore: grpc.UntypedServiceImplementation = {
     instanceOf(call).store.apply(req.operations.map((op) => (op.set ? setOp(op.set) : deleteOp(op.delete!))));
     return {};
   }),
+};
+
+// filter, sort and pages over the JSON values (query.ts); an unreadable query → INVALID_ARGUMENT
+const queriableStateStore: grpc.UntypedServiceImplementation = {
+  Query: unary((req: QueryRequest, call) => runQuery(instanceOf(call).store.entries(), req)),
 };
 
 // ---------------------------------------------------------------- OutputBinding
@@ -243,11 +251,12 @@ const pubSub: grpc.UntypedServiceImplementation = {
 const server = new grpc.Server({ 'grpc.enable_channelz': 0 });
 server.addService(service('StateStore'), stateStore);
 server.addService(service('TransactionalStateStore'), transactionalStateStore);
+server.addService(service('QueriableStateStore'), queriableStateStore);
 server.addService(service('OutputBinding'), outputBinding);
 server.addService(service('PubSub'), pubSub);
 // reflection lists exactly the services added above: that is how rt learns what this socket serves
 new ReflectionService(definition, {
-  services: ['StateStore', 'TransactionalStateStore', 'OutputBinding', 'PubSub'].map((s) => `${PKG}.${s}`),
+  services: ['StateStore', 'TransactionalStateStore', 'QueriableStateStore', 'OutputBinding', 'PubSub'].map((s) => `${PKG}.${s}`),
 }).addToServer(server);
 
 const socketPath = join(args.folder!, `${args.name}.sock`);

@@ -62,6 +62,11 @@ export class MemoryStore {
     return [...this.items.keys()].filter((k) => this.get(k) !== undefined).sort();
   }
 
+  /** The live items (for queries). */
+  entries(): [string, Entry][] {
+    return this.keys().map((k) => [k, this.items.get(k)!]);
+  }
+
   /**
    * Applies the operations all or nothing. Each operation is checked against the state the
    * earlier ones leave (staged in `next`); nothing is stored unless every check passes.

@@ -28,7 +28,7 @@ describe('one socket serving a state store and an output binding', () => {
     const md = (await (await fetch(`${base}/v1.0/metadata`)).json()) as { components: { name: string; type: string; capabilities: string[] }[] };
     const byName = Object.fromEntries(md.components.map((c) => [c.name, c]));
     expect(byName.files).toMatchObject({ type: 'bindings.memstore', capabilities: ['OUTPUT_BINDING'] });
-    expect(byName.store).toMatchObject({ type: 'state.memstore', capabilities: ['ETAG', 'TRANSACTIONAL'] });
+    expect(byName.store).toMatchObject({ type: 'state.memstore', capabilities: ['ETAG', 'TRANSACTIONAL', 'QUERY_API'] });
   });
 
   it('the binding API invokes the component; each spec has its own data', async () => {

@@ -90,7 +90,7 @@ describe('state API over the example pluggable component', () => {
 
   it('metadata shows the type, version and capabilities', async () => {
     const md = (await (await fetch(`${env.base}/v1.0/metadata`)).json()) as { components: unknown[] };
-    expect(md.components).toContainEqual({ name: 'store', type: 'state.memstore', version: 'v1', capabilities: ['ETAG', 'TRANSACTIONAL'] });
+    expect(md.components).toContainEqual({ name: 'store', type: 'state.memstore', version: 'v1', capabilities: ['ETAG', 'TRANSACTIONAL', 'QUERY_API'] });
   });
 });
 

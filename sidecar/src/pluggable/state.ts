@@ -1,6 +1,7 @@
 /**
  * A pluggable state store: the StateStore interface over dapr.proto.components.v1.StateStore
- * (and TransactionalStateStore when the socket serves it).
+ * (and TransactionalStateStore when the socket serves it, QueriableStateStore when it serves it
+ * and reports QUERY_API).
  */
 import type {
   StateDeleteRequest,
@@ -14,10 +15,12 @@ import type {
 import * as grpc from '@grpc/grpc-js';
 import { capabilitiesOf } from '../components/state/common.ts';
 import { StateRequestError } from '../components/state/errors.ts';
+import type { QueryResult, StateQuery } from '../components/state/query.ts';
 import { SERVICES } from './apis.ts';
 import { Batcher } from './batcher.ts';
 import { PluggableComponent } from './component.ts';
 import { isServiceError, type CallContext } from './errors.ts';
+import { fromQueryResponse, toQueryRequest, type QueryResponseMsg } from './query.ts';
 
 interface Etag {
   value: string;
@@ -61,6 +64,10 @@ export class PluggableStateStore extends PluggableComponent implements StateStor
   );
   /** Set in init when the socket serves TransactionalStateStore. */
   transact?: (ops: StateTransactionOperation[], metadata?: Record<string, string>) => Promise<void>;
+  /** Set in init when the socket serves QueriableStateStore and the component reports QUERY_API. */
+  query?: (q: StateQuery, keyPrefix: string, metadata?: Record<string, string>) => Promise<QueryResult>;
+  /** Page tokens are the component's own: passed through unread. */
+  readonly opaqueQueryTokens = true;
 
   protected async initialize(): Promise<void> {
     const features = new Set((await this.initAndFeatures(SERVICES.StateStore)).map((f) => f.toUpperCase()));
@@ -68,10 +75,13 @@ export class PluggableStateStore extends PluggableComponent implements StateStor
     const transactional = this.services.has(SERVICES.TransactionalStateStore);
     if (transactional) features.add('TRANSACTIONAL');
     else features.delete('TRANSACTIONAL');
-    if (this.services.has(SERVICES.QueriableStateStore)) features.add('QUERY_API');
-    else features.delete('QUERY_API');
+    // QUERY_API needs both: the pluggable SDKs serve QueriableStateStore for every state store
+    // (answering UNIMPLEMENTED when the store cannot query), and report QUERY_API when it can
+    const queriable = this.services.has(SERVICES.QueriableStateStore) && features.has('QUERY_API');
+    if (!queriable) features.delete('QUERY_API');
     this.featureList = [...features].sort();
     this.transact = transactional ? (ops, md) => this.transactImpl(ops, md) : undefined;
+    this.query = queriable ? (q, _prefix, md) => this.queryImpl(q, md) : undefined;
   }
 
   protected pingService(): string {
@@ -155,6 +165,14 @@ export class PluggableStateStore extends PluggableComponent implements StateStor
   private unimplemented(e: unknown, disable: () => void): never {
     if (isServiceError((e as Error).cause) && ((e as Error).cause as grpc.ServiceError).code === grpc.status.UNIMPLEMENTED) disable();
     throw e;
+  }
+
+  /**
+   * The query as the component protocol carries it (query.ts). The key prefix is not sent: the
+   * component holds the keys with their prefixes and answers with them, as for the ecosystem.
+   */
+  private async queryImpl(q: StateQuery, metadata: Record<string, string> = {}): Promise<QueryResult> {
+    return fromQueryResponse(await this.call<QueryResponseMsg>(SERVICES.QueriableStateStore, 'Query', toQueryRequest(q, metadata)));
   }
 
   private async transactImpl(ops: StateTransactionOperation[], metadata: Record<string, string> = {}): Promise<void> {

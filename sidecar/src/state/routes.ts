@@ -123,10 +123,15 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   });
 
   http.post<StoreParams>('/v1.0-alpha1/state/:storename/query', async (req, reply) => {
-    const result = await state.query(req.params.storename, req.body);
-    const items = result.results.map((r) => itemJson(r.key, { key: r.key, value: r.value, etag: r.etag }));
+    // `metadata.*` query parameters go to the store (e.g. a partition key)
+    const result = await state.query(req.params.storename, req.body, readQuery(req));
+    const items = result.results.map((r) => {
+      const s = itemJson(r.key, { key: r.key, value: r.value, etag: r.etag });
+      return r.error ? `${s.slice(0, -1)},"error":${JSON.stringify(r.error)}}` : s;
+    });
+    const md = result.metadata && Object.keys(result.metadata).length > 0 ? `,"metadata":${JSON.stringify(result.metadata)}` : '';
     reply.header('content-type', 'application/json');
-    return reply.send(`{"results":[${items.join(',')}]${result.token ? `,"token":${JSON.stringify(result.token)}` : ''}}`);
+    return reply.send(`{"results":[${items.join(',')}]${result.token ? `,"token":${JSON.stringify(result.token)}` : ''}${md}}`);
   });
 }
 

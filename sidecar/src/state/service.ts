@@ -75,26 +75,31 @@ export class StateService {
 
   /**
    * The query API (alpha) for both surfaces: `body` is the query as JSON text, bytes or an
-   * already-parsed value. Result keys come back without the store's key prefix.
+   * already-parsed value; `metadata` goes to the store (e.g. a partition key). Result keys come
+   * back without the store's key prefix. Whatever the store throws is ERR_STATE_QUERY: 400 when
+   * it refused the query as invalid, 500 otherwise.
    */
-  async query(name: string, body: unknown): Promise<{ results: QueryHit[]; token?: string }> {
+  async query(name: string, body: unknown, metadata?: Record<string, string>): Promise<{ results: QueryHit[]; token?: string; metadata?: Record<string, string> }> {
     const ref = this.store(name);
     const store = ref.store;
     if (!isQueryable(store)) throw badRequest('ERR_STATE_STORE_NOT_SUPPORTED', `state store "${ref.name}" does not support the query API`);
     let query;
     try {
-      query = parseQuery(jsonBody(body));
+      query = parseQuery(jsonBody(body), { opaqueToken: store.opaqueQueryTokens === true });
     } catch (e) {
       if (e instanceof StateRequestError) throw malformed(`query: ${e.message}`);
       throw e;
     }
     let result;
     try {
-      result = await store.query(query, ref.prefix);
+      result = await store.query(query, ref.prefix, metadata ?? {});
     } catch (e) {
+      if (e instanceof StateRequestError) throw new ApiError(400, 'ERR_STATE_QUERY', `failed ${VERB.ERR_STATE_QUERY} state store ${ref.name}: ${errorMessage(e)}`);
       throw storeFailure(e, 'ERR_STATE_QUERY', ref.name);
     }
-    return { results: result.results.map((r) => ({ ...r, key: r.key.slice(ref.prefix.length) })), token: result.token };
+    // a pluggable store answers with the keys it holds: one outside this prefix is shown whole
+    const unprefixed = (key: string) => (key.startsWith(ref.prefix) ? key.slice(ref.prefix.length) : key);
+    return { results: result.results.map((r) => ({ ...r, key: unprefixed(r.key) })), token: result.token, metadata: result.metadata };
   }
 }
 

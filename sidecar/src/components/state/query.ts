@@ -8,7 +8,8 @@
  * Operators: EQ, NEQ, GT, GTE, LT, LTE (one `path: value`), IN (`path: [values]`), AND, OR
  * (arrays of filters). Paths are dot-separated fields of the JSON value (an integer segment
  * indexes an array). Items whose value is not JSON never match. The page token is the offset
- * of the next page. PostgreSQL runs the same language as SQL (postgresql/query.ts).
+ * of the next page. PostgreSQL runs the same language as SQL (postgresql/query.ts). Pluggable
+ * stores get the query forwarded (pluggable/query.ts) and give out tokens of their own.
  */
 import type { StateItem, StateStore } from '../types.ts';
 import { StateRequestError } from './errors.ts';
@@ -24,23 +25,31 @@ export interface StateQuery {
   sort: { path: string[]; desc: boolean }[];
   limit: number;
   offset: number;
+  /** page.token as given ('' when none): the offset as text, or a store's own token. */
+  token: string;
 }
 
 export interface QueryHit {
   key: string;
   value: Uint8Array;
   etag?: string;
+  /** A store's error for this one item (pluggable stores may send one). */
+  error?: string;
 }
 
 export interface QueryResult {
   results: QueryHit[];
-  /** Offset of the next page; absent on the last page. */
+  /** Offset of the next page (or a store's own token); absent on the last page. */
   token?: string;
+  /** What a store says of the answer (pluggable stores may send some). */
+  metadata?: Record<string, string>;
 }
 
 /** A store that can answer queries over the keys starting with `keyPrefix`. */
 export interface QueryableStateStore extends StateStore {
-  query(q: StateQuery, keyPrefix: string): Promise<QueryResult>;
+  query(q: StateQuery, keyPrefix: string, metadata?: Record<string, string>): Promise<QueryResult>;
+  /** The store gives out page tokens of its own, passed through unread (offsets otherwise). */
+  readonly opaqueQueryTokens?: boolean;
 }
 
 export function isQueryable(s: StateStore): s is QueryableStateStore {
@@ -88,11 +97,14 @@ function parseFilter(v: unknown, where: string, depth: number): QueryFilter {
   return { op: op as 'EQ', path: parsePath(path, `${where}.${op}`), value };
 }
 
-/** Checks a query body; throws StateRequestError naming the bad part. */
-export function parseQuery(body: unknown): StateQuery {
+/**
+ * Checks a query body; throws StateRequestError naming the bad part. With `opaqueToken`, any
+ * string is a page token (the store's own); otherwise it must be an offset this module gave out.
+ */
+export function parseQuery(body: unknown, opts: { opaqueToken?: boolean } = {}): StateQuery {
   const v = isObject(body) && isObject(body.query) ? body.query : body;
   if (!isObject(v)) throw new StateRequestError('query must be an object with filter, sort and page');
-  const q: StateQuery = { sort: [], limit: 0, offset: 0 };
+  const q: StateQuery = { sort: [], limit: 0, offset: 0, token: '' };
   if (v.filter !== undefined && v.filter !== null && !(isObject(v.filter) && Object.keys(v.filter).length === 0)) q.filter = parseFilter(v.filter, 'filter', 0);
   if (v.sort !== undefined && v.sort !== null) {
     if (!Array.isArray(v.sort)) throw new StateRequestError('sort must be an array of {key, order}');
@@ -111,8 +123,9 @@ export function parseQuery(body: unknown): StateQuery {
       q.limit = limit;
     }
     if (token !== undefined && token !== null && token !== '') {
-      if (typeof token !== 'string' || !/^\d{1,9}$/.test(token)) throw new StateRequestError('page.token is not a token this store gave out');
-      q.offset = Number(token);
+      if (typeof token !== 'string' || !(opts.opaqueToken || /^\d{1,9}$/.test(token))) throw new StateRequestError('page.token is not a token this store gave out');
+      q.token = token;
+      if (!opts.opaqueToken) q.offset = Number(token);
     }
   }
   return q;

@@ -237,11 +237,11 @@ export function stateMethods(state: StateService) {
 
     /** The HTTP API's query (alpha): same language, same checks, same store call. */
     async QueryStateAlpha1(req: QueryStateRequest): Promise<QueryStateResponse> {
-      const result = await state.query(req.store_name, req.query);
+      const result = await state.query(req.store_name, req.query, metadataOf(req.metadata));
       return {
-        results: result.results.map((r) => ({ key: r.key, data: bytesOf(r.value), etag: r.etag ?? '', error: '' })),
+        results: result.results.map((r) => ({ key: r.key, data: bytesOf(r.value), etag: r.etag ?? '', error: r.error ?? '' })),
         token: result.token ?? '',
-        metadata: {},
+        metadata: result.metadata ?? {},
       };
     },
   };
