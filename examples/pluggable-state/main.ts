@@ -123,10 +123,10 @@ const stateStore: grpc.UntypedServiceImplementation = {
     instanceOf(call).metadata = req.metadata?.properties ?? {};
     return {};
   }),
-  // ETAG: writes check etags; TTL: ttlInSeconds is honoured; QUERY_API: the QueriableStateStore
-  // service below answers queries (rt wants both). (TRANSACTIONAL comes from the
-  // TransactionalStateStore service below.)
-  Features: unary(() => ({ features: ['ETAG', 'TTL', 'QUERY_API'] })),
+  // ETAG: writes check etags; TTL: ttlInSeconds is honoured; TRANSACTIONAL and QUERY_API: the
+  // TransactionalStateStore and QueriableStateStore services below (rt wants the claim and the
+  // service)
+  Features: unary(() => ({ features: ['ETAG', 'TTL', 'TRANSACTIONAL', 'QUERY_API'] })),
   Ping: ping,
   Get: unary((req: GetRequest, call) => getItem(instanceOf(call).store, req.key)),
   Set: unary((req: SetRequest, call) => {

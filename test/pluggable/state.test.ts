@@ -214,4 +214,27 @@ describe('pluggable state stores that fail', () => {
     const tx = await fetch(`${base}/transaction`, json({ operations: [{ operation: 'upsert', request: { key: 'a', value: 1 } }] }));
     expect(tx.status).toBe(400);
   });
+
+  it('TRANSACTIONAL also needs the claim: a store that serves TransactionalStateStore without it (the Go SDK serves it for every store) takes no transactions', async () => {
+    dirs = tempDirs();
+    let transacted = 0;
+    await serve('plain', {
+      Features: ok({ features: ['ETAG'] }),
+      Get: ok({}),
+    }, {
+      TransactionalStateStore: {
+        Transact: (_c: unknown, cb: (e: Error | null, r?: unknown) => void) => {
+          transacted++;
+          cb(null, {});
+        },
+      },
+    });
+    const base = await startWith('plain');
+    const store = sidecar!.ctx.components.stateStore('bad')!;
+    expect(store.features()).toEqual(['ETAG']);
+    expect(store.transact).toBeUndefined();
+    const tx = await fetch(`${base}/transaction`, json({ operations: [{ operation: 'upsert', request: { key: 'a', value: 1 } }] }));
+    expect(tx.status).toBe(400);
+    expect(transacted).toBe(0);
+  });
 });

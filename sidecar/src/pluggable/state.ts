@@ -1,7 +1,7 @@
 /**
  * A pluggable state store: the StateStore interface over dapr.proto.components.v1.StateStore
- * (and TransactionalStateStore when the socket serves it, QueriableStateStore when it serves it
- * and reports QUERY_API).
+ * (and TransactionalStateStore / QueriableStateStore when the socket serves them and the
+ * component reports TRANSACTIONAL / QUERY_API).
  */
 import type {
   StateDeleteRequest,
@@ -62,7 +62,7 @@ export class PluggableStateStore extends PluggableComponent implements StateStor
       return reqs.map(() => undefined);
     },
   );
-  /** Set in init when the socket serves TransactionalStateStore. */
+  /** Set in init when the socket serves TransactionalStateStore and the component reports TRANSACTIONAL. */
   transact?: (ops: StateTransactionOperation[], metadata?: Record<string, string>) => Promise<void>;
   /** Set in init when the socket serves QueriableStateStore and the component reports QUERY_API. */
   query?: (q: StateQuery, keyPrefix: string, metadata?: Record<string, string>) => Promise<QueryResult>;
@@ -72,11 +72,12 @@ export class PluggableStateStore extends PluggableComponent implements StateStor
   protected async initialize(): Promise<void> {
     const features = new Set((await this.initAndFeatures(SERVICES.StateStore)).map((f) => f.toUpperCase()));
     // the services the socket serves decide; a feature claimed without its service is dropped
-    const transactional = this.services.has(SERVICES.TransactionalStateStore);
-    if (transactional) features.add('TRANSACTIONAL');
-    else features.delete('TRANSACTIONAL');
-    // QUERY_API needs both: the pluggable SDKs serve QueriableStateStore for every state store
-    // (answering UNIMPLEMENTED when the store cannot query), and report QUERY_API when it can
+    // TRANSACTIONAL and QUERY_API need both the claim and the service: the Go pluggable SDK serves
+    // TransactionalStateStore and QueriableStateStore for every state store (answering
+    // UNIMPLEMENTED when the store cannot), and reports the feature when it can, which is what
+    // Dapr goes by
+    const transactional = this.services.has(SERVICES.TransactionalStateStore) && features.has('TRANSACTIONAL');
+    if (!transactional) features.delete('TRANSACTIONAL');
     const queriable = this.services.has(SERVICES.QueriableStateStore) && features.has('QUERY_API');
     if (!queriable) features.delete('QUERY_API');
     this.featureList = [...features].sort();
