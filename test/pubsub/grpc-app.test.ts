@@ -38,6 +38,10 @@ let server: DaprServer;
 const got: Record<string, unknown[]> = {};
 let answer: (topic: string, n: number) => DaprPubSubStatusEnum = () => DaprPubSubStatusEnum.SUCCESS;
 let bulkCalls = 0;
+/** per topic, [data_content_type, data] of each event as the app received it */
+const wire: Record<string, [string, Buffer][]> = {};
+interface OneRequest { topic: string; dataContentType: string; data: Uint8Array }
+interface BulkRequest { topic: string; entries: { event: { case: string; value: { dataContentType: string; data: Uint8Array } } }[] }
 
 function record(key: string, fixed?: DaprPubSubStatusEnum) {
   got[key] = [];
@@ -66,10 +70,24 @@ beforeAll(async () => {
   await server.pubsub.subscribe('mem', 'droptopic', record('droptopic'));
   await server.pubsub.subscribeWithOptions('mem', 'bulkdrop', { deadLetterTopic: 'bulkdead', bulkSubscribe: { enabled: true, maxMessagesCount: 2, maxAwaitDurationMs: 500 }, callback: record('bulkdrop', DaprPubSubStatusEnum.DROP) });
   await server.pubsub.subscribe('mem', 'bulkdead', record('bulkdead'));
-  // count the batches the SDK's own OnBulkTopicEventAlpha1 receives
-  const impl = (server.daprServer as unknown as { getServerImpl(): { onBulkTopicEventAlpha1: (...a: unknown[]) => Promise<unknown> } }).getServerImpl();
+  // the data of each content type, one by one and in batches
+  await server.pubsub.subscribe('mem', 'kinds', record('kinds'));
+  await server.pubsub.subscribeBulk('mem', 'bulkkinds', record('bulkkinds'), { maxMessagesCount: 20, maxAwaitDurationMs: 300 });
+  // count the batches the SDK's own OnBulkTopicEventAlpha1 receives, and keep the bytes of data
+  // as they came on the wire (before the SDK decodes them)
+  type Impl = Record<'onTopicEvent' | 'onBulkTopicEventAlpha1', (req: never, ...a: unknown[]) => Promise<unknown>>;
+  const impl = (server.daprServer as unknown as { getServerImpl(): Impl }).getServerImpl();
   const bulk = impl.onBulkTopicEventAlpha1.bind(impl);
-  impl.onBulkTopicEventAlpha1 = (...a: unknown[]) => (bulkCalls++, bulk(...a));
+  impl.onBulkTopicEventAlpha1 = (req: BulkRequest, ...a: unknown[]) => {
+    bulkCalls++;
+    for (const e of req.entries) if (e.event.case === 'cloudEvent') (wire[req.topic] ??= []).push([e.event.value.dataContentType, Buffer.from(e.event.value.data)]);
+    return bulk(req as never, ...a);
+  };
+  const one = impl.onTopicEvent.bind(impl);
+  impl.onTopicEvent = (req: OneRequest, ...a: unknown[]) => {
+    (wire[req.topic] ??= []).push([req.dataContentType, Buffer.from(req.data)]);
+    return one(req as never, ...a);
+  };
   await server.start();
   // the sidecar asks the app for its subscriptions once its port answers
   const end = Date.now() + 15_000;
@@ -182,6 +200,28 @@ describe('a gRPC app (DaprServer over gRPC) as the subscriber', () => {
     expect(got.bulkdrop).toHaveLength(2);
     expect(got.droptopic).toHaveLength(1);
     expect(got.bulkdead).toHaveLength(2);
+  });
+
+  it("data is the JSON of a JSON type's value (a string keeps its quotes), a text's own bytes, other types' bytes; one by one and in bulk", async () => {
+    const cases: [string | Uint8Array, string, string | Buffer, unknown][] = [
+      // [published body, content type, data on the wire, what the SDK's handler gets]
+      ['"hello"', 'application/json', '"hello"', 'hello'], // the Java SDK's String
+      ['"42"', 'application/json', '"42"', '42'], // a string that looks like a number stays a string
+      ['{"id":7}', 'application/json', '{"id":7}', { id: 7 }],
+      ['42', 'application/json', '42', 42],
+      ['"vendor"', 'application/vnd.orders+json', '"vendor"', 'vendor'],
+      ['plain words', 'text/plain', 'plain words', 'plain words'],
+      [new Uint8Array([0x62, 0x69, 0x6e]), 'application/octet-stream', 'bin', 'bin'],
+    ];
+    for (const topic of ['kinds', 'bulkkinds']) {
+      for (const [body, contentType] of cases) {
+        const res = await fetch(`${sc.base}/v1.0/publish/mem/${topic}`, { method: 'POST', body, headers: { 'content-type': contentType } });
+        expect(res.status).toBe(204);
+      }
+      await until(() => got[topic].length === cases.length);
+      expect(wire[topic]).toEqual(cases.map(([, contentType, data]) => [contentType, Buffer.from(data)]));
+      expect(got[topic]).toEqual(cases.map(([, , , value]) => value));
+    }
   });
 
   it('a CloudEvent that names another topic and pub/sub reaches the handler of the topic it was published to', async () => {

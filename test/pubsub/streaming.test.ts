@@ -137,6 +137,47 @@ describe('SubscribeTopicEventsAlpha1', () => {
     s.call.end();
   });
 
+  it("data holds the bytes as published: a JSON type's value as JSON (a string keeps its quotes), text as is, other types' bytes", async () => {
+    const s = open({ pubsub_name: 'mem', topic: 'live-data', metadata: {} });
+    await until(s.initialised);
+    s.call.on('data', (r: Response) => {
+      if (r.event_message) s.call.write({ event_processed: { id: r.event_message.id, status: { status: 0 } } });
+    });
+    const post = async (body: string | Uint8Array, contentType: string) => {
+      const res = await fetch(`${sc.base}/v1.0/publish/mem/live-data`, { method: 'POST', body, headers: { 'content-type': contentType } });
+      expect(res.status).toBe(204);
+    };
+    const cases: [string | Uint8Array, string, string | Buffer][] = [
+      ['"hello"', 'application/json', '"hello"'], // what the Java SDK publishes for a String
+      ['{"a":1,"b":[true,null]}', 'application/json', '{"a":1,"b":[true,null]}'],
+      ['42', 'application/json', '42'],
+      ['"42"', 'application/json; charset=utf-8', '"42"'],
+      ['"vendor"', 'application/vnd.orders+json', '"vendor"'],
+      ['hello', 'text/plain', 'hello'],
+      ['"quoted text"', 'text/plain', '"quoted text"'],
+      ['<a>x</a>', 'application/xml', '<a>x</a>'],
+      [new Uint8Array([0, 1, 0xfe, 0xff]), 'application/octet-stream', Buffer.from([0, 1, 0xfe, 0xff])],
+      // a caller's own CloudEvent: its datacontenttype decides
+      [JSON.stringify({ specversion: '1.0', id: 'ce-json', source: 's', type: 't', datacontenttype: 'application/json', data: 'in a CloudEvent' }), 'application/cloudevents+json', '"in a CloudEvent"'],
+      [JSON.stringify({ specversion: '1.0', id: 'ce-text', source: 's', type: 't', datacontenttype: 'text/plain', data: 'plain in a CloudEvent' }), 'application/cloudevents+json', 'plain in a CloudEvent'],
+      [JSON.stringify({ specversion: '1.0', id: 'ce-none', source: 's', type: 't', data: { no: 'type' } }), 'application/cloudevents+json', '{"no":"type"}'],
+      [JSON.stringify({ specversion: '1.0', id: 'ce-b64', source: 's', type: 't', datacontenttype: 'image/png', data_base64: Buffer.from([9, 8, 7]).toString('base64') }), 'application/cloudevents+json', Buffer.from([9, 8, 7])],
+    ];
+    for (const [body, contentType] of cases) await post(body, contentType);
+    // gRPC PublishEvent, as the Java SDK publishes a String
+    await new Promise<void>((resolve, reject) => client.PublishEvent({ pubsub_name: 'mem', topic: 'live-data', data: Buffer.from('"over gRPC"'), data_content_type: 'application/json' }, (err: Error | null) => (err ? reject(err) : resolve())));
+    await until(() => s.events.length === cases.length + 1);
+    const got = s.events.map((e) => [e.data_content_type, Buffer.from(e.data)]);
+    expect(got).toEqual([
+      ...cases.map(([body, contentType, want]) => [contentType === 'application/cloudevents+json' ? (JSON.parse(body as string) as { datacontenttype?: string }).datacontenttype ?? '' : contentType, Buffer.from(want)]),
+      ['application/json', Buffer.from('"over gRPC"')],
+    ]);
+    // each decodes to the value an HTTP subscriber reads in the CloudEvent's data
+    expect(JSON.parse(Buffer.from(s.events[0].data).toString())).toBe('hello');
+    expect(JSON.parse(Buffer.from(s.events[3].data).toString())).toBe('42');
+    s.call.end();
+  });
+
   it('rawPayload in the initial request: events carry the bytes as published, not a CloudEvent', async () => {
     const s = open({ pubsub_name: 'mem', topic: 'live-raw', metadata: { rawPayload: 'true' } });
     await until(s.initialised);

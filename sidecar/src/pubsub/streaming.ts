@@ -14,7 +14,7 @@ import type { PubSub } from '../components/pubsub/types.ts';
 import { GrpcError, toStatus } from '../grpc/runtime/errors.ts';
 import type { ApiError } from '../http/errors.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
-import { rawPayloadOf, type CloudEvent } from './cloudevent.ts';
+import { isJsonType, rawPayloadOf, type CloudEvent } from './cloudevent.ts';
 import { DEFAULT_RETRY, type Outcome } from './delivery.ts';
 import { requirePubsub } from './lookup.ts';
 import { messageHandler } from './subscriptions.ts';
@@ -47,12 +47,7 @@ const CE_FIELDS = new Set(['id', 'source', 'type', 'specversion', 'datacontentty
  */
 export function topicEvent(e: CloudEvent, path: string, sub: Pick<SubscriptionInfo, 'topic' | 'pubsubname'>): Record<string, unknown> {
   const raw = rawPayloadOf(e);
-  let data: Buffer;
-  if (raw) data = raw.data;
-  else if (typeof e.data_base64 === 'string') data = Buffer.from(e.data_base64, 'base64');
-  else if (e.data === undefined) data = Buffer.alloc(0);
-  else if (typeof e.data === 'string') data = Buffer.from(e.data);
-  else data = Buffer.from(JSON.stringify(e.data));
+  const data = raw ? raw.data : eventData(e);
   const fields: Record<string, { stringValue: string }> = {};
   for (const [k, v] of Object.entries(e)) if (!CE_FIELDS.has(k) && (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean')) fields[k] = { stringValue: String(v) };
   return {
@@ -67,6 +62,25 @@ export function topicEvent(e: CloudEvent, path: string, sub: Pick<SubscriptionIn
     path,
     extensions: { fields },
   };
+}
+
+/**
+ * The bytes of a CloudEvent's data as a gRPC subscriber gets them (TopicEventRequest.data, a bulk
+ * entry's cloud_event.data), by the rules of the reference runtime, so that they decode to what
+ * an HTTP subscriber reads in the JSON body's `data`:
+ * - `data_base64`: the decoded bytes;
+ * - a JSON `datacontenttype` (`application/json`, any `+json`, `text/json`): the JSON encoding of
+ *   `data`, so a string keeps its quotes (`"hello"`, as published) and decodes as a string;
+ * - any other type: a string's own bytes (`text/*`, `application/xml`, …); a value that is not a
+ *   string (a CloudEvent without `datacontenttype`, say) its JSON;
+ * - no `data`: no bytes.
+ */
+export function eventData(e: CloudEvent): Buffer {
+  if (typeof e.data_base64 === 'string') return Buffer.from(e.data_base64, 'base64');
+  const d = e.data;
+  if (d === undefined) return Buffer.alloc(0);
+  if (typeof d === 'string' && !isJsonType(typeof e.datacontenttype === 'string' ? e.datacontenttype : undefined)) return Buffer.from(d);
+  return Buffer.from(JSON.stringify(d));
 }
 
 export class StreamingSubscriptions {
