@@ -130,3 +130,62 @@ describe('hot reload of resource files', () => {
     await vi.waitFor(async () => expect((await fetch(`${base}/v1.0/healthz/outbound`)).status).toBe(204), { timeout: 10_000 });
   });
 });
+
+describe('files in a watched folder that are not resources', () => {
+  let dir: string;
+  let sidecar: Sidecar;
+  let base: string;
+  const warnings: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => void warnings.push((JSON.parse(line) as { msg: string }).msg) });
+  const components = async () => ((await (await fetch(`${base}/v1.0/metadata`)).json()) as { components: { name: string }[] }).components.map((c) => c.name).sort();
+  const count = (text: string) => warnings.filter((w) => w.includes(text)).length;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'rt-hot-skip-'));
+    // a local file secret store's data beside the component files, and a compose file
+    await writeFile(join(dir, 'secrets.json'), JSON.stringify({ db: { table: 't1' } }));
+    await writeFile(join(dir, 'compose.yaml'), stringify({ services: { redis: { image: 'redis:7' } } }));
+    await writeFile(join(dir, 'components.yaml'), stringify(comp('files', 'secretstores.local.file', [{ name: 'secretsFile', value: join(dir, 'secrets.json') }])));
+    sidecar = await startSidecar({ appId: 'hot-skip', httpPort: 0, grpcPort: 0, enableMetrics: false, resourcesPaths: [dir], dataDir: join(dir, 'data'), logger });
+    base = `http://127.0.0.1:${sidecar.httpPort}`;
+  });
+
+  afterAll(async () => {
+    await sidecar?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('start: skipped with a warning each, the components load', async () => {
+    expect(await components()).toEqual(['files']);
+    expect(count(`${join(dir, 'secrets.json')}: not a .yaml or .yml file, skipped`)).toBe(1);
+    expect(count(`${join(dir, 'compose.yaml')}: document 1 has no kind: not a resource, skipped`)).toBe(1);
+  });
+
+  it('re-reads skip them the same way, warn once per file, and apply the resources beside them', async () => {
+    await writeFile(join(dir, 'secrets.json'), JSON.stringify({ db: { table: 't2' } }));
+    await writeFile(join(dir, 'notes.txt'), 'not a resource');
+    await writeFile(join(dir, 'more.yaml'), [stringify(comp('extra', 'state.in-memory')), stringify({ name: 'not a resource' })].join('---\n'));
+    await vi.waitFor(async () => expect(await components()).toEqual(['extra', 'files']), { timeout: 10_000 });
+    await vi.waitFor(() => expect(count(`${join(dir, 'more.yaml')}: document 2 has no kind`)).toBe(1), { timeout: 5000 });
+    expect(count(`${join(dir, 'notes.txt')}: not a .yaml or .yml file`)).toBe(1);
+    expect(count(`${join(dir, 'secrets.json')}: not a .yaml or .yml file`)).toBe(1);
+    expect(count(`${join(dir, 'compose.yaml')}: document 1 has no kind`)).toBe(1);
+    expect((await fetch(`${base}/v1.0/healthz/outbound`)).status).toBe(204);
+  });
+
+  it('a document of an rt API group without kind is still an error: the last good state is kept', async () => {
+    await writeFile(join(dir, 'more.yaml'), 'apiVersion: rt.io/v1alpha1\nmetadata: {name: nokind}\n');
+    await vi.waitFor(
+      async () => {
+        const r = await fetch(`${base}/v1.0/healthz/outbound`);
+        expect(r.status).toBe(500);
+        expect(((await r.json()) as { message: string }).message).toMatch(/more\.yaml: resource "nokind": kind: is required/);
+      },
+      { timeout: 10_000 },
+    );
+    expect(await components()).toEqual(['extra', 'files']);
+    await rm(join(dir, 'more.yaml'));
+    await vi.waitFor(async () => expect(await components()).toEqual(['files']), { timeout: 10_000 });
+    expect((await fetch(`${base}/v1.0/healthz/outbound`)).status).toBe(204);
+  });
+});

@@ -93,6 +93,52 @@ describe('resources loader', () => {
     }
   });
 
+  it("a folder's files that are not YAML, and YAML documents that are not resources, are skipped with a note", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rt-res-'));
+    try {
+      await writeFile(join(dir, 'a.yaml'), [stringify(component('a')), stringify({ services: { web: { image: 'nginx' } } }), stringify(component('b'))].join('---\n'));
+      await writeFile(join(dir, 'secrets.json'), JSON.stringify({ db: { password: 'x' } }));
+      await writeFile(join(dir, 'components.json'), JSON.stringify(component('from-json')));
+      await writeFile(join(dir, 'docker-compose.yml'), stringify({ version: '3', services: { redis: { image: 'redis' } } }));
+      await writeFile(join(dir, 'list.yaml'), stringify(['one', 'two']));
+      await writeFile(join(dir, 'text.yaml'), 'just words\n');
+      await writeFile(join(dir, 'deployment.yaml'), stringify({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web' } }));
+      await writeFile(join(dir, 'foreign.yaml'), stringify({ kind: 'Something', metadata: { name: 'x' } }));
+      await writeFile(join(dir, 'README.md'), '# notes\n');
+      await writeFile(join(dir, '.a.yaml.swp'), 'binary-ish');
+      const notes: string[] = [];
+      const r = await loadResources([dir], { ...opts, skipped: (m) => notes.push(m) });
+      expect(r.components.map((c) => c.spec.name)).toEqual(['a', 'b']);
+      expect(notes.sort()).toEqual([
+        `${join(dir, 'README.md')}: not a .yaml or .yml file, skipped (only those are read as resources)`,
+        `${join(dir, 'a.yaml')}: document 2 has no kind: not a resource, skipped`,
+        `${join(dir, 'components.json')}: not a .yaml or .yml file, skipped (only those are read as resources)`,
+        `${join(dir, 'docker-compose.yml')}: document 1 has no kind: not a resource, skipped`,
+        `${join(dir, 'foreign.yaml')}: document 1 has no apiVersion: not a resource, skipped`,
+        `${join(dir, 'list.yaml')}: document 1 is not a mapping with apiVersion and kind: not a resource, skipped`,
+        `${join(dir, 'secrets.json')}: not a .yaml or .yml file, skipped (only those are read as resources)`,
+        `${join(dir, 'text.yaml')}: document 1 is not a mapping with apiVersion and kind: not a resource, skipped`,
+      ]);
+      // without a listener, silently
+      expect((await loadResources([dir], opts)).components).toHaveLength(2);
+      // a file named on its own is read whatever its name
+      expect((await loadResources([join(dir, 'components.json')], opts)).components.map((c) => c.spec.name)).toEqual(['from-json']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a document that says it is a resource of ours is checked: rt.io/dapr.io without kind, a known kind without apiVersion', () => {
+    expect(() => parseResources('apiVersion: rt.io/v1alpha1\nmetadata: {name: x}\nspec: {}\n', 'r.yaml', opts)).toThrow('r.yaml: resource "x": kind: is required');
+    expect(() => parseResources('apiVersion: dapr.io/v1alpha1\nkind: ""\nmetadata: {name: x}\n', 'r.yaml', opts)).toThrow(/r\.yaml: .*kind: is required/);
+    expect(() => parseResources('kind: Component\nmetadata: {name: x}\nspec: {type: state.redis, version: v1}\n', 'r.yaml', opts)).toThrow('r.yaml: Component "x": apiVersion: is required');
+    // another kind of ours is skipped quietly (read by the blocks that need it), as is another group's
+    const notes: string[] = [];
+    const r = parseResources([stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Resiliency', metadata: { name: 'r' } }), stringify({ apiVersion: 'v1', kind: 'ConfigMap' })].join('---\n'), 'r.yaml', { ...opts, skipped: (m) => notes.push(m) });
+    expect(r.components).toEqual([]);
+    expect(notes).toEqual([]);
+  });
+
   it('property: any text gives resources or a ResourceError, never another exception', () => {
     const yamlish = fc.oneof(
       fc.string({ maxLength: 400 }),

@@ -6,6 +6,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
+import { answerClientError } from './client-error.ts';
 import { ApiError, errorBody } from './errors.ts';
 import { SERVED_BLOCKS, unimplementedBlock } from './unimplemented.ts';
 import { tokenMatches } from './auth.ts';
@@ -52,6 +53,9 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     // no route declares a JSON schema: fastify's default compilers (ajv, fast-json-stringify)
     // would still be built for every server at start (~10% of it); these load them on first use
     schemaController: { compilersFactory: { buildValidator: lazyCompiler(() => require('@fastify/ajv-compiler')), buildSerializer: lazyCompiler(() => require('@fastify/fast-json-stringify-compiler')) } },
+    // requests Node's parser refuses (a method outside its list, a malformed header, a body that
+    // never arrives) get our shape too, and a debug line
+    clientErrorHandler: answerClientError(opts.log),
     // errors fastify raises before routing (bad percent-encoding, over-long segments) get our shape too
     frameworkErrors: (err: FastifyError, _req: FastifyRequest, reply: FastifyReply) => {
       const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400;

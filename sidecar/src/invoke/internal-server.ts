@@ -16,6 +16,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import { GrpcServer } from '../grpc/server.ts';
+import { answerClientError } from '../http/client-error.ts';
 import { invokeGrpcApp } from './grpc-app-invoke.ts';
 import { calleeProxy, Channels } from './grpc-proxy.ts';
 import { DispatchedAnswer } from './answer.ts';
@@ -62,6 +63,7 @@ export class InternalServer {
     // gRPC calls of any other method are proxied calls for this sidecar's gRPC app
     this.grpc.setFallback(calleeProxy({ appId: o.appId, appAddress: o.grpcApp, appApiToken: o.appApiToken, slot: () => o.app.slot(), refuse: (h) => this.refuse(h) }, this.channels));
     this.net = createNetServer({ noDelay: true }, (s) => this.sniff(s));
+    this.http1.on('clientError', answerClientError(o.log));
   }
 
   listen(address: string, port: number): Promise<number> {

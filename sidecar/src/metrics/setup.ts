@@ -8,6 +8,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { SidecarContext } from '../context.ts';
+import { answerClientError } from '../http/client-error.ts';
 
 export async function setup(ctx: SidecarContext): Promise<void> {
   const { options, log } = ctx;
@@ -39,6 +40,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
       (e: Error) => res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ errorCode: 'ERR_METRICS', message: e.message, details: [] })),
     );
   });
+  server.on('clientError', answerClientError(log));
   const bound = await new Promise<boolean>((resolve) => {
     server.once('error', (e: NodeJS.ErrnoException) => {
       log.warn({ port: options.metricsPort, err: e.code ?? e.message }, `metrics port ${options.metricsPort} is not available: running without metrics (set --metrics-port)`);

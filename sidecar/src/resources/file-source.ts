@@ -1,7 +1,9 @@
 /**
  * Resources from files and folders, re-read when one of them changes (fs.watch, debounced), so a
  * change to a Component file reaches a running `rt run` without a restart. A file that no longer
- * parses is reported and the last good state is kept.
+ * parses is reported and the last good state is kept. What the loader skips as not being a
+ * resource (a folder's files that are not YAML, YAML documents without kind or apiVersion) is
+ * logged as a warning once, not on every re-read.
  */
 import { type FSWatcher, watch } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -19,6 +21,8 @@ export class FileSource implements ResourceSource {
   private timer: NodeJS.Timeout | undefined;
   private lastError: string | undefined;
   private closed = false;
+  /** what was said skipped, so that a re-read does not say it again */
+  private readonly warned = new Set<string>();
 
   private readonly paths: string[];
   private readonly opts: LoadOptions;
@@ -32,7 +36,14 @@ export class FileSource implements ResourceSource {
   }
 
   list(): Promise<Resources> {
-    return loadResources(this.paths, this.opts);
+    return loadResources(this.paths, {
+      ...this.opts,
+      skipped: (message) => {
+        if (this.warned.has(message)) return;
+        this.warned.add(message);
+        this.log.warn(message);
+      },
+    });
   }
 
   watch(onChange: (desired: Resources) => void): void {

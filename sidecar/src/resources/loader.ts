@@ -24,13 +24,26 @@ export interface LoadOptions {
   appId: string;
   namespace: string;
   env?: NodeJS.ProcessEnv;
+  /**
+   * Told of what was skipped as not being a resource (a file of a folder that is not YAML, a
+   * document without kind or apiVersion), one sentence naming the file; unset: skipped silently.
+   */
+  skipped?: (message: string) => void;
 }
 
-/** Loads every .yaml/.yml/.json file below the given paths (files or folders, not recursive). */
+/** The kinds this loader reads (other kinds of rt's API groups are skipped quietly). */
+const KINDS = new Set(['Component', 'Configuration', 'Subscription', 'HTTPEndpoint']);
+/** The files of a resources folder that are read; others are skipped (a secret store's JSON file, say). */
+const RESOURCE_EXTENSIONS = ['.yaml', '.yml'];
+
+/**
+ * Loads the resources of the given paths: a file named on its own, or every .yaml/.yml file of a
+ * folder (not recursive; other files are skipped, as the reference runtime does).
+ */
 export async function loadResources(paths: string[], opts: LoadOptions): Promise<Resources> {
   const out: Resources = { components: [], subscriptions: [], httpEndpoints: [] };
   for (const p of paths) {
-    for (const file of await resourceFiles(p)) {
+    for (const file of await resourceFiles(p, opts)) {
       const text = await readFile(file, 'utf8');
       mergeInto(out, parseResources(text, file, opts));
     }
@@ -50,7 +63,12 @@ export async function loadConfigurationFile(file: string, opts: LoadOptions): Pr
   return r.configuration;
 }
 
-async function resourceFiles(p: string): Promise<string[]> {
+/** Whether a file of a resources folder is read: its name ends in .yaml or .yml. */
+function isResourceFileName(name: string): boolean {
+  return RESOURCE_EXTENSIONS.includes(extname(name).toLowerCase());
+}
+
+async function resourceFiles(p: string, opts: LoadOptions): Promise<string[]> {
   let s;
   try {
     s = await stat(p);
@@ -58,8 +76,14 @@ async function resourceFiles(p: string): Promise<string[]> {
     throw new ResourceError(p, undefined, undefined, 'resources path does not exist');
   }
   if (s.isFile()) return [p];
-  const names = (await readdir(p)).filter((n) => ['.yaml', '.yml', '.json'].includes(extname(n).toLowerCase())).sort();
-  return names.map((n) => join(p, n));
+  const files: string[] = [];
+  for (const entry of (await readdir(p, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+    if (entry.isDirectory()) continue;
+    if (isResourceFileName(entry.name)) files.push(join(p, entry.name));
+    // (hidden files, such as an editor's swap files or a mounted ConfigMap's ..data, without a word)
+    else if (!entry.name.startsWith('.')) opts.skipped?.(`${join(p, entry.name)}: not a .yaml or .yml file, skipped (only those are read as resources)`);
+  }
+  return files;
 }
 
 function mergeInto(into: Resources, from: Resources): void {
@@ -88,7 +112,7 @@ export function parseResources(text: string, file: string, opts: LoadOptions): R
       throw new ResourceError(file, `document ${i + 1}`, undefined, `invalid YAML: ${(e as Error).message}`);
     }
     if (value === null || value === undefined) return;
-    if (!isObject(value)) throw new ResourceError(file, `document ${i + 1}`, undefined, 'a resource must be a mapping with apiVersion, kind, metadata and spec');
+    if (!isObject(value)) return void opts.skipped?.(`${file}: document ${i + 1} is not a mapping with apiVersion and kind: not a resource, skipped`);
     parseOne(value, file, i + 1, opts, out);
   });
   return out;
@@ -98,15 +122,24 @@ function parseOne(doc: Record<string, unknown>, file: string, index: number, opt
   const kind = doc.kind;
   const meta = doc.metadata;
   const name = isObject(meta) && typeof meta.name === 'string' ? meta.name : undefined;
-  const label = `${typeof kind === 'string' ? kind : 'resource'} ${name ? `"${name}"` : `#${index}`}`;
+  const label = `${typeof kind === 'string' && kind !== '' ? kind : 'resource'} ${name ? `"${name}"` : `#${index}`}`;
   const fail = (field: string, problem: string): never => {
     throw new ResourceError(file, label, field, problem);
   };
-  if (typeof kind !== 'string') fail('kind', 'is required (Component, Configuration, Subscription or HTTPEndpoint)');
   const apiVersion = doc.apiVersion;
-  if (typeof apiVersion !== 'string') fail('apiVersion', 'is required, e.g. rt.io/v1alpha1');
-  const group = String(apiVersion).split('/')[0];
-  if (!(RESOURCE_GROUPS as readonly string[]).includes(group)) return; // another API group's resource: not ours
+  const group = typeof apiVersion === 'string' ? apiVersion.split('/')[0] : undefined;
+  const ours = group !== undefined && (RESOURCE_GROUPS as readonly string[]).includes(group);
+  // a document that is no resource (a compose file, a values file) is skipped, as the reference
+  // runtime skips whatever lacks its apiVersion and kind; one that says it is ours is checked
+  if (typeof kind !== 'string' || kind === '') {
+    if (!ours) return void opts.skipped?.(`${file}: document ${index} has no kind: not a resource, skipped`);
+    fail('kind', 'is required (Component, Configuration, Subscription or HTTPEndpoint)');
+  }
+  if (typeof apiVersion !== 'string') {
+    if (!KINDS.has(kind as string)) return void opts.skipped?.(`${file}: document ${index} has no apiVersion: not a resource, skipped`);
+    fail('apiVersion', 'is required, e.g. rt.io/v1alpha1');
+  }
+  if (!ours) return; // another API group's resource: not ours
   if (!isObject(meta)) fail('metadata', 'is required and must be a mapping');
   if (name === undefined) fail('metadata.name', 'is required');
   if (!NAME_RE.test(name!)) fail('metadata.name', `"${name}" is not a valid name (letters, digits, '.', '_', '-'; up to 253 characters)`);

@@ -11,6 +11,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
+import { answerClientError } from '../../../http/client-error.ts';
 import type { InputBindingEvent, InputBindingReply } from '../../types.ts';
 import type { TokenValidator } from './jwt.ts';
 
@@ -47,10 +48,8 @@ export class WebhookServer {
         else res.destroy();
       });
     });
-    server.on('clientError', (_err, socket) => {
-      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-      else socket.destroy();
-    });
+    // what Node's parser refuses (an unknown method, a malformed header) in the same JSON shape
+    server.on('clientError', answerClientError(this.opts.log));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.opts.port, this.opts.host, () => {
