@@ -8,6 +8,8 @@ import { connect, createServer } from 'node:net';
 const LOW = 10_000;
 const HIGH = 32_767;
 const handedOut = new Set<number>();
+/** The Fetch standard's "bad ports" in that range: fetch() refuses them (undici: "bad port"). */
+const FETCH_BAD_PORTS = new Set([10080]);
 
 function bindable(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -20,7 +22,7 @@ function bindable(port: number): Promise<boolean> {
 export async function freePort(): Promise<number> {
   for (let tries = 0; tries < 200; tries++) {
     const port = LOW + Math.floor(Math.random() * (HIGH - LOW + 1));
-    if (handedOut.has(port)) continue;
+    if (handedOut.has(port) || FETCH_BAD_PORTS.has(port)) continue;
     if (await bindable(port)) {
       handedOut.add(port);
       return port;
