@@ -20,7 +20,21 @@ const ca: TestCa = makeTestCa();
 writeFileSync(join(dir.path, 'etcd.crt'), ca.cert);
 writeFileSync(join(dir.path, 'etcd.key'), ca.key);
 const etcd: EtcdTarget = await startEtcd({ tls: { certFile: join(dir.path, 'etcd.crt'), keyFile: join(dir.path, 'etcd.key') } });
-const available = requireService('etcd (TLS)', etcd.available, etcd.why);
+let available: boolean;
+try {
+  available = requireService('etcd (TLS)', etcd.available, etcd.why);
+} catch (e) {
+  // with CI=true a missing etcd fails the file here, before afterAll exists: clean up first
+  await etcd.stop();
+  ca.remove();
+  dir.remove();
+  throw e;
+}
+if (!available) {
+  await etcd.stop();
+  ca.remove();
+  dir.remove();
+}
 const silent = pino({ level: 'silent' });
 
 describe.skipIf(!available)('scheduler on etcd over TLS (real etcd, test CA)', () => {
