@@ -7,6 +7,7 @@ import * as grpc from '@grpc/grpc-js';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { errorInfos } from '../../sidecar/src/pluggable/errors.ts';
 import { requireService } from '../services/ci.ts';
 import { sshdUnavailable, startSshd, type SshdServer } from '../services/sshd.ts';
 import { componentYaml, SECRETS, startRuntimeSidecar, type RuntimeSidecar } from './harness.ts';
@@ -89,5 +90,8 @@ describe('InvokeBinding over the gRPC API', () => {
     // the binding answers 500 for a missing file (its HTTP status), which maps to INTERNAL
     expect(gone.code).toBe(grpc.status.INTERNAL);
     expect(gone.details).toContain('does not exist');
+    // the binding's own reason and metadata, as in the HTTP body, not only the generic code
+    expect(errorInfos(gone)).toEqual([{ reason: 'SFTP_FILE_NOT_FOUND', domain: 'rt.io', metadata: { fileName: 'dir/a.txt', operation: 'get' } }]);
+    expect(gone.metadata.get('rt-error-code')).toEqual(['ERR_INVOKE_OUTPUT_BINDING']);
   });
 });

@@ -7,7 +7,7 @@
  * the HTTP body's errorCode.
  */
 import * as grpc from '@grpc/grpc-js';
-import { ApiError, ERROR_DOMAIN, errorMessage } from '../../http/errors.ts';
+import { ApiError, ERROR_DOMAIN, ERROR_INFO_TYPE, errorMessage, type ErrorInfoDetail } from '../../http/errors.ts';
 import { statusDetails } from '../../pluggable/errors.ts';
 
 /** A failure with an explicit gRPC code (where the HTTP status does not say enough). */
@@ -55,12 +55,14 @@ export function toStatus(err: unknown): Partial<grpc.StatusObject> {
   let code: grpc.status;
   let errorCode: string;
   let message: string;
+  let info: Pick<ErrorInfoDetail, 'reason' | 'domain' | 'metadata'> | undefined;
   if (err instanceof GrpcError) {
     ({ code, errorCode, message } = err);
   } else if (err instanceof ApiError) {
     code = codeForStatus(err.status);
     errorCode = err.errorCode;
     message = err.message;
+    info = ownErrorInfo(err.details);
   } else {
     code = grpc.status.INTERNAL;
     errorCode = 'ERR_INTERNAL';
@@ -68,9 +70,18 @@ export function toStatus(err: unknown): Partial<grpc.StatusObject> {
   }
   // grpc-js sends details as a header: keep it to one line of reasonable length
   const details = oneLine(message);
-  const metadata = statusDetails(code, details, { reason: errorCode, domain: ERROR_DOMAIN, metadata: {} });
+  // the thrower's own ErrorInfo (e.g. SFTP_FILE_NOT_FOUND with the file name), as the HTTP body has it
+  const metadata = statusDetails(code, details, info ?? { reason: errorCode, domain: ERROR_DOMAIN, metadata: {} });
   metadata.set('rt-error-code', errorCode);
   return { code, details, metadata };
+}
+
+/** The ErrorInfo a block put in an ApiError's details (string metadata only), if any. */
+function ownErrorInfo(details: unknown[]): Pick<ErrorInfoDetail, 'reason' | 'domain' | 'metadata'> | undefined {
+  const d = details.find((x): x is ErrorInfoDetail => typeof x === 'object' && x !== null && (x as { '@type'?: unknown })['@type'] === ERROR_INFO_TYPE);
+  if (!d || typeof d.reason !== 'string') return undefined;
+  const metadata = Object.fromEntries(Object.entries(d.metadata ?? {}).filter((e): e is [string, string] => typeof e[1] === 'string'));
+  return { reason: d.reason, domain: typeof d.domain === 'string' ? d.domain : ERROR_DOMAIN, metadata };
 }
 
 /**
