@@ -4,6 +4,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { toCloudEvents } from '../../../sidecar/src/components/bindings/eventgrid/publisher.ts';
 import { startAzureStandIns, type AzureStandIns } from '../../services/azure-standins.ts';
 import { capturingLogger, componentYaml, envSecretStoreYaml, q, startWith, type Started } from './helpers.ts';
 
@@ -66,6 +67,14 @@ describe('event-routing output binding (loopback stand-in for Azure)', () => {
   it('uses a default type, and keeps a non-JSON string as text', async () => {
     expect((await invoke('orders-out', { operation: 'create', data: 'hello' })).status).toBe(204);
     expect(az.topic.received[0].events[0]).toMatchObject({ type: 'rt.bindings.eventrouter.create', data: 'hello', datacontenttype: 'text/plain' });
+  });
+
+  it('labels bytes (data_base64) application/octet-stream, not JSON, unless the caller names a type', () => {
+    const bytes = Buffer.from([0xff, 0xfe, 0x00]);
+    const [plain] = toCloudEvents(bytes, {}, 'urn:src').events as Record<string, unknown>[];
+    expect(plain).toMatchObject({ data_base64: bytes.toString('base64'), datacontenttype: 'application/octet-stream' });
+    const [named] = toCloudEvents(bytes, { dataContentType: 'image/png' }, 'urn:src').events as Record<string, unknown>[];
+    expect(named.datacontenttype).toBe('image/png');
   });
 
   it('publishes a valid CloudEvent as it is (also when sent as a JSON string)', async () => {

@@ -107,7 +107,9 @@ function oneEvent(value: unknown, text: boolean, metadata: Record<string, string
   if (metadata.subject) attrs.subject = metadata.subject;
   if (value !== undefined && value !== null) {
     attrs.data = value;
-    attrs.datacontenttype = metadata.dataContentType ?? metadata.contentType ?? (text ? 'text/plain' : 'application/json');
+    // bytes go out as data_base64: they are not JSON unless the caller says so
+    const fallback = value instanceof Uint8Array ? 'application/octet-stream' : text ? 'text/plain' : 'application/json';
+    attrs.datacontenttype = metadata.dataContentType ?? metadata.contentType ?? fallback;
   }
   try {
     return new CloudEvent(attrs, true).toJSON();
