@@ -69,6 +69,12 @@ describe('event-routing output binding (loopback stand-in for Azure)', () => {
     expect(az.topic.received[0].events[0]).toMatchObject({ type: 'rt.bindings.eventrouter.create', data: 'hello', datacontenttype: 'text/plain' });
   });
 
+  it('adds no attribute to a CloudEvent published as it is (no time when it had none)', () => {
+    const event = { specversion: '1.0', id: 'e-1', source: 'urn:shop', type: 'com.example.paid', data: { x: 1 } };
+    const [out] = toCloudEvents(event, {}, 'urn:src').events as Record<string, unknown>[];
+    expect(out).toEqual(event);
+  });
+
   it('labels bytes (data_base64) application/octet-stream, not JSON, unless the caller names a type', () => {
     const bytes = Buffer.from([0xff, 0xfe, 0x00]);
     const [plain] = toCloudEvents(bytes, {}, 'urn:src').events as Record<string, unknown>[];

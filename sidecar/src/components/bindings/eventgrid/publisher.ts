@@ -96,7 +96,10 @@ function oneEvent(value: unknown, text: boolean, metadata: Record<string, string
       throw badRequest('ERR_INVOKE_OUTPUT_BINDING', `${where} is a CloudEvent of specversion "${String(value.specversion)}"; the topic takes 1.0`);
     }
     try {
-      return new CloudEvent(value as Partial<CloudEventV1<unknown>>, true).toJSON();
+      const event = new CloudEvent(value as Partial<CloudEventV1<unknown>>, true).toJSON() as Record<string, unknown>;
+      // published as it is: the SDK fills in a `time` the caller did not send
+      if (value.time === undefined) delete event.time;
+      return event;
     } catch (e) {
       throw badRequest('ERR_INVOKE_OUTPUT_BINDING', `${where} is not a valid CloudEvent: ${validationMessage(e)}`);
     }
