@@ -9,7 +9,8 @@ import type * as protobuf from 'protobufjs';
 import { protobufjs } from '../grpc/proto-libs.ts';
 import { join } from 'node:path';
 import { EtagInvalidError, EtagMismatchError } from '../components/state/errors.ts';
-import { PROTO_DIR } from './protos.ts';
+
+const ERROR_DETAILS_PROTO = join(import.meta.dirname, '..', 'invoke', 'proto', 'error-details.proto');
 
 export const ETAG_MISMATCH_REASON = 'ETAG_MISMATCH';
 export const ETAG_INVALID_REASON = 'ETAG_INVALID';
@@ -26,7 +27,8 @@ export class ComponentUnavailableError extends Error {
 
 let root: protobuf.Root | undefined;
 function statusTypes(): { Status: protobuf.Type; ErrorInfo: protobuf.Type } {
-  root ??= protobufjs().loadSync(join(PROTO_DIR, 'google/rpc/status.proto'));
+  // google.rpc.Status and ErrorInfo: the one copy, beside the other error details rt reads
+  root ??= protobufjs().loadSync(ERROR_DETAILS_PROTO);
   return { Status: root.lookupType('google.rpc.Status'), ErrorInfo: root.lookupType('google.rpc.ErrorInfo') };
 }
 
