@@ -70,7 +70,7 @@ export const SIDECAR_HELP = `sidecar options:
   --control-plane-address HOST:PORT kubernetes mode: the operator that serves this app's resources
                                     (token RT_OPERATOR_TOKEN_FILE, CA RT_OPERATOR_CA_FILE)
   --scheduler-host-address A[,B]    scheduler gRPC addresses
-  --data-dir DIR                    embedded persistence folder (default ~/.rt/data)
+  --data-dir DIR                    embedded persistence folder (default ~/.rt/data, or under RT_HOME)
   --components-sockets-folder DIR   pluggable components' sockets (default /tmp/rt-components-sockets)
   --wait-for-sockets A[,B]          wait (up to 60 s) for these sockets before discovering components
 environment: RT_<FLAG> for each flag (RT_APP_ID, RT_HTTP_PORT, …), RT_API_TOKEN (API token), RT_APP_API_TOKEN

@@ -78,7 +78,9 @@ async function ready(s: Pid1Sidecar, httpPort: number, grpcPort: number): Promis
 function startPid1Sidecar(appId: string, httpPort: number, grpcPort: number): Pid1Sidecar {
   const args = [...UNSHARE, process.execPath, join(ROOT, 'cli/rt.ts'), 'sidecar', '--app-id', appId];
   args.push('--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--data-dir', dataDir, '--log-level', process.env.RT_TEST_LOG ?? 'info');
-  const unshare = spawn('unshare', args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  // its own RT_HOME: a sidecar killed as PID 1 leaves its registry entry behind, and pid 1 is alive
+  // to every later reader on the host, so the entry would never be pruned from ~/.rt
+  const unshare = spawn('unshare', args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RT_HOME: join(dataDir, 'home') } });
   procs.push(unshare);
   let out = '';
   unshare.stdout!.on('data', (d: Buffer) => (out += d.toString()));

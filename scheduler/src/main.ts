@@ -4,10 +4,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { hostname, homedir } from 'node:os';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { rtHome } from '../../sidecar/src/invoke/registry/local.ts';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
 import { SchedulerEngine } from './engine.ts';
 import { startSchedulerServer, type SchedulerServer } from './grpc/server.ts';
@@ -23,7 +24,7 @@ options:
   --port N                  gRPC port (default 50006; 0 = any free port)
   --listen-address ADDR     bind address (default 127.0.0.1; 0.0.0.0 in a pod)
   --health-port N           HTTP GET /healthz for probes (default 0 = off)
-  --data-dir DIR            SQLite store folder (default ~/.rt/scheduler)
+  --data-dir DIR            SQLite store folder (default ~/.rt/scheduler, or under RT_HOME)
   --etcd-endpoints A[,B]    use etcd instead of SQLite (HA: run several replicas)
   --etcd-prefix P           key prefix in etcd (default /rt/scheduler)
   --etcd-ca-file PATH       TLS toward etcd: the CA of etcd's certificate (env RT_SCHEDULER_ETCD_CA_FILE)
@@ -108,7 +109,7 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
     port: int('port', (v.port as string | undefined) ?? env.RT_SCHEDULER_PORT, 50006, 0, 65535),
     listenAddress: (v['listen-address'] as string | undefined) ?? env.RT_SCHEDULER_LISTEN_ADDRESS ?? '127.0.0.1',
     healthPort: int('health-port', (v['health-port'] as string | undefined) ?? env.RT_SCHEDULER_HEALTH_PORT, 0, 0, 65535),
-    dataDir: (v['data-dir'] as string | undefined) ?? env.RT_DATA_DIR ?? join(homedir(), '.rt', 'scheduler'),
+    dataDir: (v['data-dir'] as string | undefined) ?? env.RT_DATA_DIR ?? join(rtHome(env), 'scheduler'),
     etcdEndpoints: etcd ? etcd.split(',').map((s) => s.trim()).filter(Boolean) : [],
     etcdPrefix: (v['etcd-prefix'] as string | undefined) ?? '/rt/scheduler',
     partitions: int('partitions', v.partitions as string | undefined, 16, 1, 4096),

@@ -2,7 +2,6 @@
  * Starts one sidecar: HTTP + gRPC APIs, components from the resource source, the app channel
  * and every building block. `startSidecar()` is what `rt run` and `rt sidecar` call.
  */
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { AppChannel } from './app/channel.ts';
@@ -12,6 +11,7 @@ import { ComponentRegistry } from './components/registry.ts';
 import type { SidecarContext, SidecarOptions } from './context.ts';
 import { GrpcServer } from './grpc/server.ts';
 import { createHttpServer } from './http/server.ts';
+import { rtHome } from './invoke/registry/local.ts';
 import { MetadataService } from './metadata/service.ts';
 import { openResources } from './resources/setup.ts';
 import type { Resources } from './resources/types.ts';
@@ -37,7 +37,7 @@ export const DEFAULT_OPTIONS: Omit<SidecarOptions, 'appId'> = {
   resourcesPaths: [],
   componentsSocketsFolder: process.env.RT_COMPONENTS_SOCKETS_FOLDER || '/tmp/rt-components-sockets',
   schedulerAddresses: [],
-  dataDir: join(homedir(), '.rt', 'data'),
+  dataDir: join(rtHome(), 'data'),
   logLevel: 'info',
   extended: {},
   mode: 'standalone',

@@ -5,15 +5,23 @@
  *   which the test workers inherit;
  * - builds the Kubernetes binaries and unpacks kubectl/helm into their cache when they are
  *   missing, before any suite needs them (minutes on a fresh machine, nothing after that).
+ * - gives the run an RT_HOME of its own (removed at the end): sidecars that a suite starts without
+ *   --data-dir, or kills before they remove their registry entry, write there and not into the
+ *   user's ~/.rt.
  * A server or build that fails is reported here; the suites that need it then fail under
  * CI=true (requireService) or skip on a laptop.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startSharedServices } from './shared-services.ts';
 
 export default async function setup(): Promise<() => Promise<void>> {
   // names this run's cluster folders (read when kube/control-plane.ts loads, so set it first)
   process.env.RT_TEST_RUN_ID ??= randomBytes(4).toString('hex');
+  const home = mkdtempSync(join(tmpdir(), 'rt-test-home-'));
+  process.env.RT_HOME = home;
   const { ensureKubeBinaries, ensureKubectlAndHelm, kubeUnavailable } = await import('./kube.ts');
   const { sweepKubeLeftovers } = await import('./kube/sweep.ts');
   const services = await startSharedServices();
@@ -26,6 +34,7 @@ export default async function setup(): Promise<() => Promise<void>> {
   }
   return async () => {
     await services.stop();
+    rmSync(home, { recursive: true, force: true });
     // a suite that died halfway must not leave a cluster or a Docker engine running for the next run
     sweepKubeLeftovers((s) => console.warn(`[kube] ${s}`));
     const { stopDockerIfUnused } = await import('./docker.ts');
