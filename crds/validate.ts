@@ -8,8 +8,10 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { CelEnv, plan as Plan } from '@bufbuild/cel';
-import { parse as parseYaml } from 'yaml';
 import { compiledRule } from './rules.ts';
+
+// CEL and yaml load on first use (in the build, each a module of its own: images/bundle.ts)
+const require = createRequire(import.meta.url);
 
 export const CRD_FILES = ['components.yaml', 'configurations.yaml', 'subscriptions.yaml', 'httpendpoints.yaml'] as const;
 /** API groups whose objects rt reads: its own, and the ecosystem's it is compatible with. */
@@ -59,7 +61,7 @@ export function loadCrds(): Crd[] {
 
 /** The CRDs parsed from their YAML beside this module (the build writes these as CRDS_JSON). */
 export function readCrdYaml(): Crd[] {
-  return CRD_FILES.map((f) => parseYaml(readFileSync(new URL(f, import.meta.url), 'utf8')) as Crd);
+  return CRD_FILES.map((f) => (require('yaml') as typeof import('yaml')).parse(readFileSync(new URL(f, import.meta.url), 'utf8')) as Crd);
 }
 
 /** The file the build writes beside the CRDs: their YAML as a JSON array, in CRD_FILES order. */
@@ -131,9 +133,8 @@ function join(path: string, key: string): string {
 // default compiles the pattern on every call, which made each check ~1 ms
 const regexes = new Map<string, RegExp>();
 // CEL (with the protobuf runtime and RE2 it brings) loads with the first rule that has no function
-// in crds/rules.ts, not at start (bench/README.md `### startup`). A synchronous require of the ESM
-// package, since validateResource is synchronous.
-const require = createRequire(import.meta.url);
+// in crds/rules.ts, not at start (bench/README.md `### startup`), through the synchronous require
+// above, since validateResource is synchronous.
 let cel: { lib: typeof import('@bufbuild/cel'); env: CelEnv } | undefined;
 function celLib() {
   if (cel) return cel;

@@ -30,7 +30,7 @@ const ownImportMeta: esbuild.Plugin = {
   setup(build) {
     build.onLoad({ filter: /\.ts$/ }, async (args) => {
       if (args.path.includes(`${join('/', 'node_modules')}/`)) return undefined;
-      const source = bundledLazyRequires(lazyPackageImports(await readFile(args.path, 'utf8')));
+      const source = ownLazyRequires(lazyPackageImports(await readFile(args.path, 'utf8')), args.path);
       if (!source.includes('import.meta.')) return { contents: source, loader: 'ts', resolveDir: dirname(args.path) };
       // the URL of dist/<path>.js, from the bundle chunk's own URL at run time
       const rel = relative(root, args.path).replace(/\.ts$/, '.js');
@@ -53,14 +53,76 @@ function lazyPackageImports(source: string): string {
 }
 
 /**
- * A package loaded on first use (synchronously: CEL, protobufjs, pino-pretty, fastify's schema
- * compilers) is `require()`d through `const require = createRequire(import.meta.url);` in the
- * sources. Without that line `require` is esbuild's own: the package is bundled, and evaluated
- * at its first call rather than at start — instead of being resolved and loaded from
- * node_modules file by file, which costs several times more when it is used.
+ * Modules loaded on first use, synchronously (CEL, yaml, protobufjs, grpc-js, pino-pretty,
+ * fastify's schema compilers, undici's HTTP parsers …), each built as an entry of its own,
+ * dist/lazy/<name>.js, and required from there at that first call (Node's `require()` of an ES
+ * module, `__rtLazy` in the banner). Bundled like the rest, a module that is only required later
+ * still sits in a chunk that loads at start, where its source text alone is held by V8: CEL's,
+ * grpc-js's and protobufjs's chunks were ~7 MB of an idle sidecar's RSS (bench/README.md
+ * `### startup`). Entry name → the module, resolved from the repo root or from the file named.
  */
-function bundledLazyRequires(source: string): string {
-  return source.replace(/^const require = createRequire\(import\.meta\.url\);$/m, '');
+const LAZY: Record<string, { spec: string; from?: string }> = {
+  'grpc-js': { spec: '@grpc/grpc-js' },
+  'proto-loader': { spec: '@grpc/proto-loader' },
+  protobufjs: { spec: 'protobufjs' },
+  cel: { spec: '@bufbuild/cel' },
+  yaml: { spec: 'yaml' },
+  'pino-pretty': { spec: 'pino-pretty' },
+  'ajv-compiler': { spec: '@fastify/ajv-compiler', from: 'fastify/lib/schema-controller.js' },
+  'fast-json-stringify-compiler': { spec: '@fastify/fast-json-stringify-compiler', from: 'fastify/lib/schema-controller.js' },
+  'light-my-request': { spec: 'light-my-request', from: 'fastify/fastify.js' },
+  'llhttp-wasm': { spec: '../llhttp/llhttp-wasm.js', from: 'undici/lib/dispatcher/client-h1.js' },
+  'llhttp-simd-wasm': { spec: '../llhttp/llhttp_simd-wasm.js', from: 'undici/lib/dispatcher/client-h1.js' },
+  'milo-simd': { spec: '../milo/simd.js', from: 'undici/lib/dispatcher/parser-h1.js' },
+  'milo-no-simd': { spec: '../milo/no-simd.js', from: 'undici/lib/dispatcher/parser-h1.js' },
+};
+const rootRequire = createRequire(join(root, 'package.json'));
+/** A package's file by its path inside node_modules (a package's exports may not list it). */
+const packageFile = (path: string) => {
+  const [scope, name, ...rest] = path.startsWith('@') ? path.split('/') : ['', ...path.split('/')];
+  const pkg = scope ? `${scope}/${name}` : name!;
+  return join(dirname(rootRequire.resolve(`${pkg}/package.json`)), ...rest);
+};
+/** The absolute path of each lazy entry's module, as esbuild resolves it from its importer. */
+const lazyPaths = new Map(Object.entries(LAZY).map(([name, { spec, from }]) => [name, createRequire(from ? packageFile(from) : join(root, 'package.json')).resolve(spec)]));
+
+/** `require('<spec>')` → `__rtLazy("<name>")` where the spec, resolved from `file`, is a lazy entry's module. */
+function lazyRequires(source: string, file: string, own: boolean): string {
+  const resolve = createRequire(file).resolve;
+  return source.replace(/\brequire\((['"])([^'"]+)\1\)/g, (m, _q: string, spec: string) => {
+    const name = Object.keys(LAZY).find((n) => LAZY[n]!.spec === spec || (own && !spec.startsWith('.') && resolve(spec) === lazyPaths.get(n)));
+    if (name && resolve(spec) === lazyPaths.get(name)) return `__rtLazy(${JSON.stringify(name)})`;
+    if (own && !spec.startsWith('.') && !spec.startsWith('node:')) throw new Error(`${file}: require('${spec}') on first use needs an entry in images/bundle.ts LAZY`);
+    return m;
+  });
+}
+
+/**
+ * The sources load a module on first use through `const require = createRequire(import.meta.url);`:
+ * without that line their `require` is the banner's, and each package they require that way is
+ * one of the LAZY entries. node_modules files named in LAZY get the same for the requires listed.
+ */
+const lazyEntries: esbuild.Plugin = {
+  name: 'lazy-entries',
+  setup(build) {
+    build.onResolve({ filter: /^rt-lazy:/ }, (args) => ({ path: args.path.slice('rt-lazy:'.length), namespace: 'rt-lazy' }));
+    build.onLoad({ filter: /.*/, namespace: 'rt-lazy' }, (args) => ({ contents: `export default require(${JSON.stringify(lazyPaths.get(args.path))});`, loader: 'js', resolveDir: root }));
+    const importers = new Set(Object.values(LAZY).flatMap((l) => (l.from ? [packageFile(l.from)] : [])));
+    build.onLoad({ filter: /node_modules\/.*\.js$/ }, async (args) => {
+      if (!importers.has(args.path)) return undefined;
+      const source = await readFile(args.path, 'utf8');
+      const out = lazyRequires(source, args.path, false);
+      const expected = Object.values(LAZY).filter((l) => l.from && packageFile(l.from) === args.path).length;
+      if ((out.match(/__rtLazy\(/g) ?? []).length < expected) throw new Error(`${args.path}: a require listed in images/bundle.ts LAZY was not found; it needs a look`);
+      return { contents: out, loader: 'js' };
+    });
+  },
+};
+
+/** The sources' lazy requires (see lazyEntries): the createRequire line goes, the requires become `__rtLazy`. */
+function ownLazyRequires(source: string, file: string): string {
+  const line = /^const require = createRequire\(import\.meta\.url\);$/m;
+  return line.test(source) ? lazyRequires(source.replace(line, ''), file, true) : source;
 }
 
 /**
@@ -117,7 +179,7 @@ const lazyGrpc: esbuild.Plugin = {
       loader: 'js',
       contents: [
         'let grpc;',
-        "const load = () => (grpc ??= require('@grpc/grpc-js'));",
+        'const load = () => (grpc ??= __rtLazy("grpc-js"));',
         `for (const name of ${JSON.stringify(names)}) Object.defineProperty(module.exports, name, { enumerable: true, get: () => load()[name] });`,
         `Object.assign(module.exports, ${JSON.stringify(enums)});`,
       ].join('\n'),
@@ -166,10 +228,28 @@ const fastifyWithoutTls: esbuild.Plugin = {
   },
 };
 
+/**
+ * pino requires thread-stream (and with it node:worker_threads, ~4 MB of idle RSS) when it loads,
+ * for transports run in a worker; rt's logger writes to a stream of its own and never starts one.
+ * Required when a transport is made instead.
+ */
+const pinoWithoutThreadStream: esbuild.Plugin = {
+  name: 'pino-without-thread-stream',
+  setup(build) {
+    build.onLoad({ filter: /pino\/lib\/transport\.js$/ }, async (args) => {
+      const source = await readFile(args.path, 'utf8');
+      const eager = "const ThreadStream = require('thread-stream')";
+      if (!source.includes(eager)) throw new Error(`${args.path}: "${eager}" not found; images/bundle.ts pinoWithoutThreadStream needs a look`);
+      const lazy = "let threadStream; const ThreadStream = new Proxy(function ThreadStream() {}, { construct: (_t, args) => new (threadStream ??= require('thread-stream'))(...args) })";
+      return { contents: source.replace(eager, lazy), loader: 'js' };
+    });
+  },
+};
+
 await rm(dist, { recursive: true, force: true });
 const result = await esbuild.build({
   absWorkingDir: root,
-  entryPoints: { 'cli/rt': 'cli/rt.ts' },
+  entryPoints: { 'cli/rt': 'cli/rt.ts', ...Object.fromEntries(Object.keys(LAZY).map((n) => [`lazy/${n}`, `rt-lazy:${n}`])) },
   outdir: dist,
   bundle: true,
   splitting: true,
@@ -178,7 +258,7 @@ const result = await esbuild.build({
   platform: 'node',
   target: 'node22',
   external: EXTERNAL,
-  plugins: [ownImportMeta, builtinsAsRequire, lazyGrpc, undiciWithoutHttp2, fastifyWithoutTls],
+  plugins: [ownImportMeta, lazyEntries, builtinsAsRequire, lazyGrpc, undiciWithoutHttp2, fastifyWithoutTls, pinoWithoutThreadStream],
   // dependencies written in CommonJS call require(); and the helpers the plugin's code uses.
   // Every chunk sits one folder below dist/, as the entry does (dist/cli, dist/chunks).
   banner: {
@@ -186,6 +266,7 @@ const result = await esbuild.build({
       "import { createRequire as __rtCreateRequire } from 'node:module';",
       "import { fileURLToPath as __rtFileURLToPath } from 'node:url';",
       'const require = __rtCreateRequire(import.meta.url);',
+      "const __rtLazy = (name) => require('../lazy/' + name + '.js').default;",
       'const __rtFilename = (u) => __rtFileURLToPath(u);',
       "const __rtDirname = (u) => __rtFileURLToPath(new URL('.', u)).replace(/\\/$/, '');",
       'const __rtNamespace = (m) => { const d = m.default; const onlyDefault = Object.keys(m).length === 1 && d !== null && (typeof d === "object" || typeof d === "function"); return onlyDefault ? Object.assign(Object.create(null), d, { default: d }) : m; };',

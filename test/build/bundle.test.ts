@@ -114,11 +114,16 @@ describe('the bundled rt command (npm run build)', () => {
     expect(r.stdout).toMatch(/^rt \d+\.\d+\.\d+ \(node v24\./);
   });
 
-  it('does not load http2, https or tls while no gRPC client or HTTPS peer is in use (grpc-js loads on first use)', async () => {
+  it('does not load http2, https, tls or the modules of dist/lazy/ while no gRPC client or HTTPS peer is in use (grpc-js loads on first use)', async () => {
     const list = join(work, 'modules.txt');
     const preload = join(work, 'module-list.cjs');
-    // Node's list of the built-in modules it loaded, written as the process exits
-    writeFileSync(preload, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, process.moduleLoadList.join('\\n')));`);
+    // Node's list of the built-in modules it loaded and the files it imported, written as the process exits
+    writeFileSync(
+      preload,
+      `const files = [];
+      require('node:module').registerHooks({ load: (url, context, next) => (files.push(url), next(url, context)) });
+      process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, [...process.moduleLoadList, ...files].join('\\n')));`,
+    );
     const port = await freePort();
     const proc = spawn(process.execPath, ['-r', preload, join(out, 'cli', 'rt.js'), 'sidecar', '--app-id', 'idle', '--http-port', String(port), '--grpc-port', String(await freePort()), '--disable-metrics', '--data-dir', join(work, 'idle-data'), '--log-level', 'warn'], { stdio: 'ignore' });
     children.push(proc);
@@ -130,6 +135,23 @@ describe('the bundled rt command (npm run build)', () => {
     const loaded = readFileSync(list, 'utf8').split('\n');
     expect(loaded).toContain('NativeModule http');
     expect(loaded.filter((m) => /^NativeModule (http2|https|tls)$/.test(m))).toEqual([]);
+    expect(loaded.some((m) => m.endsWith('/cli/rt.js'))).toBe(true);
+    // text logs are pino-pretty's; CEL, yaml, protobufjs, grpc-js, fastify's schema compilers and
+    // undici's parsers (the metadata call made no request through undici) wait for their first use
+    expect(loaded.filter((m) => m.includes('/lazy/')).map((m) => m.replace(/^.*\/lazy\//, ''))).toEqual(['pino-pretty.js']);
+    expect(loaded.filter((m) => m.includes('thread-stream'))).toEqual([]);
+  });
+
+  it('builds each module loaded on first use as an entry of its own that gives the module (images/bundle.ts LAZY)', () => {
+    const entries = readdirSync(join(out, 'lazy'));
+    expect(entries.length).toBeGreaterThanOrEqual(10);
+    const script = `for (const f of ${JSON.stringify(entries)}) { const m = require(${JSON.stringify(join(out, 'lazy'))} + '/' + f).default; if (m === null || (typeof m !== 'object' && typeof m !== 'function')) throw new Error(f + ': ' + typeof m); console.log(f, Object.keys(m).length); }`;
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const got = Object.fromEntries(r.stdout.trim().split('\n').map((l) => l.split(' ')));
+    expect(Object.keys(got).sort()).toEqual([...entries].sort());
+    expect(Number(got['grpc-js.js'])).toBeGreaterThan(20);
+    expect(Number(got['cel.js'])).toBeGreaterThan(5);
   });
 
   it('checks resource files against the CRDs the build wrote as JSON', () => {

@@ -3,8 +3,8 @@
  * returns typed resources. Every problem names the file, the resource and the field.
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { extname, join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
 import { RESOURCE_GROUPS, validateResource } from '../../../crds/validate.ts';
 import { parseDuration } from '../util/duration.ts';
 import {
@@ -34,6 +34,11 @@ export interface LoadOptions {
 /** The kinds this loader reads (other kinds of rt's API groups are skipped quietly). */
 const KINDS = new Set(['Component', 'Configuration', 'Subscription', 'HTTPEndpoint']);
 /** The files of a resources folder that are read; others are skipped (a secret store's JSON file, say). */
+// yaml on first use: a sidecar without resource files never parses any (in the build, a module
+// of its own loaded at that first call: images/bundle.ts)
+const require = createRequire(import.meta.url);
+const yaml = () => require('yaml') as typeof import('yaml');
+
 const RESOURCE_EXTENSIONS = ['.yaml', '.yml'];
 
 /**
@@ -96,7 +101,7 @@ function mergeInto(into: Resources, from: Resources): void {
 /** Parses the text of one resource file. Resources of kinds the sidecar does not know are skipped. */
 export function parseResources(text: string, file: string, opts: LoadOptions): Resources {
   const out: Resources = { components: [], subscriptions: [], httpEndpoints: [] };
-  const docs = parseAllDocuments(text, { prettyErrors: true, uniqueKeys: false });
+  const docs = yaml().parseAllDocuments(text, { prettyErrors: true, uniqueKeys: false });
   if (!Array.isArray(docs)) {
     // an empty stream
     return out;
