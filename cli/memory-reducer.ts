@@ -7,8 +7,11 @@
  * (bench/README.md, ### jobs).
  *
  * So: cli/v8-flags.ts starts with `--semi-space-growth-factor=1`, which keeps start-up from
- * growing it. Once the event loop is calm for the first time (start-up is over), growth is allowed
- * (V8's factor 2). Then, each time the loop has been calm for calmTicks seconds while the
+ * growing it, and with V8's optimizing compilers off. Once the event loop is calm for the first
+ * time (start-up is over; at the latest after settleMs), settledFlags are set (the growth factor
+ * and the compilers as V8 has them, SETTLED_V8_FLAGS of cli/v8-flags.ts) and, if calm,
+ * one memory-reducing GC gives back what start-up left (3–4 MB of an idle sidecar's RSS,
+ * bench/README.md `### startup`). Then, each time the loop has been calm for calmTicks seconds while the
  * committed heap is grownBytes above what it was after the last reduction, one memory-reducing
  * full GC (V8's "last resort" collection: shrinks the young generation and returns its pages)
  * runs, at most every minGapMs (DEFAULTS below); it takes 20–70 ms, and only when calm. Calm =
@@ -24,6 +27,11 @@ import { runInNewContext } from 'node:vm';
 
 export interface ReducerOptions {
   tickMs: number;
+  /** How often start-up's end is looked for, and the latest it is taken to be over. */
+  settleTickMs: number;
+  settleMs: number;
+  /** V8 flags set once start-up is over (cli/v8-flags.ts SETTLED_V8_FLAGS); none by default. */
+  settledFlags?: string;
   calmElu: number;
   calmTicks: number;
   grownBytes: number;
@@ -34,6 +42,8 @@ export interface ReducerOptions {
 
 export const DEFAULTS: ReducerOptions = {
   tickMs: 1000,
+  settleTickMs: 250,
+  settleMs: 2000,
   calmElu: 0.25,
   calmTicks: 3,
   grownBytes: 16 * 1024 * 1024,
@@ -61,31 +71,41 @@ export function reduceMemory(): void {
   gc()({ type: 'major', flavor: 'last-resort' });
 }
 
-/** Starts the policy; returns a stop function. The timer never keeps the process alive. */
+/** Starts the policy; returns a stop function. The timers never keep the process alive. */
 export function startMemoryReducer(opts: Partial<ReducerOptions> = {}): () => void {
   const o = { ...DEFAULTS, ...opts };
-  let settled = false;
+  const started = Date.now();
   let calm = 0;
   let base = 0;
   let lastReduce = 0;
   let elu = performance.eventLoopUtilization();
-  const timer = setInterval(() => {
+  const busyNow = () => {
     const now = performance.eventLoopUtilization();
     const busy = performance.eventLoopUtilization(now, elu).utilization;
     elu = now;
-    if (busy >= o.calmElu) {
+    return busy >= o.calmElu;
+  };
+  let timer: NodeJS.Timeout;
+  const settleTimer = setInterval(() => {
+    const busy = busyNow();
+    if (busy && Date.now() - started < o.settleMs) return;
+    // start-up is over: V8's own tiering, the young generation may grow under load from here on,
+    // and what start-up left behind goes back (only when calm: not in a process busy from the start)
+    clearInterval(settleTimer);
+    if (o.settledFlags) setFlagsFromString(o.settledFlags);
+    if (!busy) reduceMemory();
+    base = getHeapStatistics().total_heap_size;
+    timer = setInterval(tick, o.tickMs);
+    timer.unref();
+  }, o.settleTickMs);
+  settleTimer.unref();
+  const tick = () => {
+    if (busyNow()) {
       calm = 0;
       return;
     }
     calm++;
     const committed = getHeapStatistics().total_heap_size;
-    if (!settled) {
-      // start-up is over: from here on the young generation may grow under load
-      settled = true;
-      base = committed;
-      setFlagsFromString('--semi-space-growth-factor=2');
-      return;
-    }
     if (calm < o.calmTicks || committed - base < o.grownBytes || Date.now() - lastReduce < o.minGapMs) return;
     reduceMemory();
     lastReduce = Date.now();
@@ -93,7 +113,9 @@ export function startMemoryReducer(opts: Partial<ReducerOptions> = {}): () => vo
     base = after;
     calm = 0;
     o.onReduce?.(committed, after);
-  }, o.tickMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  };
+  return () => {
+    clearInterval(settleTimer);
+    clearInterval(timer);
+  };
 }

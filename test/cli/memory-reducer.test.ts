@@ -1,6 +1,7 @@
 /**
  * cli/memory-reducer.ts in a process of its own: the young generation may grow once start-up is
- * over, a busy event loop keeps it, and a calm one gets it back (a memory-reducing GC).
+ * over, a busy event loop keeps it, and a calm one gets it back (a memory-reducing GC); V8's
+ * optimizing compilers are off during start-up and on after it, also in a process busy from the start.
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -8,28 +9,43 @@ import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const MODULE = pathToFileURL(join(import.meta.dirname, '..', '..', 'cli', 'memory-reducer.ts')).href;
+const FLAGS = pathToFileURL(join(import.meta.dirname, '..', '..', 'cli', 'v8-flags.ts')).href;
+
+// cli/v8-flags.ts's start-up flags, set as cli/rt.ts sets them: before the reducer's module loads
+// (loading it could grow the young generation)
+const PRELUDE = `
+import v8 from 'node:v8';
+const { STARTUP_V8_FLAGS, SETTLED_V8_FLAGS } = await import(${JSON.stringify(FLAGS)});
+v8.setFlagsFromString(STARTUP_V8_FLAGS);
+const { startMemoryReducer } = await import(${JSON.stringify(MODULE)});
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// whether V8 runs a hot function as optimized code (Maglev or TurboFan): bit 16 of its status;
+// its caller stays interpreted, so that hot is not inlined into the caller's optimized code
+function hot(x) { return (x * 31 + 7) % 1009; }
+function warm() { let s = 0; for (let i = 0; i < 300000; i++) s += hot(i); return s; }
+%NeverOptimizeFunction(warm);
+const optimized = () => (%GetOptimizationStatus(hot) & 16) !== 0;
+`;
 
 // tickMs 100: "calm for 3 ticks" is 0.3 s here instead of 3 s
-const SCRIPT = `
-import v8 from 'node:v8';
-// as cli/v8-flags.ts starts, before the module loads (loading it could grow the young generation)
-v8.setFlagsFromString('--semi-space-growth-factor=1');
-const { startMemoryReducer } = await import(${JSON.stringify(MODULE)});
+const SCRIPT = `${PRELUDE}
 const MB = 1048576;
 const young = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size / MB;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const reductions = [];
-startMemoryReducer({ tickMs: 100, calmTicks: 3, grownBytes: 4 * MB, minGapMs: 0, onReduce: (before, after) => reductions.push({ before: before / MB, after: after / MB }) });
+startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS, tickMs: 100, settleTickMs: 100, calmTicks: 3, grownBytes: 4 * MB, minGapMs: 0, onReduce: (before, after) => reductions.push({ before: before / MB, after: after / MB }) });
 // a burst of objects that live a while, as requests in flight do
 function burst() {
   let ring = new Array(100000);
   for (let i = 0; i < 4e6; i++) ring[i % ring.length] = { i, s: 'x' + i };
   ring = null;
 }
-burst(); // during start-up: growth is off
-const atStart = young();
+burst(); // during start-up: growth is off, and so are the optimizing compilers
+warm();
+const atStart = { young: young(), optimized: optimized() };
 await sleep(250); // the first calm tick: start-up is over
 burst();
+warm();
+const optimizedAfter = optimized();
 const grown = young();
 // busy: 9 ms of work every 10 ms for 1 s keeps the loop ~90% used
 const busyUntil = Date.now() + 1000;
@@ -40,26 +56,54 @@ while (Date.now() < busyUntil) {
 }
 const whileBusy = { young: young(), reductions: reductions.length };
 await sleep(1200); // calm
-console.log(JSON.stringify({ atStart, grown, whileBusy, after: young(), reductions }));
+console.log(JSON.stringify({ atStart, optimizedAfter, grown, whileBusy, after: young(), reductions }));
 `;
 
+// busy from the start: start-up is taken to be over after settleMs all the same
+const BUSY_SCRIPT = `${PRELUDE}
+startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS, settleTickMs: 50, settleMs: 400 });
+const samples = [];
+const until = Date.now() + 900;
+while (Date.now() < until) {
+  const t = Date.now();
+  while (Date.now() - t < 20) warm();
+  samples.push({ ms: 900 - (until - Date.now()), optimized: optimized() });
+  await new Promise((r) => setImmediate(r));
+}
+console.log(JSON.stringify(samples));
+`;
+
+const run = (script: string) => {
+  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000 });
+  expect(r.status, r.stderr).toBe(0);
+  return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as unknown;
+};
+
 describe('the memory reducer', () => {
-  it('lets the young generation grow after start-up, keeps it while busy and gives it back when calm', () => {
-    const r = spawnSync(process.execPath, ['--input-type=module', '-e', SCRIPT], { encoding: 'utf8', timeout: 60_000 });
-    expect(r.status, r.stderr).toBe(0);
-    const got = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as {
-      atStart: number;
+  it('lets the young generation grow and the optimizing compilers run after start-up, keeps it while busy and gives it back when calm', () => {
+    const got = run(SCRIPT) as {
+      atStart: { young: number; optimized: boolean };
+      optimizedAfter: boolean;
       grown: number;
       whileBusy: { young: number; reductions: number };
       after: number;
       reductions: { before: number; after: number }[];
     };
-    expect(got.atStart).toBeLessThanOrEqual(4);
+    expect(got.atStart.young).toBeLessThanOrEqual(4);
+    expect(got.atStart.optimized).toBe(false);
+    expect(got.optimizedAfter).toBe(true);
     expect(got.grown).toBeGreaterThanOrEqual(8);
     expect(got.whileBusy.reductions).toBe(0);
     expect(got.whileBusy.young).toBeGreaterThanOrEqual(8);
     expect(got.reductions.length).toBeGreaterThanOrEqual(1);
     expect(got.reductions[0].after).toBeLessThan(got.reductions[0].before - 4);
     expect(got.after).toBeLessThanOrEqual(2);
+  });
+
+  it('switches the optimizing compilers on after settleMs in a process busy from the start', () => {
+    const samples = run(BUSY_SCRIPT) as { ms: number; optimized: boolean }[];
+    expect(samples.filter((s) => s.ms < 350).every((s) => !s.optimized)).toBe(true);
+    expect(samples.filter((s) => s.ms > 600).every((s) => s.optimized)).toBe(true);
+    expect(samples.filter((s) => s.ms > 600).length).toBeGreaterThan(0);
   });
 });
