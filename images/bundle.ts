@@ -210,21 +210,30 @@ const undiciWithoutHttp2: esbuild.Plugin = {
 };
 
 /**
- * fastify's server module requires node:http2 and node:https (and with it node:tls) when it loads,
- * for servers rt does not make (HTTPS, HTTP/2): required on their first use instead.
+ * Built-ins that dependencies require when they load, for what rt does not use or uses only when
+ * configured: fastify's server module requires node:https and node:http2 (and with them node:tls)
+ * for servers rt does not make; ioredis requires node:tls for a TLS connection to Redis, which
+ * only a component with enableTLS opens (~3 MB of RSS for a sidecar with a Redis state store).
+ * Each is required on its first use instead, through a Proxy.
  */
-const fastifyWithoutTls: esbuild.Plugin = {
-  name: 'fastify-without-tls',
+const DEPENDENCY_BUILTINS_ON_FIRST_USE: [RegExp, string[]][] = [
+  [/fastify\/lib\/server\.js$/, ["require('node:https')", "require('node:http2')"]],
+  [/ioredis\/built\/connectors\/(StandaloneConnector|SentinelConnector\/index)\.js$/, ['require("tls")']],
+];
+const dependencyBuiltinsOnFirstUse: esbuild.Plugin = {
+  name: 'dependency-builtins-on-first-use',
   setup(build) {
-    build.onLoad({ filter: /fastify\/lib\/server\.js$/ }, async (args) => {
-      let source = await readFile(args.path, 'utf8');
-      for (const id of ['node:https', 'node:http2']) {
-        const eager = `require('${id}')`;
-        if (!source.includes(eager)) throw new Error(`${args.path}: ${eager} not found; images/bundle.ts fastifyWithoutTls needs a look`);
-        source = source.replace(eager, `((m) => new Proxy({}, { get: (_t, k) => (m ??= require('${id}'))[k] }))()`);
-      }
-      return { contents: source, loader: 'js' };
-    });
+    for (const [file, requires] of DEPENDENCY_BUILTINS_ON_FIRST_USE) {
+      build.onLoad({ filter: file }, async (args) => {
+        let source = await readFile(args.path, 'utf8');
+        for (const eager of requires) {
+          if (!source.includes(eager)) throw new Error(`${args.path}: ${eager} not found; images/bundle.ts DEPENDENCY_BUILTINS_ON_FIRST_USE needs a look`);
+          const id = eager.slice('require('.length, -1);
+          source = source.replace(eager, `((m) => new Proxy({}, { get: (_t, k) => (m ??= require(${id}))[k] }))()`);
+        }
+        return { contents: source, loader: 'js' };
+      });
+    }
   },
 };
 
@@ -258,7 +267,7 @@ const result = await esbuild.build({
   platform: 'node',
   target: 'node22',
   external: EXTERNAL,
-  plugins: [ownImportMeta, lazyEntries, builtinsAsRequire, lazyGrpc, undiciWithoutHttp2, fastifyWithoutTls, pinoWithoutThreadStream],
+  plugins: [ownImportMeta, lazyEntries, builtinsAsRequire, lazyGrpc, undiciWithoutHttp2, dependencyBuiltinsOnFirstUse, pinoWithoutThreadStream],
   // dependencies written in CommonJS call require(); and the helpers the plugin's code uses.
   // Every chunk sits one folder below dist/, as the entry does (dist/cli, dist/chunks).
   banner: {

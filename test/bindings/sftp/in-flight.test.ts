@@ -7,7 +7,8 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SftpConnection, type Session, type Ssh2Module } from '../../../sidecar/src/components/bindings/sftp/connection.ts';
+import { SftpConnection, type Session } from '../../../sidecar/src/components/bindings/sftp/connection.ts';
+import { loadSsh2 } from '../../../sidecar/src/components/bindings/sftp/ssh2.ts';
 import { parseMetadata } from '../../../sidecar/src/components/bindings/sftp/metadata.ts';
 import { IN_FLIGHT, uploadStreamed, writesInFlight } from '../../../sidecar/src/components/bindings/sftp/transfer.ts';
 import { startSshd, type SshdServer } from '../../services/sshd.ts';
@@ -32,8 +33,7 @@ describe.skipIf(!sshdAvailable)('an upload against OpenSSH (real sshd)', () => {
   let session: Session;
   beforeAll(async () => {
     s = await startSshd();
-    const ssh2 = (await import('ssh2')) as Ssh2Module & { default?: Ssh2Module };
-    conn = new SftpConnection(ssh2.default ?? ssh2, parseMetadata(baseMetadata(s)), pino({ level: 'silent' }));
+    conn = new SftpConnection(await loadSsh2(), parseMetadata(baseMetadata(s)), pino({ level: 'silent' }));
     session = await conn.acquire();
   });
   afterAll(async () => {

@@ -15,8 +15,8 @@ import type { Client, ConnectConfig, SFTPWrapper } from 'ssh2';
 import { ApiError } from '../../../http/errors.ts';
 import { algorithmsFor, containsKey, fingerprint, knownHostsName, matchKnownHosts, type HostKey } from './hostkeys.ts';
 import type { SftpMetadata } from './metadata.ts';
+import type { Ssh2Module } from './ssh2.ts';
 
-export type Ssh2Module = typeof import('ssh2');
 
 export const CONNECT_TIMEOUT_MS = 10_000;
 /**

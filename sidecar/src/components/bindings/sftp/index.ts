@@ -12,7 +12,8 @@
 import type { Logger } from 'pino';
 import { ApiError, errorMessage, malformed } from '../../../http/errors.ts';
 import type { BindingRequest, BindingResponse, ComponentContext, ComponentSpec, OutputBinding, StreamedBindingRequest } from '../../types.ts';
-import { isStatusError, SftpConnection, type Session, type Ssh2Module } from './connection.ts';
+import { isStatusError, SftpConnection, type Session } from './connection.ts';
+import { loadSsh2, type Ssh2Module } from './ssh2.ts';
 import { parseMetadata, type SftpMetadata } from './metadata.ts';
 import { resolveInRoot } from './paths.ts';
 import { assertBase64 } from './base64.ts';
@@ -41,8 +42,7 @@ export class SftpBinding implements OutputBinding {
   async init(spec: ComponentSpec, ctx: ComponentContext): Promise<void> {
     this.name = spec.name;
     const md = parseMetadata(spec.metadata);
-    const mod = (await import('ssh2')) as Ssh2Module & { default?: Ssh2Module };
-    const ssh2 = mod.default ?? mod;
+    const ssh2 = await loadSsh2();
     if (md.privateKey !== undefined) checkPrivateKey(ssh2, md.privateKey, md.privateKeyPassphrase);
     this.log = ctx.log.child({ component: spec.name });
     if (md.hostKeys.kind === 'insecure') {
