@@ -7,9 +7,10 @@
  * (bench/README.md, ### jobs).
  *
  * So: cli/v8-flags.ts starts with `--semi-space-growth-factor=1`, which keeps start-up from
- * growing it, and with V8's optimizing compilers off. Once the event loop is calm for the first
- * time (start-up is over; at the latest after settleMs), settledFlags are set (the growth factor
- * and the compilers as V8 has them, SETTLED_V8_FLAGS of cli/v8-flags.ts) and, if calm,
+ * growing it, and with V8's optimizing compilers off. Once start-up is over (the command says so,
+ * startupOver(); or the event loop is calm for the first time; at the latest after settleMs),
+ * settledFlags are set (the growth factor and the compilers as V8 has them, SETTLED_V8_FLAGS of
+ * cli/v8-flags.ts) and, at the first calm moment,
  * one memory-reducing GC gives back what start-up left (3–4 MB of an idle sidecar's RSS,
  * bench/README.md `### startup`). Then, each time the loop has been calm for calmTicks seconds while the
  * committed heap is grownBytes above what it was after the last reduction, one memory-reducing
@@ -71,6 +72,28 @@ export function reduceMemory(): void {
   gc()({ type: 'major', flavor: 'last-resort' });
 }
 
+/** Utilization of the event loop since the last call (each caller keeps its own window). */
+function loopUtilization(): () => number {
+  let last = performance.eventLoopUtilization();
+  return () => {
+    const now = performance.eventLoopUtilization();
+    const u = performance.eventLoopUtilization(now, last).utilization;
+    last = now;
+    return u;
+  };
+}
+
+let settleRunning: (() => void) | undefined;
+
+/**
+ * Start-up is over (the command is ready: `rt sidecar` and `rt run` call this once the sidecar
+ * listens): settledFlags now, rather than at the first calm moment, so that a sidecar taking load
+ * from its first second gets V8's optimizing compilers at once. No-op without a running reducer.
+ */
+export function startupOver(): void {
+  settleRunning?.();
+}
+
 /** Starts the policy; returns a stop function. The timers never keep the process alive. */
 export function startMemoryReducer(opts: Partial<ReducerOptions> = {}): () => void {
   const o = { ...DEFAULTS, ...opts };
@@ -78,29 +101,32 @@ export function startMemoryReducer(opts: Partial<ReducerOptions> = {}): () => vo
   let calm = 0;
   let base = 0;
   let lastReduce = 0;
-  let elu = performance.eventLoopUtilization();
-  const busyNow = () => {
-    const now = performance.eventLoopUtilization();
-    const busy = performance.eventLoopUtilization(now, elu).utilization;
-    elu = now;
-    return busy >= o.calmElu;
-  };
-  let timer: NodeJS.Timeout;
-  const settleTimer = setInterval(() => {
-    const busy = busyNow();
-    if (busy && Date.now() - started < o.settleMs) return;
-    // start-up is over: V8's own tiering, the young generation may grow under load from here on,
-    // and what start-up left behind goes back (only when calm: not in a process busy from the start)
-    clearInterval(settleTimer);
+  let timer: NodeJS.Timeout | undefined;
+  // start-up is over: V8's own flags back (the compilers, the young generation may grow under load)
+  const settle = () => {
+    if (timer) return;
     if (o.settledFlags) setFlagsFromString(o.settledFlags);
-    if (!busy) reduceMemory();
     base = getHeapStatistics().total_heap_size;
-    timer = setInterval(tick, o.tickMs);
+    const busy = loopUtilization();
+    timer = setInterval(() => tick(busy() >= o.calmElu), o.tickMs);
     timer.unref();
+  };
+  settleRunning = settle;
+  // until the first calm moment (or settleMs): then what start-up left behind goes back too, once
+  // (not in a process busy from the start: the policy below takes over)
+  const startBusy = loopUtilization();
+  const settleTimer = setInterval(() => {
+    const busy = startBusy() >= o.calmElu;
+    if (busy && Date.now() - started < o.settleMs) return;
+    clearInterval(settleTimer);
+    settle();
+    if (busy) return;
+    reduceMemory();
+    base = getHeapStatistics().total_heap_size;
   }, o.settleTickMs);
   settleTimer.unref();
-  const tick = () => {
-    if (busyNow()) {
+  const tick = (busy: boolean) => {
+    if (busy) {
       calm = 0;
       return;
     }
@@ -117,5 +143,6 @@ export function startMemoryReducer(opts: Partial<ReducerOptions> = {}): () => vo
   return () => {
     clearInterval(settleTimer);
     clearInterval(timer);
+    if (settleRunning === settle) settleRunning = undefined;
   };
 }

@@ -5,6 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { startSidecar, type Sidecar } from '../sidecar/src/sidecar.ts';
+import { startupOver } from './memory-reducer.ts';
 import { RUNTIME_VERSION } from '../sidecar/src/version.ts';
 import { startEmbeddedServices } from './embedded.ts';
 import { explainStartError } from './errors.ts';
@@ -48,6 +49,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   let sidecar: Sidecar;
   try {
     sidecar = await startSidecar(options);
+    startupOver();
   } catch (e) {
     await embedded.close();
     const explained = explainStartError(e, options);

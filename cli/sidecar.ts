@@ -1,5 +1,6 @@
 /** `rt sidecar`: the sidecar alone, until SIGTERM/SIGINT. */
 import { startSidecar } from '../sidecar/src/sidecar.ts';
+import { startupOver } from './memory-reducer.ts';
 import { explainStartError } from './errors.ts';
 import { SIDECAR_HELP, UsageError, parseSidecarArgs } from './options.ts';
 
@@ -22,6 +23,7 @@ export async function sidecarCommand(argv: string[]): Promise<number> {
   let sidecar;
   try {
     sidecar = await startSidecar(parsed.options);
+    startupOver();
   } catch (e) {
     const explained = explainStartError(e, parsed.options);
     if (!explained) throw e;
