@@ -61,7 +61,7 @@ function lazyPackageImports(source: string): string {
  * grpc-js's and protobufjs's chunks were ~7 MB of an idle sidecar's RSS (bench/README.md
  * `### startup`). Entry name → the module, resolved from the repo root or from the file named.
  */
-const LAZY: Record<string, { spec: string; from?: string }> = {
+const LAZY: Record<string, { spec: string; from?: string; topLevel?: boolean }> = {
   'grpc-js': { spec: '@grpc/grpc-js' },
   'proto-loader': { spec: '@grpc/proto-loader' },
   protobufjs: { spec: 'protobufjs' },
@@ -75,6 +75,10 @@ const LAZY: Record<string, { spec: string; from?: string }> = {
   'llhttp-simd-wasm': { spec: '../llhttp/llhttp_simd-wasm.js', from: 'undici/lib/dispatcher/client-h1.js' },
   'milo-simd': { spec: '../milo/simd.js', from: 'undici/lib/dispatcher/parser-h1.js' },
   'milo-no-simd': { spec: '../milo/no-simd.js', from: 'undici/lib/dispatcher/parser-h1.js' },
+  // fastify checks a plugin's declared fastify version with it; rt's plugins declare none. Required
+  // when fastify's module loads, so it gets an object whose first property read requires it
+  // (semver builds its ~50 regexes when it loads: ~15 ms of start)
+  semver: { spec: 'semver', from: 'fastify/lib/plugin-utils.js', topLevel: true },
 };
 const rootRequire = createRequire(join(root, 'package.json'));
 /** A package's file by its path inside node_modules (a package's exports may not list it). */
@@ -91,7 +95,10 @@ function lazyRequires(source: string, file: string, own: boolean): string {
   const resolve = createRequire(file).resolve;
   return source.replace(/\brequire\((['"])([^'"]+)\1\)/g, (m, _q: string, spec: string) => {
     const name = Object.keys(LAZY).find((n) => LAZY[n]!.spec === spec || (own && !spec.startsWith('.') && resolve(spec) === lazyPaths.get(n)));
-    if (name && resolve(spec) === lazyPaths.get(name)) return `__rtLazy(${JSON.stringify(name)})`;
+    if (name && resolve(spec) === lazyPaths.get(name)) {
+      const load = `__rtLazy(${JSON.stringify(name)})`;
+      return LAZY[name]!.topLevel ? `((m) => new Proxy({}, { get: (_t, k) => (m ??= ${load})[k] }))()` : load;
+    }
     if (own && !spec.startsWith('.') && !spec.startsWith('node:')) throw new Error(`${file}: require('${spec}') on first use needs an entry in images/bundle.ts LAZY`);
     return m;
   });
