@@ -123,14 +123,19 @@ describe.skipIf(!sshdAvailable)('bindings.sftp operations (real sshd)', () => {
     }
   });
 
-  it('get and delete of a folder say it is a folder', async () => {
+  it('get, delete and create of a folder say it is a folder, and leave it as it was', async () => {
     await mkdir(join(s.root, 'a-folder'), { recursive: true });
     await s.own(join(s.root, 'a-folder'));
-    for (const operation of ['get', 'delete']) {
-      const e = await rejection(b.invoke(op(operation, { fileName: 'a-folder' })));
+    await writeFile(join(s.root, 'a-folder', 'inside.txt'), 'kept');
+    await s.own(join(s.root, 'a-folder', 'inside.txt'));
+    for (const [operation, data] of [['get'], ['delete'], ['create', Buffer.from('x').toString('base64')]]) {
+      const e = await rejection(b.invoke(op(operation!, { fileName: 'a-folder' }, data)));
       expect(e.status).toBe(500);
       expect(e.message).toMatch(/is a directory/);
+      expect(JSON.stringify(e.details)).toContain('SFTP_IS_DIRECTORY');
     }
+    expect(await readFile(join(s.root, 'a-folder', 'inside.txt'), 'utf8')).toBe('kept');
+    expect((await readdir(s.root)).filter((f) => f.includes('rt-upload'))).toEqual([]);
   });
 
   it('bad requests are 400 with a clear message, and nothing is written', async () => {

@@ -4,7 +4,7 @@
  * body, a bad fileName known only at the end, a client that leaves mid-upload. Files are read
  * back from the server's disk (the sshd is local).
  */
-import { readdir, readFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -47,6 +47,17 @@ describe.skipIf(!sshdAvailable)('bindings.sftp streamed create (real sshd)', () 
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ fileName: 'late/deep/a.bin' });
     expect((await readFile(join(s.root, 'late/deep/a.bin'))).equals(content)).toBe(true);
+    expect(await tree(s.root)).not.toContainEqual(expect.stringMatching(/rt-upload/));
+  });
+
+  it('a create onto a folder says it is a folder, and leaves the folder and no temporary file', async () => {
+    await mkdir(join(s.root, 'a-dir'), { recursive: true });
+    await s.own(join(s.root, 'a-dir'));
+    const res = await post(`{"operation":"create","data":"${binary(70 * 1024, 5).toString('base64')}","metadata":{"fileName":"a-dir"}}`);
+    expect(res.status).toBe(500);
+    const body = (await res.json()) as { message: string; details: unknown[] };
+    expect(body.message).toMatch(/"a-dir" is a directory; create writes files only/);
+    expect(JSON.stringify(body.details)).toContain('SFTP_IS_DIRECTORY');
     expect(await tree(s.root)).not.toContainEqual(expect.stringMatching(/rt-upload/));
   });
 

@@ -95,7 +95,7 @@ export class SftpBinding implements OutputBinding {
     const { remote } = resolveInRoot(this.root(), fileName);
     const data = base64Text(req.data);
     assertBase64(data);
-    await this.call('create', fileName, (s) => uploadBase64(s, this.root(), remote, data, (tmp) => this.connection().forget(tmp)));
+    await this.call('create', fileName, (s) => folderSaysSo(s, remote, () => uploadBase64(s, this.root(), remote, data, (tmp) => this.connection().forget(tmp))));
     return json({ fileName });
   }
 
@@ -120,7 +120,11 @@ export class SftpBinding implements OutputBinding {
     };
     try {
       const s = await this.connection().acquire();
-      await uploadStreamed(s, this.root(), near, req.data, target, (tmp) => this.connection().forget(tmp));
+      let remote: string | undefined;
+      const named = async () => (remote = await target());
+      await uploadStreamed(s, this.root(), near, req.data, named, (tmp) => this.connection().forget(tmp)).catch((e: unknown) =>
+        remote === undefined ? Promise.reject(e) : folderSaysSo(s, remote, () => Promise.reject(e)),
+      );
     } catch (e) {
       throw this.failure('create', fileName, e);
     }
@@ -149,18 +153,7 @@ export class SftpBinding implements OutputBinding {
   private async delete(req: BindingRequest): Promise<BindingResponse> {
     const fileName = requiredFileName(req);
     const { remote } = resolveInRoot(this.root(), fileName);
-    await this.call('delete', fileName, async (s) => {
-      try {
-        await unlink(s, remote);
-      } catch (e) {
-        // OpenSSH answers a generic failure for a folder: say what it is
-        if (isStatusError(e) && e.code !== SFTP_NO_SUCH_FILE) {
-          const st = await stat(s, remote).catch(() => undefined);
-          if (st?.isDirectory()) throw Object.assign(new Error('is a directory'), { code: e.code, isDirectory: true });
-        }
-        throw e;
-      }
-    });
+    await this.call('delete', fileName, (s) => folderSaysSo(s, remote, () => unlink(s, remote)));
     return {};
   }
 
@@ -182,7 +175,8 @@ export class SftpBinding implements OutputBinding {
     const prefix = `error invoking output binding "${this.name}" (${op})`;
     const info = (reason: string) => [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason, domain: 'rt.io', metadata: { fileName, operation: op } }];
     if ((e as { isDirectory?: boolean }).isDirectory) {
-      return new ApiError(500, ERR, `${prefix}: "${fileName}" is a directory${op === 'delete' ? '; delete removes files only' : ''}`, info('SFTP_IS_DIRECTORY'));
+      const why = op === 'delete' ? '; delete removes files only' : op === 'create' ? '; create writes files only' : '';
+      return new ApiError(500, ERR, `${prefix}: "${fileName}" is a directory${why}`, info('SFTP_IS_DIRECTORY'));
     }
     if (isStatusError(e) && e.code === SFTP_NO_SUCH_FILE) {
       const what = op === 'list' ? 'directory' : op === 'create' ? 'parent directory of' : 'file';
@@ -255,3 +249,19 @@ function checkPrivateKey(ssh2: Ssh2Module, key: string, passphrase: string | und
 }
 
 export const factory = () => new SftpBinding();
+
+/**
+ * Runs an operation on `remote`; when the server refuses it with a generic failure (OpenSSH does,
+ * for a folder: deleting it, or writing a file onto it) and `remote` is a folder, the error says so.
+ */
+async function folderSaysSo<T>(s: Session, remote: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (isStatusError(e) && e.code !== SFTP_NO_SUCH_FILE) {
+      const st = await stat(s, remote).catch(() => undefined);
+      if (st?.isDirectory()) throw Object.assign(new Error('is a directory'), { code: e.code, isDirectory: true });
+    }
+    throw e;
+  }
+}
