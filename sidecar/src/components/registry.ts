@@ -242,9 +242,15 @@ export class ComponentRegistry {
     return typeof i.invoke === 'function' ? (c.instance as OutputBinding) : undefined;
   }
 
+  /**
+   * Bindings that take events in: they have start(), and, when they tell their capabilities (an
+   * event-routing or pluggable binding configured for one direction), INPUT_BINDING among them.
+   */
   inputBindings(): { name: string; binding: InputBinding }[] {
+    const isInput = (i: Partial<InputBinding> & { capabilities?: () => string[] }) =>
+      typeof i.start === 'function' && (typeof i.capabilities !== 'function' || i.capabilities().includes('INPUT_BINDING'));
     return this.all()
-      .filter((c) => ComponentCatalog.categoryOf(c.spec.type) === 'bindings' && typeof (c.instance as Partial<InputBinding>).start === 'function')
+      .filter((c) => ComponentCatalog.categoryOf(c.spec.type) === 'bindings' && isInput(c.instance as Partial<InputBinding>))
       .map((c) => ({ name: c.spec.name, binding: c.instance as InputBinding }));
   }
 

@@ -46,6 +46,10 @@ describe('event-routing output binding (loopback stand-in for Azure)', () => {
   const invoke = (name: string, body: unknown) =>
     fetch(`${s.base}/v1.0/bindings/${name}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
+  it('starts no output-only component as an input binding', () => {
+    expect(cap.text()).not.toContain('input binding');
+  });
+
   it('wraps plain data into a CloudEvent with the type from request metadata', async () => {
     const res = await invoke('orders-out', { operation: 'create', data: { orderId: 7 }, metadata: { type: 'com.example.order.created', subject: 'orders/7' } });
     expect(res.status).toBe(204);
