@@ -53,6 +53,12 @@ function lazyPackageImports(source: string): string {
 }
 
 /**
+ * An object whose first property read evaluates `load` (a require), for a module that its importer
+ * requires when it loads but uses only later.
+ */
+const onFirstRead = (load: string) => `((m) => new Proxy({}, { get: (_t, k) => (m ??= ${load})[k] }))()`;
+
+/**
  * Modules loaded on first use, synchronously (CEL, yaml, protobufjs, grpc-js, pino-pretty,
  * fastify's schema compilers, undici's HTTP parsers …), each built as an entry of its own,
  * dist/lazy/<name>.js, and required from there at that first call (Node's `require()` of an ES
@@ -97,7 +103,7 @@ function lazyRequires(source: string, file: string, own: boolean): string {
     const name = Object.keys(LAZY).find((n) => LAZY[n]!.spec === spec || (own && !spec.startsWith('.') && resolve(spec) === lazyPaths.get(n)));
     if (name && resolve(spec) === lazyPaths.get(name)) {
       const load = `__rtLazy(${JSON.stringify(name)})`;
-      return LAZY[name]!.topLevel ? `((m) => new Proxy({}, { get: (_t, k) => (m ??= ${load})[k] }))()` : load;
+      return LAZY[name]!.topLevel ? onFirstRead(load) : load;
     }
     if (own && !spec.startsWith('.') && !spec.startsWith('node:')) throw new Error(`${file}: require('${spec}') on first use needs an entry in images/bundle.ts LAZY`);
     return m;
@@ -217,48 +223,48 @@ const undiciWithoutHttp2: esbuild.Plugin = {
 };
 
 /**
- * Built-ins that dependencies require when they load, for what rt does not use or uses only when
- * configured: fastify's server module requires node:https and node:http2 (and with them node:tls)
- * for servers rt does not make; ioredis requires node:tls for a TLS connection to Redis, which
- * only a component with enableTLS opens (~3 MB of RSS for a sidecar with a Redis state store).
- * Each is required on its first use instead, through a Proxy.
+ * Requires that dependencies make when they load, for what rt does not use or uses only when
+ * configured, each made on its first use instead (the text as the file has it → its replacement):
+ * - fastify's server module requires node:https and node:http2 (and with them node:tls) for
+ *   servers rt does not make;
+ * - ioredis requires node:tls for a TLS connection to Redis, which only a component with enableTLS
+ *   opens (~3 MB of RSS for a sidecar with a Redis state store);
+ * - pino requires thread-stream (and with it node:worker_threads, ~4 MB of idle RSS) for
+ *   transports run in a worker; rt's logger writes to a stream of its own and never starts one.
  */
-const DEPENDENCY_BUILTINS_ON_FIRST_USE: [RegExp, string[]][] = [
-  [/fastify\/lib\/server\.js$/, ["require('node:https')", "require('node:http2')"]],
-  [/ioredis\/built\/connectors\/(StandaloneConnector|SentinelConnector\/index)\.js$/, ['require("tls")']],
+const DEPENDENCY_REQUIRES_ON_FIRST_USE: [RegExp, [string, string][]][] = [
+  [
+    /fastify\/lib\/server\.js$/,
+    [
+      ["require('node:https')", onFirstRead("require('node:https')")],
+      ["require('node:http2')", onFirstRead("require('node:http2')")],
+    ],
+  ],
+  [/ioredis\/built\/connectors\/(StandaloneConnector|SentinelConnector\/index)\.js$/, [['require("tls")', onFirstRead('require("tls")')]]],
+  [
+    /pino\/lib\/transport\.js$/,
+    [
+      [
+        "const ThreadStream = require('thread-stream')",
+        // a class, made with new
+        "let threadStream; const ThreadStream = new Proxy(function ThreadStream() {}, { construct: (_t, args) => new (threadStream ??= require('thread-stream'))(...args) })",
+      ],
+    ],
+  ],
 ];
-const dependencyBuiltinsOnFirstUse: esbuild.Plugin = {
-  name: 'dependency-builtins-on-first-use',
+const dependencyRequiresOnFirstUse: esbuild.Plugin = {
+  name: 'dependency-requires-on-first-use',
   setup(build) {
-    for (const [file, requires] of DEPENDENCY_BUILTINS_ON_FIRST_USE) {
+    for (const [file, replacements] of DEPENDENCY_REQUIRES_ON_FIRST_USE) {
       build.onLoad({ filter: file }, async (args) => {
         let source = await readFile(args.path, 'utf8');
-        for (const eager of requires) {
-          if (!source.includes(eager)) throw new Error(`${args.path}: ${eager} not found; images/bundle.ts DEPENDENCY_BUILTINS_ON_FIRST_USE needs a look`);
-          const id = eager.slice('require('.length, -1);
-          source = source.replace(eager, `((m) => new Proxy({}, { get: (_t, k) => (m ??= require(${id}))[k] }))()`);
+        for (const [eager, lazy] of replacements) {
+          if (!source.includes(eager)) throw new Error(`${args.path}: ${eager} not found; images/bundle.ts DEPENDENCY_REQUIRES_ON_FIRST_USE needs a look`);
+          source = source.replace(eager, lazy);
         }
         return { contents: source, loader: 'js' };
       });
     }
-  },
-};
-
-/**
- * pino requires thread-stream (and with it node:worker_threads, ~4 MB of idle RSS) when it loads,
- * for transports run in a worker; rt's logger writes to a stream of its own and never starts one.
- * Required when a transport is made instead.
- */
-const pinoWithoutThreadStream: esbuild.Plugin = {
-  name: 'pino-without-thread-stream',
-  setup(build) {
-    build.onLoad({ filter: /pino\/lib\/transport\.js$/ }, async (args) => {
-      const source = await readFile(args.path, 'utf8');
-      const eager = "const ThreadStream = require('thread-stream')";
-      if (!source.includes(eager)) throw new Error(`${args.path}: "${eager}" not found; images/bundle.ts pinoWithoutThreadStream needs a look`);
-      const lazy = "let threadStream; const ThreadStream = new Proxy(function ThreadStream() {}, { construct: (_t, args) => new (threadStream ??= require('thread-stream'))(...args) })";
-      return { contents: source.replace(eager, lazy), loader: 'js' };
-    });
   },
 };
 
@@ -274,7 +280,7 @@ const result = await esbuild.build({
   platform: 'node',
   target: 'node22',
   external: EXTERNAL,
-  plugins: [ownImportMeta, lazyEntries, builtinsAsRequire, lazyGrpc, undiciWithoutHttp2, dependencyBuiltinsOnFirstUse, pinoWithoutThreadStream],
+  plugins: [ownImportMeta, lazyEntries, builtinsAsRequire, lazyGrpc, undiciWithoutHttp2, dependencyRequiresOnFirstUse],
   // dependencies written in CommonJS call require(); and the helpers the plugin's code uses.
   // Every chunk sits one folder below dist/, as the entry does (dist/cli, dist/chunks).
   banner: {

@@ -34,12 +34,12 @@ export interface LoadOptions {
 /** The kinds this loader reads (other kinds of rt's API groups are skipped quietly). */
 const KINDS = new Set(['Component', 'Configuration', 'Subscription', 'HTTPEndpoint']);
 /** The files of a resources folder that are read; others are skipped (a secret store's JSON file, say). */
+const RESOURCE_EXTENSIONS = ['.yaml', '.yml'];
+
 // yaml on first use: a sidecar without resource files never parses any (in the build, a module
 // of its own loaded at that first call: images/bundle.ts)
 const require = createRequire(import.meta.url);
 const yaml = () => require('yaml') as typeof import('yaml');
-
-const RESOURCE_EXTENSIONS = ['.yaml', '.yml'];
 
 /**
  * Loads the resources of the given paths: a file named on its own, or every .yaml/.yml file of a

@@ -118,15 +118,13 @@ export class SftpBinding implements OutputBinding {
       fileName = requiredFileName({ operation: req.operation, data: undefined, metadata: md });
       return resolveInRoot(this.root(), fileName).remote;
     };
+    let s: Session | undefined;
+    let remote: string | undefined;
     try {
-      const s = await this.connection().acquire();
-      let remote: string | undefined;
-      const named = async () => (remote = await target());
-      await uploadStreamed(s, this.root(), near, req.data, named, (tmp) => this.connection().forget(tmp)).catch((e: unknown) =>
-        remote === undefined ? Promise.reject(e) : folderSaysSo(s, remote, () => Promise.reject(e)),
-      );
+      s = await this.connection().acquire();
+      await uploadStreamed(s, this.root(), near, req.data, async () => (remote = await target()), (tmp) => this.connection().forget(tmp));
     } catch (e) {
-      throw this.failure('create', fileName, e);
+      throw this.failure('create', fileName, s && remote ? await asFolderError(s, remote, e) : e);
     }
     return json({ fileName });
   }
@@ -258,10 +256,13 @@ async function folderSaysSo<T>(s: Session, remote: string, fn: () => Promise<T>)
   try {
     return await fn();
   } catch (e) {
-    if (isStatusError(e) && e.code !== SFTP_NO_SUCH_FILE) {
-      const st = await stat(s, remote).catch(() => undefined);
-      if (st?.isDirectory()) throw Object.assign(new Error('is a directory'), { code: e.code, isDirectory: true });
-    }
-    throw e;
+    throw await asFolderError(s, remote, e);
   }
+}
+
+/** `e`, or an error that says `remote` is a folder when a generic failure came from one. */
+async function asFolderError(s: Session, remote: string, e: unknown): Promise<unknown> {
+  if (!isStatusError(e) || e.code === SFTP_NO_SUCH_FILE) return e;
+  const st = await stat(s, remote).catch(() => undefined);
+  return st?.isDirectory() ? Object.assign(new Error('is a directory'), { code: e.code, isDirectory: true }) : e;
 }
