@@ -16,13 +16,13 @@
  * committed heap is grownBytes above what it was after the last reduction, one memory-reducing
  * full GC (V8's "last resort" collection: shrinks the young generation and returns its pages)
  * runs, at most every minGapMs (DEFAULTS below); it takes 20–70 ms, and only when calm. Calm =
- * event-loop utilization below calmElu: 1,000 job triggers/s keep a sidecar ~10% busy, a burst
- * near 100%.
+ * the process used less CPU than calmCpu of the time that passed (all its threads, from
+ * process.cpuUsage(): unlike the event loop's utilization it needs no perf_hooks, ~0.9 MB of an idle
+ * sidecar's RSS): 1,000 job triggers/s keep a sidecar ~10% busy, a burst 100% and more.
  *
  * The GC function comes from a context made with `--expose-gc` on (Node's `vm`), created on the
  * first reduction only; the main context never gets a global `gc`.
  */
-import { performance } from 'node:perf_hooks';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
@@ -33,7 +33,8 @@ export interface ReducerOptions {
   settleMs: number;
   /** V8 flags set once start-up is over (cli/v8-flags.ts SETTLED_V8_FLAGS); none by default. */
   settledFlags?: string;
-  calmElu: number;
+  /** CPU time over wall time below which a window counts as calm. */
+  calmCpu: number;
   calmTicks: number;
   grownBytes: number;
   minGapMs: number;
@@ -45,7 +46,7 @@ export const DEFAULTS: ReducerOptions = {
   tickMs: 1000,
   settleTickMs: 250,
   settleMs: 2000,
-  calmElu: 0.25,
+  calmCpu: 0.25,
   calmTicks: 3,
   grownBytes: 16 * 1024 * 1024,
   minGapMs: 10_000,
@@ -72,14 +73,17 @@ export function reduceMemory(): void {
   gc()({ type: 'major', flavor: 'last-resort' });
 }
 
-/** Utilization of the event loop since the last call (each caller keeps its own window). */
-function loopUtilization(): () => number {
-  let last = performance.eventLoopUtilization();
+/** The process's CPU time over the wall time since the last call (each caller keeps its own window). */
+function cpuShare(): () => number {
+  let cpu = process.cpuUsage();
+  let at = process.hrtime.bigint();
   return () => {
-    const now = performance.eventLoopUtilization();
-    const u = performance.eventLoopUtilization(now, last).utilization;
-    last = now;
-    return u;
+    const used = process.cpuUsage(cpu);
+    const now = process.hrtime.bigint();
+    const wallUs = Number(now - at) / 1000;
+    cpu = process.cpuUsage();
+    at = now;
+    return wallUs > 0 ? (used.user + used.system) / wallUs : 0;
   };
 }
 
@@ -107,16 +111,16 @@ export function startMemoryReducer(opts: Partial<ReducerOptions> = {}): () => vo
     if (timer) return;
     if (o.settledFlags) setFlagsFromString(o.settledFlags);
     base = getHeapStatistics().total_heap_size;
-    const busy = loopUtilization();
-    timer = setInterval(() => tick(busy() >= o.calmElu), o.tickMs);
+    const busy = cpuShare();
+    timer = setInterval(() => tick(busy() >= o.calmCpu), o.tickMs);
     timer.unref();
   };
   settleRunning = settle;
   // until the first calm moment (or settleMs): then what start-up left behind goes back too, once
   // (not in a process busy from the start: the policy below takes over)
-  const startBusy = loopUtilization();
+  const startBusy = cpuShare();
   const settleTimer = setInterval(() => {
-    const busy = startBusy() >= o.calmElu;
+    const busy = startBusy() >= o.calmCpu;
     if (busy && Date.now() - started < o.settleMs) return;
     clearInterval(settleTimer);
     settle();

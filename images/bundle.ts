@@ -167,7 +167,7 @@ const builtinsAsRequire: esbuild.Plugin = {
  * worker_threads, child_process, zlib, …) and that a sidecar may never use: an `import` of them in
  * the sources loads them at the first read of an export instead.
  */
-const LAZY_BUILTINS = new Set(['crypto', 'child_process', 'worker_threads', 'zlib', 'dns', 'http2', 'https', 'tls', 'perf_hooks', 'assert', 'readline', 'sqlite', 'v8', 'vm', 'cluster', 'dgram', 'inspector']);
+const LAZY_BUILTINS = new Set(['crypto', 'fs/promises', 'child_process', 'worker_threads', 'zlib', 'dns', 'http2', 'https', 'tls', 'perf_hooks', 'assert', 'readline', 'sqlite', 'v8', 'vm', 'cluster', 'dgram', 'inspector']);
 
 /**
  * @grpc/grpc-js on first use. It requires node:http2 and node:tls when it loads, ~10 MB of idle
@@ -268,6 +268,28 @@ const dependencyRequiresOnFirstUse: esbuild.Plugin = {
   },
 };
 
+/**
+ * esbuild's code splitting gives the entry a static `import "../chunks/chunk-….js"` of the chunk
+ * that holds its runtime helpers, although the entry uses none of them. Node resolves a static
+ * import before the entry's first line runs, so before cli/rt.ts has set V8's start-up flags: that
+ * resolution alone ran Node's path functions hot enough for Maglev to compile one, and its code
+ * pages stayed in the idle sidecar's RSS (1.7 MB; bench/README.md `### startup`). Each such import
+ * becomes a dynamic one, made where the entry first imports dynamically (after the flags).
+ */
+async function entryWithoutStaticChunkImports(file: string): Promise<void> {
+  const source = await readFile(file, 'utf8');
+  const bare = /\bimport\s*"(\.\.\/chunks\/[^"]+\.js)";/g;
+  const chunks = [...source.matchAll(bare)].map((m) => m[1]!);
+  let out = source.replace(bare, '');
+  const at = out.indexOf('await import(');
+  if (at < 0) throw new Error(`${file}: no dynamic import to put the chunk imports before; images/bundle.ts entryWithoutStaticChunkImports needs a look`);
+  out = out.slice(0, at) + chunks.map((c) => `await import(${JSON.stringify(c)});`).join('') + out.slice(at);
+  // what is left imported statically must be Node's own modules
+  const relative = /\bimport\s*(?:[^'";]*?\bfrom\s*)?["']\.{1,2}\//.exec(out);
+  if (relative) throw new Error(`${file}: a static import of a file is left (${out.slice(relative.index, relative.index + 80)}); images/bundle.ts entryWithoutStaticChunkImports needs a look`);
+  await writeFile(file, out);
+}
+
 await rm(dist, { recursive: true, force: true });
 const result = await esbuild.build({
   absWorkingDir: root,
@@ -306,6 +328,7 @@ const result = await esbuild.build({
   logLevel: 'warning',
   metafile: true,
 });
+await entryWithoutStaticChunkImports(join(dist, 'cli', 'rt.js'));
 const outputs = Object.entries(result.metafile.outputs);
 const bytes = outputs.reduce((n, [, o]) => n + o.bytes, 0);
 console.log(`${relative(root, dist) || dist}: ${outputs.length} bundle files, ${(bytes / 1048576).toFixed(1)} MB (entry cli/rt.js)`);

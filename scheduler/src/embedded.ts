@@ -2,8 +2,9 @@
  * The scheduler inside a sidecar's process (standalone default): an engine on a SQLite file
  * per app, reached through an InProcessClient. Starting it costs one file open.
  */
-import { createHash } from 'node:crypto';
 import { join } from 'node:path';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils.js';
 import type { Logger } from 'pino';
 import { InProcessClient } from './client.ts';
 import { SchedulerEngine } from './engine.ts';
@@ -15,7 +16,8 @@ import { SqliteJobStore } from './store/sqlite.ts';
  */
 export function embeddedStorePath(dataDir: string, namespace: string, appId: string): string {
   const safe = (s: string) => s.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 64);
-  const hash = createHash('sha256').update(`${namespace}\u0000${appId}`).digest('hex').slice(0, 8);
+  // SHA-256 as node:crypto gives it (the same file names), without loading node:crypto at start
+  const hash = bytesToHex(sha256(utf8ToBytes(`${namespace}\u0000${appId}`))).slice(0, 8);
   return join(dataDir, 'scheduler', `${safe(namespace)}.${safe(appId)}.${hash}.sqlite`);
 }
 

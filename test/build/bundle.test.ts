@@ -140,6 +140,24 @@ describe('the bundled rt command (npm run build)', () => {
     // undici's parsers (the metadata call made no request through undici) wait for their first use
     expect(loaded.filter((m) => m.includes('/lazy/')).map((m) => m.replace(/^.*\/lazy\//, ''))).toEqual(['pino-pretty.js']);
     expect(loaded.filter((m) => m.includes('thread-stream'))).toEqual([]);
+    // nor node:crypto (the embedded scheduler's store name is hashed with @noble/hashes) and
+    // node:fs/promises (the socket folder is listed with node:fs)
+    expect(loaded.filter((m) => /^NativeModule (crypto|fs\/promises)$/.test(m))).toEqual([]);
+  });
+
+  it('sets V8\'s start-up flags before Node resolves any chunk: nothing is optimized while it starts', () => {
+    // the entry imports no file statically (images/bundle.ts entryWithoutStaticChunkImports), so no
+    // resolution runs before its first line; --trace-opt prints each function Maglev or TurboFan
+    // compiles. Imported from -e: Node's own resolution of a main file from a path as long as this
+    // temp folder's compiles one function before any line of it runs (from /app/dist, the image's, none)
+    expect(readFileSync(join(out, 'cli', 'rt.js'), 'utf8')).not.toMatch(/\bimport\s*["']\.\.\//);
+    const { RT_V8_FLAGS: _, ...env } = process.env;
+    const run = (e: NodeJS.ProcessEnv) => spawnSync(process.execPath, ['--trace-opt', '--input-type=module', '-e', `await import(${JSON.stringify(join(out, 'cli', 'rt.js'))})`, 'rt', 'version'], { encoding: 'utf8', env: e });
+    const r = run(env);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout.split('\n').filter((l) => l.includes('compiling method'))).toEqual([]);
+    // without the flags the same start compiles (the check can fail)
+    expect(run({ ...env, RT_V8_FLAGS: '' }).stdout).toMatch(/compiling method/);
   });
 
   it('builds each module loaded on first use as an entry of its own that gives the module (images/bundle.ts LAZY)', () => {

@@ -142,8 +142,10 @@ export function rawRoute(app: FastifyInstance, prefix: string, handle: RawHandle
   server.removeListener('request', fastifyHandler);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     if (!req.url?.startsWith(prefix)) return fastifyHandler(req, res);
-    const started = performance.now();
-    if (opts.log.isLevelEnabled('debug')) res.once('finish', () => opts.log.debug({ method: req.method, url: req.url, status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request'));
+    if (opts.log.isLevelEnabled('debug')) {
+      const started = performance.now();
+      res.once('finish', () => opts.log.debug({ method: req.method, url: req.url, status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request'));
+    }
     if (closing) {
       res.setHeader('connection', 'close');
       return fail(req, res, new ApiError(503, 'ERR_UNAVAILABLE', 'the sidecar is shutting down'));

@@ -2,8 +2,9 @@
  * The socket folder: which sockets are there, what each serves (gRPC reflection), and waiting
  * for a socket that is not there yet. One SocketDirectory per sidecar.
  */
-import { readdir, stat } from 'node:fs/promises';
+import { readdir as readdirCb, stat as statCb } from 'node:fs';
 import { extname, join } from 'node:path';
+import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { listServices } from './reflection.ts';
 
@@ -14,6 +15,11 @@ export interface SocketInfo {
   /** Full gRPC service names the socket serves. */
   services: Set<string>;
 }
+
+// node:fs's callback forms: every sidecar lists this folder at start, and node:fs/promises (with
+// its file handles, watchers and streams) is ~1 MB of RSS that an idle sidecar otherwise never loads
+const readdir = promisify(readdirCb);
+const stat = promisify(statCb);
 
 /** How long one socket may take to answer reflection at start. */
 export const REFLECTION_TIMEOUT_MS = 3000;
