@@ -43,6 +43,11 @@ RUN node images/bundle.ts && node images/dist-assets.ts
 
 FROM ${BASE}
 ENV NODE_ENV=production RT_DATA_DIR=/var/lib/rt HOME=/var/lib/rt
+# glibc's malloc keeps its start values (the heap's free top goes back to the system above 128 KB,
+# blocks from 128 KB are mapped on their own): by default it raises both after the first large
+# block is freed, and an idle sidecar then holds ~1.2 MB of freed heap for good (bench/README.md
+# `### startup`)
+ENV GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072:glibc.malloc.mmap_threshold=131072
 WORKDIR /app
 COPY --from=deps /src/node_modules /app/node_modules
 COPY --from=deps --chown=65532:65532 /rt-data /var/lib/rt

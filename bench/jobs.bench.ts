@@ -31,10 +31,10 @@ import pino from 'pino';
 import { Pool } from 'undici';
 import { GrpcSchedulerClient } from '../scheduler/src/grpc/client.ts';
 import { freePort, waitForPort } from '../test/services/net.ts';
-import { buildRt, machineLine, medianBy, percentile, printTable, ratio, rssMb, startChild, type Row } from './lib.ts';
+import { buildRt, machineLine, medianBy, percentile, printTable, ratio, rssMb, shortTempDir, startChild, type Row } from './lib.ts';
 
 // the compiled rt, as the image runs it (bench/lib.ts buildRt; BENCH_SOURCES=1: the TypeScript sources)
-const buildDir = mkdtempSync(join(tmpdir(), 'rt-bench-jobs-build-'));
+const buildDir = shortTempDir();
 process.on('exit', () => rmSync(buildDir, { recursive: true, force: true }));
 const RT = process.env.BENCH_SOURCES === '1' ? fileURLToPath(new URL('../cli/rt.ts', import.meta.url)) : buildRt(buildDir);
 const ANCHOR_SCHEDULES = 920;

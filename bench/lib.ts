@@ -7,9 +7,9 @@
  * process, so the two do not share an event loop.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { cpus, totalmem } from 'node:os';
+import { cpus, tmpdir, totalmem } from 'node:os';
 import { Pool } from 'undici';
 
 export interface LoadOptions {
@@ -182,6 +182,16 @@ export function ratio(value: number, anchor: number): string {
   return `${(value / anchor).toFixed(2)}×`;
 }
 
+/**
+ * A temp folder with a path about as short as the image's /app: Node resolves the path of the
+ * main file before any line of rt runs, and from a longer one (/tmp/rt-bench-startup-build-XXXXXX/…)
+ * that runs one of its path functions hot enough for Maglev to compile it before cli/rt.ts can
+ * switch Maglev off: 1.5 MB of idle RSS that the image does not have (bench/README.md `### startup`).
+ */
+export function shortTempDir(): string {
+  return mkdtempSync(join(tmpdir(), 'r'));
+}
+
 /** One line naming the machine, printed by every benchmark. */
 export function machineLine(): string {
   const c = cpus();
@@ -190,18 +200,19 @@ export function machineLine(): string {
 
 /**
  * Builds the compiled `rt` (the esbuild bundle the image runs, `npm run build`) from the current
- * sources into `<dir>/build/dist`, with the repo's node_modules beside it as in the image, and
+ * sources into `<dir>/dist`, with the repo's node_modules beside it as in the image, and
  * returns its entry. Benchmarks of memory measure this, not the TypeScript sources: type
  * stripping and ~1,000 unbundled modules add ~50 MB to a sidecar (bench/README.md `### startup`).
+ * Those that measure idle memory build into shortTempDir().
  */
 export function buildRt(dir: string): string {
   const root = join(import.meta.dirname, '..');
-  const out = join(dir, 'build', 'dist');
+  const out = join(dir, 'dist');
   for (const script of ['images/bundle.ts', 'images/dist-assets.ts']) {
     const r = spawnSync(process.execPath, [script, out], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
     if (r.status !== 0) throw new Error(`${script} failed`);
   }
-  symlinkSync(join(root, 'node_modules'), join(dir, 'build', 'node_modules'));
+  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
   // the compile cache, filled as `npm run build` and the image do (cli/compile-cache.ts)
   const warm = spawnSync(process.execPath, ['images/rt/warm-compile-cache.ts', out], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
   if (warm.status !== 0) throw new Error('images/rt/warm-compile-cache.ts failed');

@@ -17,7 +17,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildRt, machineLine, printTable, ratio, rssMb, type Row } from './lib.ts';
+import { buildRt, machineLine, printTable, ratio, rssMb, shortTempDir, type Row } from './lib.ts';
 import { freePort } from '../test/services/net.ts';
 import { startSharedServices } from '../test/services/shared-services.ts';
 import { startSshd } from '../test/services/sshd.ts';
@@ -120,7 +120,7 @@ const sidecarArgs = async (port: number, dataDir: string) => [
   '--disable-metrics', '--data-dir', dataDir, '--log-level', 'warn',
 ];
 
-const buildDir = mkdtempSync(join(tmpdir(), 'rt-bench-startup-build-'));
+const buildDir = shortTempDir();
 const RT = buildRt(buildDir);
 
 console.log(machineLine());

@@ -10,15 +10,14 @@
  * growing it, and with V8's optimizing compilers off. Once start-up is over (the command says so,
  * startupOver(); or the event loop is calm for the first time; at the latest after settleMs),
  * settledFlags are set (the growth factor and the compilers as V8 has them, SETTLED_V8_FLAGS of
- * cli/v8-flags.ts) and, at the first calm moment,
- * one memory-reducing GC gives back what start-up left (3–4 MB of an idle sidecar's RSS,
- * bench/README.md `### startup`). Then, each time the loop has been calm for calmTicks seconds while the
- * committed heap is grownBytes above what it was after the last reduction, one memory-reducing
- * full GC (V8's "last resort" collection: shrinks the young generation and returns its pages)
- * runs, at most every minGapMs (DEFAULTS below); it takes 20–70 ms, and only when calm. Calm =
- * the process used less CPU than calmCpu of the time that passed (all its threads, from
- * process.cpuUsage(): unlike the event loop's utilization it needs no perf_hooks, ~0.9 MB of an idle
- * sidecar's RSS): 1,000 job triggers/s keep a sidecar ~10% busy, a burst 100% and more.
+ * cli/v8-flags.ts) and, at the first calm moment, memory-reducing GCs give back what start-up
+ * left, its bytecode included (4–5 MB of an idle sidecar's RSS, bench/README.md `### startup`).
+ * Then, each time the loop has been calm for calmTicks seconds while the committed heap is
+ * grownBytes above what it was after the last reduction, one memory-reducing full GC (V8's "last
+ * resort" collection: shrinks the young generation and returns its pages) runs, at most every
+ * minGapMs (DEFAULTS below); it takes 20–70 ms, and only when calm. Calm = the process used less
+ * CPU than calmCpu of the time that passed (all its threads, from process.cpuUsage(), which needs
+ * no module): 1,000 job triggers/s keep a sidecar ~10% busy, a burst 100% and more.
  *
  * The GC function comes from a context made with `--expose-gc` on (Node's `vm`), created on the
  * first reduction only; the main context never gets a global `gc`.
@@ -73,6 +72,26 @@ export function reduceMemory(): void {
   gc()({ type: 'major', flavor: 'last-resort' });
 }
 
+/**
+ * The reduction once start-up is over: two GCs back to back with V8's bytecode age at 1, which
+ * flushes the bytecode of every function (nothing runs between them). What start-up ran once
+ * (reading the configuration, building the routes and the component registry) would otherwise stay
+ * until V8's six full GCs of not being run, which an idle sidecar never reaches; what runs again is
+ * compiled again from its source at its next call. 0.9 MB of an idle sidecar's RSS, for ~8 ms more
+ * on the first request afterwards (bench/README.md `### startup`).
+ */
+export function reduceStartupMemory(): void {
+  setFlagsFromString('--bytecode-old-age=1');
+  try {
+    reduceMemory();
+    reduceMemory();
+  } finally {
+    setFlagsFromString(`--bytecode-old-age=${V8_BYTECODE_OLD_AGE}`);
+  }
+}
+/** V8's own (`node --v8-options`). */
+const V8_BYTECODE_OLD_AGE = 6;
+
 /** The process's CPU time over the wall time since the last call (each caller keeps its own window). */
 function cpuShare(): () => number {
   let cpu = process.cpuUsage();
@@ -125,7 +144,7 @@ export function startMemoryReducer(opts: Partial<ReducerOptions> = {}): () => vo
     clearInterval(settleTimer);
     settle();
     if (busy) return;
-    reduceMemory();
+    reduceStartupMemory();
     base = getHeapStatistics().total_heap_size;
   }, o.settleTickMs);
   settleTimer.unref();

@@ -76,6 +76,24 @@ while (Date.now() - start < 900) {
 console.log(JSON.stringify(samples));
 `;
 
+// start-up compiles many functions that run once (configuration, routes); the reduction at the end
+// of start-up flushes their bytecode, and a function called again compiles again and still works
+const FLUSH_SCRIPT = `${PRELUDE}
+const bytecode = () => v8.getHeapCodeStatistics().bytecode_and_metadata_size;
+const base = bytecode();
+const fns = [];
+for (let i = 0; i < 2000; i++) fns.push(new Function('a', 'b', \`let s = a + \${i}; for (let j = 0; j < b; j++) s = (s * 31 + j) % 1000003; return { i: \${i}, s, t: [s, a, b].join(':') };\`));
+let sum = 0;
+for (const f of fns) sum += f(1, 3).s;
+const compiled = bytecode();
+startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS, settleTickMs: 100 });
+await sleep(800); // calm: start-up is over and its one reduction ran
+const flushed = bytecode();
+let again = 0;
+for (const f of fns) again += f(1, 3).s;
+console.log(JSON.stringify({ base, compiled, flushed, same: again === sum }));
+`;
+
 const run = (script: string) => {
   const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000 });
   expect(r.status, r.stderr).toBe(0);
@@ -101,6 +119,14 @@ describe('the memory reducer', () => {
     expect(got.reductions.length).toBeGreaterThanOrEqual(1);
     expect(got.reductions[0].after).toBeLessThan(got.reductions[0].before - 4);
     expect(got.after).toBeLessThanOrEqual(2);
+  });
+
+  it('flushes the bytecode of what start-up ran once, when start-up is over; those functions compile again when called', () => {
+    const got = run(FLUSH_SCRIPT) as { base: number; compiled: number; flushed: number; same: boolean };
+    const made = got.compiled - got.base;
+    expect(made).toBeGreaterThan(200_000);
+    expect(got.flushed).toBeLessThan(got.compiled - made * 0.8);
+    expect(got.same).toBe(true);
   });
 
   it('switches the optimizing compilers on when the command says start-up is over, in a process busy from the start', () => {

@@ -126,6 +126,12 @@ describe.skipIf(!available)('the rt image (rt:dev)', () => {
     expect(config.stdout.trim()).toBe('["rt"] 65532:65532');
   });
 
+  it("runs glibc's malloc with its trim and mmap thresholds held at 128 KB (GLIBC_TUNABLES), so that freed heap goes back", async () => {
+    const out = await d.docker(['run', '--rm', '--network', 'none', '--read-only', '--entrypoint', '/lib64/ld-linux-x86-64.so.2', images.rt, '--list-tunables'], { check: true });
+    expect(out.stdout).toMatch(/^glibc\.malloc\.trim_threshold: 0x20000 /m);
+    expect(out.stdout).toMatch(/^glibc\.malloc\.mmap_threshold: 0x20000 /m);
+  });
+
   it('starts from the compile cache filled at build time, as its own user on a read-only root', async () => {
     const out = await d.docker(['run', '--rm', '--network', 'none', '--read-only', '-e', 'NODE_DEBUG_NATIVE=COMPILE_CACHE', images.rt, '--version'], { check: true });
     expect(out.stderr).toContain('resolved path /app/dist/.compile-cache');
