@@ -4,17 +4,22 @@
  * - the compiled build (`node dist/cli/rt.js`: the esbuild bundle of `npm run build`, what the rt
  *   image runs) with no components, and with a SQLite state store + a Redis state store + an SFTP
  *   output binding;
- * - the same with V8's default heap settings (`RT_V8_FLAGS=`), to show what cli/v8-flags.ts buys,
- *   and without the compile cache the build fills (cli/compile-cache.ts), a first start's cost;
+ * - the same with the glibc malloc settings the image sets (its Dockerfile's GLIBC_TUNABLES), with
+ *   V8's default heap settings (`RT_V8_FLAGS=`), to show what cli/v8-flags.ts buys, and without the
+ *   compile cache the build fills (cli/compile-cache.ts), a first start's cost;
  * - the TypeScript sources through the `rt` bin (`node cli/bin/rt.js`, what `npm start` and `npx rt`
  *   run; type stripping unless the checkout's compile cache has the files).
- * Anchor, in the same run: bare `node -e` that opens an HTTP port and answers 204.
+ * Anchor, in the same run: bare `node -e` that opens an HTTP port and answers 204. RSS counts the
+ * node binary's pages a process has mapped, and the kernel maps, with each page it faults in, those
+ * around it that are already in the page cache: the rounds interleave the variants, and after the
+ * run with components (more of the binary read: OpenSSL, SQLite) the rows without them measure
+ * ~1.7 MB more than when they run only beside the anchor (bench/README.md `### startup`).
  * The build is made from the current sources into a temp folder first (bench/lib.ts buildRt). Redis comes
  * from RT_TEST_REDIS_URL (npm run bench starts one), sshd from test/services/sshd.ts.
  * BENCH_IMAGE=1 adds the rt image's start time and RSS (docs/kubernetes.md quotes them).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildRt, machineLine, printTable, ratio, rssMb, shortTempDir, type Row } from './lib.ts';
@@ -107,8 +112,8 @@ async function imageRows(): Promise<void> {
       image: container(async (port) => [rt, 'sidecar', '--app-id', 'bench', '--http-port', String(port), '--grpc-port', String(await freePort()), '--disable-metrics', '--log-level', 'warn']),
     });
     printTable(`the rt image (${rt}): docker run → healthz, median of ${ROUNDS}; anchor = the image's node -e opening a port`, [
-      { process: 'anchor: docker run … node -e, HTTP 204', 'start → healthz ms': r.anchor!.readyMs, 'idle RSS MB': r.anchor!.rssMb, 'vs anchor (time)': '1.00×', 'vs anchor (RSS)': '1.00×' },
-      { process: 'docker run rt:dev sidecar, no components', 'start → healthz ms': r.image!.readyMs, 'idle RSS MB': r.image!.rssMb, 'vs anchor (time)': ratio(r.image!.readyMs, r.anchor!.readyMs), 'vs anchor (RSS)': ratio(r.image!.rssMb, r.anchor!.rssMb) },
+      { process: 'anchor: docker run … node -e, HTTP 204', 'start → healthz ms': r.anchor!.readyMs, 'idle RSS MB': r.anchor!.rssMb.toFixed(1), 'vs anchor (time)': '1.00×', 'vs anchor (RSS)': '1.00×' },
+      { process: 'docker run rt:dev sidecar, no components', 'start → healthz ms': r.image!.readyMs, 'idle RSS MB': r.image!.rssMb.toFixed(1), 'vs anchor (time)': ratio(r.image!.readyMs, r.anchor!.readyMs), 'vs anchor (RSS)': ratio(r.image!.rssMb, r.anchor!.rssMb) },
     ]);
   } finally {
     await d.stop();
@@ -120,6 +125,9 @@ const sidecarArgs = async (port: number, dataDir: string) => [
   '--disable-metrics', '--data-dir', dataDir, '--log-level', 'warn',
 ];
 
+// the glibc malloc settings the image's Dockerfile sets, for a row that runs the build with them
+const IMAGE_GLIBC_TUNABLES = /^ENV GLIBC_TUNABLES=(\S+)$/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1] ?? '';
+if (!IMAGE_GLIBC_TUNABLES) throw new Error('Dockerfile: no ENV GLIBC_TUNABLES line');
 const buildDir = shortTempDir();
 const RT = buildRt(buildDir);
 
@@ -150,6 +158,7 @@ try {
     anchor: { argv: async (port) => ['-e', `require('http').createServer((q, s) => { s.statusCode = 204; s.end(); }).listen(${port}, '127.0.0.1')`] },
     compiled: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))] },
     components: withComponents,
+    malloc: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))], env: { GLIBC_TUNABLES: IMAGE_GLIBC_TUNABLES } },
     v8defaults: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))], env: { RT_V8_FLAGS: '' } },
     nocache: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))], env: { NODE_DISABLE_COMPILE_CACHE: '1' } },
     sources: { argv: async (port, dataDir) => ['cli/bin/rt.js', ...(await sidecarArgs(port, dataDir))] },
@@ -158,7 +167,7 @@ try {
   const row = (name: string, s: Sample, target: string): Row => ({
     process: name,
     'start → healthz ms': s.readyMs,
-    'idle RSS MB': s.rssMb,
+    'idle RSS MB': s.rssMb.toFixed(1),
     'vs anchor (time)': ratio(s.readyMs, anchor.readyMs),
     'vs anchor (RSS)': ratio(s.rssMb, anchor.rssMb),
     target,
@@ -167,6 +176,7 @@ try {
     row('anchor: node -e, HTTP 204', anchor, ''),
     row('rt sidecar compiled (node dist/cli/rt.js), no components', r.compiled!, '≤ 250 ms, ≤ 60 MB'),
     row('rt sidecar compiled, sqlite + redis state + sftp binding', r.components!, '≤ 75 MB'),
+    row("rt sidecar compiled, no components, the image's malloc thresholds (GLIBC_TUNABLES)", r.malloc!, '≤ 60 MB'),
     row('rt sidecar compiled, V8 default heap (RT_V8_FLAGS=)', r.v8defaults!, ''),
     row('rt sidecar compiled, no compile cache (NODE_DISABLE_COMPILE_CACHE=1)', r.nocache!, ''),
     row('rt sidecar from sources (node cli/bin/rt.js, as npm start and npx rt run it), no components', r.sources!, ''),
