@@ -7,13 +7,16 @@
  * 1,000 req/s, and the idle sidecar's RSS. Targets (issue 2): in-memory GET ≥ 60% of bare
  * fastify, < 1 ms added p99 at 1k req/s, idle RSS ≤ 70 MB.
  *
+ * The sidecar is the compiled build, as the image runs it (bench/lib.ts buildRt; BENCH_SOURCES=1:
+ * the TypeScript sources, as `npm start` runs them).
+ *
  * Run: node bench/state.bench.ts   (env BENCH_SECONDS, BENCH_CONCURRENCY, BENCH_ROUNDS change the load)
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { load, machineLine, percentile, printTable, ratio, rssMb, startChild, type LoadResult, type Row } from './lib.ts';
+import { buildRt, load, machineLine, percentile, printTable, ratio, rssMb, shortTempDir, startChild, type LoadResult, type Row } from './lib.ts';
 import { redisTarget } from '../test/services/redis.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -135,8 +138,11 @@ async function main(): Promise<void> {
   if (withRedis) docs.push(component('redis', 'state.redis', { redisHost: target.redisHost, keyPrefix: 'rt-bench' }));
   writeFileSync(join(dir, 'state.yaml'), docs.join('---\n'));
 
+  const buildDir = shortTempDir();
+  process.on('exit', () => rmSync(buildDir, { recursive: true, force: true }));
+  const entry = process.env.BENCH_SOURCES === '1' ? join(root, 'cli/rt.ts') : buildRt(buildDir);
   const [sp, sg, bp] = [await freePort(), await freePort(), await freePort()];
-  const sidecar = await startChild(process.execPath, [join(root, 'cli/rt.ts'), 'sidecar', '--app-id', 'bench', '--http-port', String(sp), '--grpc-port', String(sg), '--resources-path', dir, '--log-level', 'warn'], {
+  const sidecar = await startChild(process.execPath, [entry, 'sidecar', '--app-id', 'bench', '--http-port', String(sp), '--grpc-port', String(sg), '--resources-path', dir, '--log-level', 'warn'], {
     readyUrl: `http://127.0.0.1:${sp}/v1.0/healthz`,
   });
   const bare = await startChild(process.execPath, [fileURLToPath(import.meta.url), '--serve-bare', String(bp)], { readyUrl: `http://127.0.0.1:${bp}/v1.0/healthz` });
@@ -144,7 +150,8 @@ async function main(): Promise<void> {
   const redis = withRedis ? new Redis({ host: target.host, port: target.port }) : undefined;
 
   try {
-    await new Promise((r) => setTimeout(r, 1000));
+    // past the end of start-up's memory reduction (cli/memory-reducer.ts)
+    await new Promise((r) => setTimeout(r, 2000));
     const idleRss = rssMb(sidecar.proc.pid!);
     const sc = `http://127.0.0.1:${sp}/v1.0/state`;
     const bf = `http://127.0.0.1:${bp}/v1.0/state`;

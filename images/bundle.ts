@@ -230,7 +230,9 @@ const undiciWithoutHttp2: esbuild.Plugin = {
  * - ioredis requires node:tls for a TLS connection to Redis, which only a component with enableTLS
  *   opens (~3 MB of RSS for a sidecar with a Redis state store);
  * - pino requires thread-stream (and with it node:worker_threads, ~4 MB of idle RSS) for
- *   transports run in a worker; rt's logger writes to a stream of its own and never starts one.
+ *   transports run in a worker; rt's logger writes to a stream of its own and never starts one;
+ * - prom-client's Pushgateway, which rt does not use, requires node:https (and with it node:tls)
+ *   and node:zlib when prom-client loads: ~4 MB of a sidecar's RSS with metrics on, the default.
  */
 const DEPENDENCY_REQUIRES_ON_FIRST_USE: [RegExp, [string, string][]][] = [
   [
@@ -238,6 +240,13 @@ const DEPENDENCY_REQUIRES_ON_FIRST_USE: [RegExp, [string, string][]][] = [
     [
       ["require('node:https')", onFirstRead("require('node:https')")],
       ["require('node:http2')", onFirstRead("require('node:http2')")],
+    ],
+  ],
+  [
+    /prom-client\/lib\/pushgateway\.js$/,
+    [
+      ["const https = require('https');", `const https = ${onFirstRead("require('https')")};`],
+      ["const { gzipSync } = require('zlib');", "const gzipSync = (...args) => require('zlib').gzipSync(...args);"],
     ],
   ],
   [/ioredis\/built\/connectors\/(StandaloneConnector|SentinelConnector\/index)\.js$/, [['require("tls")', onFirstRead('require("tls")')]]],

@@ -124,17 +124,19 @@ describe('the bundled rt command (npm run build)', () => {
       require('node:module').registerHooks({ load: (url, context, next) => (files.push(url), next(url, context)) });
       process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, [...process.moduleLoadList, ...files].join('\\n')));`,
     );
-    const port = await freePort();
-    const proc = spawn(process.execPath, ['-r', preload, join(out, 'cli', 'rt.js'), 'sidecar', '--app-id', 'idle', '--http-port', String(port), '--grpc-port', String(await freePort()), '--disable-metrics', '--data-dir', join(work, 'idle-data'), '--log-level', 'warn'], { stdio: 'ignore' });
+    const [port, metrics] = [await freePort(), await freePort()];
+    // metrics on, as by default: prom-client's Pushgateway would load https and tls
+    const proc = spawn(process.execPath, ['-r', preload, join(out, 'cli', 'rt.js'), 'sidecar', '--app-id', 'idle', '--http-port', String(port), '--grpc-port', String(await freePort()), '--metrics-port', String(metrics), '--data-dir', join(work, 'idle-data'), '--log-level', 'warn'], { stdio: 'ignore' });
     children.push(proc);
     await waitReady(proc, port);
     expect((await fetch(`http://127.0.0.1:${port}/v1.0/metadata`)).status).toBe(200);
+    expect(await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text()).toContain('rt_http_server_request_duration_seconds');
     const exited = new Promise((r) => proc.once('exit', r));
     proc.kill('SIGTERM');
     await exited;
     const loaded = readFileSync(list, 'utf8').split('\n');
     expect(loaded).toContain('NativeModule http');
-    expect(loaded.filter((m) => /^NativeModule (http2|https|tls)$/.test(m))).toEqual([]);
+    expect(loaded.filter((m) => /^NativeModule (http2|https|tls|zlib)$/.test(m))).toEqual([]);
     expect(loaded.some((m) => m.endsWith('/cli/rt.js'))).toBe(true);
     // text logs are pino-pretty's; CEL, yaml, protobufjs, grpc-js, fastify's schema compilers and
     // undici's parsers (the metadata call made no request through undici) wait for their first use
