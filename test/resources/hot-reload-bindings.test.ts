@@ -151,11 +151,13 @@ describe('hot reload: input and output bindings', () => {
     // every event the app answered was acked with its answer: no delivery failed across the swaps
     expect(acks.filter((a) => a.error)).toEqual([]);
     expect(acks.length).toBeGreaterThan(40);
-    // each generation's deliveries are in order, none twice
+    // each generation's events reached the app once each, none missing: 0…k. Each event is
+    // delivered as it arrives, not after the one before it was answered (docs/pluggable-components.md),
+    // so two close together may reach the app in either order
     for (const gen of ['1', '2']) {
       const ns = delivered.filter((d) => d.gen === gen).map((d) => d.n);
-      expect(ns).toEqual([...ns].sort((a, b) => a - b));
-      expect(new Set(ns).size).toBe(ns.length);
+      const sorted = [...ns].sort((a, b) => a - b);
+      expect(sorted).toEqual(sorted.map((_, i) => i));
     }
   }, 60_000);
 
