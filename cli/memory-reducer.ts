@@ -97,12 +97,11 @@ function cpuShare(): () => number {
   let cpu = process.cpuUsage();
   let at = process.hrtime.bigint();
   return () => {
-    const used = process.cpuUsage(cpu);
-    const now = process.hrtime.bigint();
-    const wallUs = Number(now - at) / 1000;
-    cpu = process.cpuUsage();
-    at = now;
-    return wallUs > 0 ? (used.user + used.system) / wallUs : 0;
+    const [cpuNow, atNow] = [process.cpuUsage(), process.hrtime.bigint()];
+    const usedUs = cpuNow.user - cpu.user + cpuNow.system - cpu.system;
+    const wallUs = Number(atNow - at) / 1000;
+    [cpu, at] = [cpuNow, atNow];
+    return wallUs > 0 ? usedUs / wallUs : 0;
   };
 }
 

@@ -245,7 +245,7 @@ const DEPENDENCY_REQUIRES_ON_FIRST_USE: [RegExp, [string, string][]][] = [
   [
     /prom-client\/lib\/pushgateway\.js$/,
     [
-      ["const https = require('https');", `const https = ${onFirstRead("require('https')")};`],
+      ["require('https')", onFirstRead("require('https')")],
       ["const { gzipSync } = require('zlib');", "const gzipSync = (...args) => require('zlib').gzipSync(...args);"],
     ],
   ],

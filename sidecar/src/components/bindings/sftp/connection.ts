@@ -17,7 +17,6 @@ import { algorithmsFor, containsKey, fingerprint, knownHostsName, matchKnownHost
 import type { SftpMetadata } from './metadata.ts';
 import type { Ssh2Module } from './ssh2.ts';
 
-
 export const CONNECT_TIMEOUT_MS = 10_000;
 /**
  * A peer that stops answering (crashed host, frozen server, dropped route) is detected after
