@@ -1,9 +1,10 @@
 /**
  * Resources from files and folders, re-read when one of them changes (fs.watch, debounced), so a
  * change to a Component file reaches a running `rt run` without a restart. A file that no longer
- * parses is reported and the last good state is kept. What the loader skips as not being a
- * resource (a folder's files that are not YAML, YAML documents without kind or apiVersion) is
- * logged as a warning once, not on every re-read.
+ * parses is reported and the last good state is kept; a read that a change overlaps is dropped
+ * (it may have caught the file half-written) and the next re-read applies. What the loader skips
+ * as not being a resource (a folder's files that are not YAML, YAML documents without kind or
+ * apiVersion) is logged as a warning once, not on every re-read.
  */
 import { type FSWatcher, watch } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -47,19 +48,29 @@ export class FileSource implements ResourceSource {
   }
 
   watch(onChange: (desired: Resources) => void): void {
+    /** change events seen so far: a read is applied only when none came while it ran */
+    let changes = 0;
     const reload = () => {
+      changes++;
       clearTimeout(this.timer);
       this.timer = setTimeout(() => {
         if (this.closed) return;
+        const seen = changes;
+        // A change during the read may mean the read caught a file half-written (a writer truncates, then
+        // writes; a timer already running fires in between): its result is dropped, and the re-read that
+        // change scheduled applies the settled file. This also keeps results in order.
+        const current = () => changes === seen && !this.closed;
+        // settled in the check phase, after the watch events of the same loop turn have been seen
+        const settled = <T>(f: (v: T) => void) => (v: T) => void setImmediate(() => current() && f(v));
         this.list().then(
-          (r) => {
+          settled((r: Resources) => {
             this.lastError = undefined;
             onChange(r);
-          },
-          (e: Error) => {
+          }),
+          settled((e: Error) => {
             this.lastError = e.message;
             this.log.error(`resource files not applied, the last good state is kept: ${e.message}`);
-          },
+          }),
         );
       }, DEBOUNCE_MS);
     };
