@@ -60,11 +60,11 @@ function resourcesYaml(): string {
 }
 
 /** Starts `rt sidecar` from the build, waits for healthz and stops it; Node writes the cache at exit. */
-async function startOnce(extra: string[]): Promise<void> {
+async function startOnce(extra: string[], logLevel: string): Promise<void> {
   const data = mkdtempSync(join(tmpdir(), 'rt-warm-'));
   const [http, grpc, metrics] = [await freePort(), await freePort(), await freePort()];
   // metrics on, as by default: prom-client's chunk is cached too
-  const args = ['sidecar', '--app-id', 'warm', '--http-port', String(http), '--grpc-port', String(grpc), '--metrics-port', String(metrics), '--data-dir', data, '--log-level', 'error', ...extra];
+  const args = ['sidecar', '--app-id', 'warm', '--http-port', String(http), '--grpc-port', String(grpc), '--metrics-port', String(metrics), '--data-dir', data, '--log-level', logLevel, ...extra];
   const child = spawn(process.execPath, [join(dist, 'cli', 'rt.js'), ...args], { cwd: data, stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
   try {
@@ -85,12 +85,13 @@ async function startOnce(extra: string[]): Promise<void> {
   }
 }
 
-// first as most sidecars start (no components), then with the component types' chunks
-await startOnce([]);
+// first as most sidecars start (no components), then with the component types' chunks, at info:
+// the readable output's pino-pretty loads at the first line (stdout is ignored here)
+await startOnce([], 'error');
 const resources = mkdtempSync(join(tmpdir(), 'rt-warm-resources-'));
 try {
   writeFileSync(join(resources, 'components.yaml'), resourcesYaml());
-  await startOnce(['--resources-path', resources]);
+  await startOnce(['--resources-path', resources], 'info');
 } finally {
   rmSync(resources, { recursive: true, force: true });
 }

@@ -213,7 +213,7 @@ describe('the bundled rt command (npm run build)', () => {
       ].join('---\n'),
     );
     const port = await freePort();
-    const proc = spawn(process.execPath, [join(out, 'cli', 'rt.js'), 'sidecar', '--app-id', 'warm-check', '--http-port', String(port), '--grpc-port', String(await freePort()), '--metrics-port', String(await freePort()), '--resources-path', res, '--data-dir', join(work, 'warm-check-data'), '--log-level', 'error'], {
+    const proc = spawn(process.execPath, [join(out, 'cli', 'rt.js'), 'sidecar', '--app-id', 'warm-check', '--http-port', String(port), '--grpc-port', String(await freePort()), '--metrics-port', String(await freePort()), '--resources-path', res, '--data-dir', join(work, 'warm-check-data'), '--log-level', 'info'], {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { ...process.env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' },
     });
@@ -225,6 +225,8 @@ describe('the bundled rt command (npm run build)', () => {
     proc.kill('SIGTERM');
     await exited;
     expect(err).toMatch(/V8 code cache for ESM file:\/\/\S+\/chunks\/redis-\w+\.js was accepted/);
+    // the readable output's pino-pretty, loaded at the first line at info
+    expect(err).toMatch(/V8 code cache for \S+ \S+\/lazy\/pino-pretty\.js was accepted/);
     // a module missing from the cache is compiled and written at exit
     expect(err.split('\n').filter((l) => l.includes('writing cache for'))).toEqual([]);
   });
