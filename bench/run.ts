@@ -3,7 +3,8 @@
  * `npm run bench -- state jobs` runs the named ones. Each prints its own table.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { machineLine } from './lib.ts';
@@ -20,6 +21,9 @@ if (chosen.length === 0) {
 console.log(machineLine());
 // the same private Redis/PostgreSQL as the tests (unless RT_TEST_*_URL names them); children inherit the URLs
 const services = await startSharedServices();
+// the sidecars' registry and sockets (RT_HOME) in a folder of the run's own, not the user's ~/.rt
+const home = process.env.RT_HOME ? undefined : mkdtempSync(join(tmpdir(), 'rt-bench-home-'));
+if (home) process.env.RT_HOME = home;
 let failed = 0;
 try {
   for (const f of chosen) {
@@ -29,5 +33,6 @@ try {
   }
 } finally {
   await services.stop();
+  if (home) rmSync(home, { recursive: true, force: true });
 }
 process.exit(failed ? 1 : 0);
