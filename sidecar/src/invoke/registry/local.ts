@@ -2,9 +2,13 @@
  * The standalone name-resolution registry: one JSON file per running sidecar in
  * `<rt home>/registry/` (`~/.rt`, or `RT_HOME`), whatever each run's --data-dir. Written when a
  * sidecar listens, removed when it stops; an entry whose process is gone is skipped (and swept).
+ * An entry also names its process's PID namespace and start time (Linux): a pid since reused by
+ * another process counts as gone, and an entry of another PID namespace (a container that shares
+ * rt home, where the sidecar may be pid 1) is neither listed nor swept, since its pid means
+ * nothing here.
  * Discovery stays on this machine's files and loopback: no multicast.
  */
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -27,6 +31,9 @@ export interface RegistryEntry {
   command?: string;
   metricsPort?: number;
   startedAt: string;
+  /** The process's PID namespace (`pid:[…]`) and start time in clock ticks after boot (Linux). */
+  pidNs?: string;
+  startTicks?: number;
 }
 
 /** rt's per-user home: RT_HOME, or ~/.rt. */
@@ -53,9 +60,50 @@ export function processAlive(pid: number): boolean {
   }
 }
 
+/** Who a process is beyond its pid, where /proc tells (Linux); undefined elsewhere or when it is gone. */
+export function processIdentity(pid: number | 'self'): { pidNs?: string; startTicks: number } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // the command (field 2) may hold spaces and parentheses: count from its closing one; the state is field 3, the start time field 22
+    const startTicks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    if (!Number.isSafeInteger(startTicks)) return undefined;
+    let pidNs: string | undefined;
+    try {
+      pidNs = readlinkSync(`/proc/${pid}/ns/pid`);
+    } catch {
+      // another user's process: its start time still tells a reused pid
+    }
+    return { pidNs, startTicks };
+  } catch {
+    return undefined;
+  }
+}
+
+let ownPidNs: string | undefined | null = null;
+function pidNamespace(): string | undefined {
+  if (ownPidNs === null) ownPidNs = processIdentity('self')?.pidNs;
+  return ownPidNs;
+}
+
+/** 'foreign': written in another PID namespace, so its pid cannot be checked from here. */
+function liveness(e: RegistryEntry): 'alive' | 'dead' | 'foreign' {
+  const ns = pidNamespace();
+  if (e.pidNs && ns && e.pidNs !== ns) return 'foreign';
+  if (!processAlive(e.pid)) return 'dead';
+  if (e.startTicks !== undefined) {
+    const now = processIdentity(e.pid);
+    if (now && now.startTicks !== e.startTicks) return 'dead'; // the pid is another process's now
+  }
+  return 'alive';
+}
+
 /** Writes (or rewrites) this sidecar's entry; returns a function that removes it. */
 export function register(entry: RegistryEntry, dir = registryDir()): { update(e: Partial<RegistryEntry>): void; remove(): void } {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (entry.pid === process.pid && entry.startTicks === undefined) {
+    const me = processIdentity('self');
+    if (me) entry = { ...entry, pidNs: me.pidNs, startTicks: me.startTicks };
+  }
   // pid + internal port: several sidecars may run in one process (tests, embedders)
   const file = join(dir, `${safe(entry.appId)}-${entry.pid}-${entry.internalGrpcPort}.json`);
   let current = entry;
@@ -96,7 +144,9 @@ export function listEntries(dir = registryDir()): RegistryEntry[] {
       continue; // removed meanwhile, or not ours
     }
     if (typeof e.appId !== 'string' || typeof e.pid !== 'number') continue;
-    if (!processAlive(e.pid)) {
+    const state = liveness(e);
+    if (state === 'foreign') continue;
+    if (state === 'dead') {
       rmSync(path, { force: true });
       // a crashed sidecar's socket file — only ever one in rt home's sock folder
       const sock = e.internalSocket;
@@ -145,7 +195,7 @@ export class LocalRegistry {
       this.checkedAt = now;
     } else if (now - this.checkedAt > LIVENESS_MS) {
       this.checkedAt = now;
-      this.cache = this.cache.filter((e) => processAlive(e.pid));
+      this.cache = this.cache.filter((e) => liveness(e) === 'alive');
     }
     return this.cache;
   }
