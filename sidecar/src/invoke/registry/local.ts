@@ -60,23 +60,29 @@ export function processAlive(pid: number): boolean {
   }
 }
 
-/** Who a process is beyond its pid, where /proc tells (Linux); undefined elsewhere or when it is gone. */
-export function processIdentity(pid: number | 'self'): { pidNs?: string; startTicks: number } | undefined {
+/** A process's start time in clock ticks after boot (`/proc/<pid>/stat`, Linux); undefined elsewhere or when it is gone. */
+function startTicksOf(pid: number | 'self'): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // the command (field 2) may hold spaces and parentheses: count from its closing one; the state is field 3, the start time field 22
-    const startTicks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
-    if (!Number.isSafeInteger(startTicks)) return undefined;
-    let pidNs: string | undefined;
-    try {
-      pidNs = readlinkSync(`/proc/${pid}/ns/pid`);
-    } catch {
-      // another user's process: its start time still tells a reused pid
-    }
-    return { pidNs, startTicks };
+    const ticks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    return Number.isSafeInteger(ticks) ? ticks : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** Who a process is beyond its pid, where /proc tells (Linux); undefined elsewhere or when it is gone. */
+export function processIdentity(pid: number | 'self'): { pidNs?: string; startTicks: number } | undefined {
+  const startTicks = startTicksOf(pid);
+  if (startTicks === undefined) return undefined;
+  let pidNs: string | undefined;
+  try {
+    pidNs = readlinkSync(`/proc/${pid}/ns/pid`);
+  } catch {
+    // another user's process: its start time still tells a reused pid
+  }
+  return { pidNs, startTicks };
 }
 
 let ownPidNs: string | undefined | null = null;
@@ -91,8 +97,8 @@ function liveness(e: RegistryEntry): 'alive' | 'dead' | 'foreign' {
   if (e.pidNs && ns && e.pidNs !== ns) return 'foreign';
   if (!processAlive(e.pid)) return 'dead';
   if (e.startTicks !== undefined) {
-    const now = processIdentity(e.pid);
-    if (now && now.startTicks !== e.startTicks) return 'dead'; // the pid is another process's now
+    const now = startTicksOf(e.pid);
+    if (now !== undefined && now !== e.startTicks) return 'dead'; // the pid is another process's now
   }
   return 'alive';
 }
