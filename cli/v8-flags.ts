@@ -29,9 +29,28 @@ export const STARTUP_V8_FLAGS = '--semi-space-growth-factor=1 --no-maglev --no-t
 export const SETTLED_V8_FLAGS = '--semi-space-growth-factor=2 --maglev --turbofan';
 export const DEFAULT_V8_FLAGS = `--heap-growing-percent=70 ${STARTUP_V8_FLAGS}`;
 
+/**
+ * Node's built-in modules that an `rt` command loads while it starts, loaded before the flags are
+ * set. Node compiles its built-ins from a code cache made under V8's default flags, and V8 rejects
+ * that cache once any flag differs: set first, the flags above had ~55 of them compiled from source
+ * at every start. Loaded here, they come from the cache, a few milliseconds before they would load
+ * anyway (`listen()` loads cluster, and with it child_process and dgram).
+ *
+ * The list stops short of what would make V8 optimize Node's own `requireBuiltin` while it runs
+ * (with Maglev: the compiler's pages, 2 MB of idle RSS, stay mapped): the optimizing compilers are
+ * still on here. A few small ones (dns, parseArgs, fs.Dir, util.diff) are left to compile from
+ * source after the flags for that reason. test/build/bundle.test.ts checks both: no optimized
+ * function while it starts, and which built-ins are compiled from source. Measured in
+ * bench/README.md `### startup` (2026-11-26, fifth session).
+ */
+const STARTUP_BUILTINS = ['node:http', 'node:cluster', 'node:stream/promises', 'node:string_decoder', 'node:os', 'node:worker_threads', 'node:perf_hooks', 'node:timers/promises', 'node:assert', 'node:vm', 'node:sqlite'];
+
 /** Sets RT_V8_FLAGS, or the default; whether the memory reducer is to run (not with RT_V8_FLAGS). */
 export function applyV8Flags(): boolean {
   const flags = process.env.RT_V8_FLAGS ?? DEFAULT_V8_FLAGS;
-  if (flags.trim()) process.getBuiltinModule('node:v8').setFlagsFromString(flags);
+  if (flags.trim()) {
+    for (const id of STARTUP_BUILTINS) process.getBuiltinModule(id);
+    process.getBuiltinModule('node:v8').setFlagsFromString(flags);
+  }
   return process.env.RT_V8_FLAGS === undefined;
 }

@@ -164,6 +164,37 @@ describe('the bundled rt command (npm run build)', () => {
     expect(run({ ...env, RT_V8_FLAGS: '' }).stdout).toMatch(/compiling method/);
   });
 
+  it("loads the built-in modules it starts with before it sets V8's flags, so that they are not compiled from source (cli/v8-flags.ts)", async () => {
+    // Node's own debug output says, per built-in, whether V8 accepted its code cache; any flag set
+    // before a built-in loads makes V8 reject it
+    const port = await freePort();
+    const proc = start(['sidecar', '--app-id', 'builtins', '--http-port', String(port), '--grpc-port', String(await freePort()), '--disable-metrics', '--data-dir', join(work, 'builtins-data'), '--log-level', 'warn'], { NODE_DEBUG_NATIVE: 'CODE_CACHE' });
+    let err = '';
+    proc.stderr?.on('data', (c: Buffer) => (err += c));
+    await waitReady(proc, port);
+    const atReady = err;
+    const exited = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGTERM');
+    await exited;
+    expect(atReady).toMatch(/Code cache of http \S+ is accepted/);
+    expect(atReady).toMatch(/Code cache of cluster \S+ is accepted/);
+    // compiled from source: only the few small ones left for after the flags (cli/v8-flags.ts says why)
+    const fromSource = atReady.split('\n').flatMap((l) => /^Code cache of (\S+) \S+ is rejected/.exec(l)?.[1] ?? []);
+    const leftForLater = /^(dns|internal\/dns\/callback_resolver|internal\/fs\/dir|internal\/util\/(diff|trace_sigint|parse_args\/\w+))$/;
+    expect(fromSource.filter((m) => !leftForLater.test(m))).toEqual([]);
+    // the same start with the flags set first compiles them from source (the check can fail)
+    const flagsFirst = spawnSync(process.execPath, ['--no-maglev', join(out, 'cli', 'rt.js'), '--version'], { encoding: 'utf8', env: { ...process.env, NODE_DEBUG_NATIVE: 'CODE_CACHE' } });
+    expect(flagsFirst.stderr).toMatch(/Code cache of \S+ \S+ is rejected/);
+  });
+
+  it('compiles the bundled CommonJS modules with their chunk, so that their bodies are in the compile cache (images/eager-module-bodies.ts)', () => {
+    const files = ['chunks', 'lazy'].flatMap((d) => readdirSync(join(out, d)).map((f) => join(out, d, f)));
+    const bodies = files.map((f) => readFileSync(f, 'utf8')).join('\n');
+    // esbuild's method form, compiled by V8 at the first call and so never cached
+    expect(bodies.match(/__(commonJS|esm)\(\{"[^"]+"\(/g) ?? []).toEqual([]);
+    expect((bodies.match(/__commonJS\(\{"[^"]+":\(function\(/g) ?? []).length).toBeGreaterThan(100);
+  });
+
   it('builds each module loaded on first use as an entry of its own that gives the module (images/bundle.ts LAZY)', () => {
     const entries = readdirSync(join(out, 'lazy'));
     expect(entries.length).toBeGreaterThanOrEqual(10);
