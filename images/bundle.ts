@@ -14,6 +14,8 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { builtinModules, createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import * as esbuild from 'esbuild';
+import { eagerModuleBodies } from './eager-module-bodies.ts';
+import { memoizedToEsm } from './memoized-to-esm.ts';
 
 const root = join(import.meta.dirname, '..');
 /** dist/, or the folder named as the first argument (test/build/bundle.test.ts builds into a temp one). */
@@ -339,6 +341,17 @@ const result = await esbuild.build({
 });
 await entryWithoutStaticChunkImports(join(dist, 'cli', 'rt.js'));
 const outputs = Object.entries(result.metafile.outputs);
+// module bodies compiled with their chunk, so that the compile cache holds them
+// (eager-module-bodies.ts), and one view of a CommonJS module per exports object (memoized-to-esm.ts)
+let toEsmHelpers = 0;
+for (const [file] of outputs) {
+  if (!file.endsWith('.js')) continue;
+  const path = resolve(root, file);
+  const toEsm = memoizedToEsm(eagerModuleBodies(await readFile(path, 'utf8')).source);
+  if (toEsm.replaced) toEsmHelpers++;
+  await writeFile(path, toEsm.source);
+}
+if (toEsmHelpers === 0) throw new Error("no esbuild __toESM helper found in the output; images/memoized-to-esm.ts's ESBUILD_TO_ESM needs a look");
 const bytes = outputs.reduce((n, [, o]) => n + o.bytes, 0);
 console.log(`${relative(root, dist) || dist}: ${outputs.length} bundle files, ${(bytes / 1048576).toFixed(1)} MB (entry cli/rt.js)`);
 // RT_BUNDLE_META=<file>: esbuild's metafile, to see which packages the start-up chunks hold
