@@ -4,6 +4,8 @@
  * optimizing compilers are off during start-up and on after it, also in a process busy from the start.
  */
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -127,6 +129,25 @@ describe('the memory reducer', () => {
     expect(made).toBeGreaterThan(200_000);
     expect(got.flushed).toBeLessThan(got.compiled - made * 0.8);
     expect(got.same).toBe(true);
+  });
+
+  it("releases the compile cache's in-memory entries when start-up is over (Node holds each module's code cache until then)", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rt-reducer-cache-'));
+    try {
+      const script = `import { enableCompileCache } from 'node:module';
+        enableCompileCache(${JSON.stringify(dir)});
+        const { startMemoryReducer } = await import(${JSON.stringify(MODULE)});
+        startMemoryReducer({ settleTickMs: 100 });
+        console.error('-- waiting');
+        await new Promise((r) => setTimeout(r, 800));`;
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' } });
+      expect(r.status, r.stderr).toBe(0);
+      const [before, after] = r.stderr.split('-- waiting');
+      expect(before).not.toContain('flushCompileCache');
+      expect(after).toContain('module.flushCompileCache() requested');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('switches the optimizing compilers on when the command says start-up is over, in a process busy from the start', () => {
