@@ -65,7 +65,8 @@ async function startOnce(extra: string[], logLevel: string): Promise<void> {
   const [http, grpc, metrics] = [await freePort(), await freePort(), await freePort()];
   // metrics on, as by default: prom-client's chunk is cached too
   const args = ['sidecar', '--app-id', 'warm', '--http-port', String(http), '--grpc-port', String(grpc), '--metrics-port', String(metrics), '--data-dir', data, '--log-level', logLevel, ...extra];
-  const child = spawn(process.execPath, [join(dist, 'cli', 'rt.js'), ...args], { cwd: data, stdio: ['ignore', 'ignore', 'inherit'] });
+  // RT_HOME: its registry entry and socket go to the temp folder too, not to ~/.rt
+  const child = spawn(process.execPath, [join(dist, 'cli', 'rt.js'), ...args], { cwd: data, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, RT_HOME: data } });
   const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
   try {
     const deadline = Date.now() + 60_000;
