@@ -1,14 +1,15 @@
 /**
  * Protocol features the installed SDKs cannot produce, driven by a worker that speaks
  * TaskHubSidecarService directly (from the sidecar's proto): actions the engine does not
- * support fail the workflow at once and name the action; a sub-orchestration's version and a
+ * support fail the workflow at once and name the action; a worker without the workflow's version
+ * stalls it until another worker connects; a sub-orchestration's version and a
  * continue-as-new's new version reach the history and the state; work items given back with
  * AbandonTask*WorkItem are dispatched again.
  */
 import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STATUS_BY_NUMBER, type ActivityRequest, type HistoryEvent, type OrchestrationStateMsg, type OrchestratorAction, type OrchestratorRequest, type WorkItem } from '../../sidecar/src/workflows/proto.ts';
-import { rawTaskHub, sidecarForTest, type RawTaskHub, type TestSidecar } from './harness.ts';
+import { getInstance, rawTaskHub, sidecarForTest, waitUntil, type RawTaskHub, type TestSidecar } from './harness.ts';
 
 /** What the scripted worker does with a run: answer with actions, or give it back. */
 type RunScript = (req: OrchestratorRequest, token: string) => OrchestratorAction[] | 'abandon';
@@ -24,12 +25,10 @@ const runs = new Map<string, OrchestratorRequest[]>();
 
 const done = (result: string): OrchestratorAction[] => [{ id: 99, completeOrchestration: { orchestrationStatus: 1, result: { value: result } } }];
 
-beforeAll(async () => {
-  sc = await sidecarForTest('wf-raw-worker');
-  raw = rawTaskHub(sc.grpcAddress);
-  stream = raw.workItems();
-  stream.on('error', () => undefined);
-  stream.on('data', (wi: WorkItem) => {
+/** The scripted worker on a GetWorkItems stream (a second one is a second worker). */
+function serve(s: grpc.ClientReadableStream<WorkItem>): void {
+  s.on('error', () => undefined);
+  s.on('data', (wi: WorkItem) => {
     const token = wi.completionToken ?? '';
     if ('orchestratorRequest' in wi && wi.orchestratorRequest) {
       const req = wi.orchestratorRequest;
@@ -45,6 +44,13 @@ beforeAll(async () => {
       else void raw.call('CompleteActivityTask', { instanceId: a.orchestrationInstance.instanceId, taskId: a.taskId, result: { value: answer } });
     }
   });
+}
+
+beforeAll(async () => {
+  sc = await sidecarForTest('wf-raw-worker');
+  raw = rawTaskHub(sc.grpcAddress);
+  stream = raw.workItems();
+  serve(stream);
 });
 
 afterAll(async () => {
@@ -87,14 +93,57 @@ describe('unsupported orchestrator actions', () => {
   });
 
   it('an unsupported action among supported ones fails the run before any of them is carried out', async () => {
-    runScripts.set('mixed', () => [{ id: 0, scheduleTask: { name: 'never' } }, { id: 1, workflowVersionNotAvailable: {} }]);
+    runScripts.set('mixed', () => [{ id: 0, scheduleTask: { name: 'never' } }, { id: 1, createDetachedWorkflow: {} }]);
     const seen: string[] = [];
     activityScripts.set('mixed', (a) => (seen.push(a.name), '1'));
     await start('mixed', 'mixedActions');
     const st = await finished('mixed');
-    expect(st.failureDetails?.errorMessage).toMatch(/workflowVersionNotAvailable/);
+    expect(st.failureDetails?.errorMessage).toMatch(/detached workflow \(createDetachedWorkflow/);
     await new Promise((r) => setTimeout(r, 200));
     expect(seen).toEqual([]);
+  });
+});
+
+describe('a worker without the workflow\'s version (WorkflowVersionNotAvailableAction)', () => {
+  it('stalls the instance, keeping its events, until a worker that has the version connects', async () => {
+    // the first worker has only version 1 of "rolling"; a second, connected later, has version 2
+    let upgraded = false;
+    runScripts.set('rolling', (req) => {
+      if (!upgraded) return [{ id: 0, workflowVersionNotAvailable: {} }];
+      const result = (req.newEvents ?? []).find((e) => e.eventRaised)?.eventRaised?.input?.value;
+      return result ? done(result) : [];
+    });
+    await start('rolling', 'rolling', '2');
+    await waitUntil(() => (runs.get('rolling')?.length ?? 0) >= 1, 5000, 'the first run');
+    // an event raised while it is stalled is kept for the run that succeeds
+    expect((await raw.call('RaiseEvent', { instanceId: 'rolling', name: 'go', input: { value: '"went"' } })).err).toBeNull();
+    await waitUntil(() => (runs.get('rolling')?.length ?? 0) >= 2, 5000, 'the run for the event');
+    const stalled = await waitUntil(async () => {
+      const i = await getInstance(sc.base, 'rolling');
+      return i?.properties['rt.workflow.stalled'] ? i : undefined;
+    }, 5000, 'the stalled property');
+    expect(stalled.runtimeStatus).not.toBe('FAILED');
+    expect(stalled.properties['rt.workflow.stalled']).toMatch(/^VERSION_NAME_MISMATCH: /);
+    // nothing of a stalled run is stored: the history is still the start alone
+    const history = (await raw.call<{ events?: HistoryEvent[] }>('GetInstanceHistory', { instanceId: 'rolling' })).res?.events ?? [];
+    expect(history.some((e) => e.eventRaised || e.orchestratorStarted)).toBe(false);
+    const seen = runs.get('rolling')!.length;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(runs.get('rolling')!.length).toBe(seen); // it waits, it does not spin
+
+    upgraded = true;
+    const second = raw.workItems();
+    serve(second);
+    try {
+      const st = await finished('rolling');
+      expect(STATUS_BY_NUMBER[st.orchestrationStatus]).toBe('COMPLETED');
+      expect(st.output?.value).toBe('"went"');
+      // the run that succeeded saw the event raised while it was stalled
+      expect(runs.get('rolling')!.at(-1)!.newEvents?.some((e) => e.eventRaised?.name === 'go')).toBe(true);
+      expect((await getInstance(sc.base, 'rolling'))?.properties['rt.workflow.stalled']).toBeUndefined();
+    } finally {
+      second.cancel();
+    }
   });
 });
 

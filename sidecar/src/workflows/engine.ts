@@ -62,6 +62,11 @@ export interface StartRequest {
 const STALE_LEASE_MS = 60_000;
 /** Delay before work whose result could not be stored is dispatched again. */
 const RETRY_MS = 1000;
+/**
+ * A stalled run (no connected worker has the workflow's version) is tried again when a worker
+ * connects, and at this interval in case the one that has it was already connected.
+ */
+const STALL_RETRY_MS = 30_000;
 
 type Waiter = { until: (r: InstanceRecord | undefined) => boolean; resolve: (r: InstanceRecord | undefined) => void };
 
@@ -75,6 +80,8 @@ export class Engine {
   private readonly appId: string;
   private readonly waiters = new Map<string, Set<Waiter>>();
   private pollTimer?: NodeJS.Timeout;
+  /** Stalled instances of this replica and the timer that tries each again. */
+  private readonly stalled = new Map<string, NodeJS.Timeout>();
 
   constructor(table: InstanceTable, workers: Workers, timers: Timers, log: Logger, appId = '') {
     this.table = table;
@@ -83,7 +90,7 @@ export class Engine {
     this.timers = timers;
     this.log = log;
     this.me = table.replicaId;
-    workers.attach({ prepareRun: (id) => this.prepareRun(id), activityWanted: (t) => this.activityWanted(t) });
+    workers.attach({ prepareRun: (id) => this.prepareRun(id), activityWanted: (t) => this.activityWanted(t), workerConnected: () => this.retryStalled() });
     timers.onFire((t) => this.timerFired(t));
     // a shared store can change under us (another replica finishes an instance): waiters poll
     if (table.shared) {
@@ -98,6 +105,8 @@ export class Engine {
   close(): void {
     this.closed = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
+    for (const t of this.stalled.values()) clearTimeout(t);
+    this.stalled.clear();
     for (const set of this.waiters.values()) for (const w of set) w.resolve(undefined);
     this.waiters.clear();
     this.timers.close();
@@ -481,6 +490,12 @@ export class Engine {
     }
     const id = rec.id;
     const now = Date.now();
+    // the worker does not have the version this instance runs: nothing of the run is kept, and
+    // it is tried again on another worker (as the reference runtime's stalled state)
+    if ((res.actions ?? []).some((a) => a.workflowVersionNotAvailable)) {
+      this.stall(d, now);
+      return;
+    }
     const ts = toTimestamp(now);
     const consumed = rec.inbox.slice(0, run.taken);
     rec.inbox = rec.inbox.slice(run.taken);
@@ -493,6 +508,7 @@ export class Engine {
     if (res.customStatus) rec.customStatus = res.customStatus.value;
     if (rec.status === 'PENDING') rec.status = 'RUNNING';
     delete rec.runDue;
+    delete rec.stalled;
 
     // an action the engine cannot carry out fails the workflow now, rather than leaving it
     // waiting forever for a result that will never come
@@ -553,6 +569,41 @@ export class Engine {
     if (rec.status === 'SUSPENDED' || rec.inbox.length === 0) delete rec.lease;
     else this.makeRunnable(d);
     this.notifyAfter(d, id);
+  }
+
+  /**
+   * A run answered with WorkflowVersionNotAvailableAction: the inbox stays as it was, the lease
+   * stays here, and the instance waits (its status unchanged, `stalled` saying why) until a
+   * worker connects or STALL_RETRY_MS passes. During a rollout that is the new replica's worker.
+   */
+  private stall(d: Draft, now: number): void {
+    const rec = d.rec as InstanceRecord;
+    if (!rec.stalled) {
+      rec.stalled = { reason: 'VERSION_NAME_MISMATCH', since: now };
+      rec.updatedAt = now;
+      d.changed = true;
+      this.log.warn({ instanceId: rec.id, workflow: rec.name, version: rec.version }, 'workflow stalled: the worker does not have the version of this workflow; it runs again when another worker connects');
+    }
+    const id = rec.id;
+    d.effects.push(() => {
+      if (this.closed || this.stalled.has(id)) return;
+      const t = setTimeout(() => this.unstall(id), STALL_RETRY_MS);
+      t.unref();
+      this.stalled.set(id, t);
+    });
+    this.notifyAfter(d, id);
+  }
+
+  /** A worker connected: every stalled instance of this replica is run again. */
+  private retryStalled(): void {
+    for (const id of [...this.stalled.keys()]) this.unstall(id);
+  }
+
+  private unstall(id: string): void {
+    clearTimeout(this.stalled.get(id));
+    this.stalled.delete(id);
+    if (this.closed) return;
+    this.table.mutate(id, (d) => this.makeRunnable(d)).catch((e) => this.log.error({ err: e, instanceId: id }, 'could not run a stalled workflow again'));
   }
 
   /** CompleteOrchestrationAction; returns true when the run's remaining actions are moot. */
@@ -624,6 +675,7 @@ export class Engine {
     rec.acts = {};
     rec.timers = {};
     delete rec.lease;
+    delete rec.stalled;
     d.changed = true;
     d.index = 'remove';
     const id = rec.id;
@@ -831,8 +883,6 @@ function unsupportedName(a: OrchestratorAction): string {
   switch (a.orchestratorActionType) {
     case 'sendEntityMessage':
       return 'an entity operation (sendEntityMessage: entity signal, call or lock)';
-    case 'workflowVersionNotAvailable':
-      return 'workflowVersionNotAvailable (the worker does not have the version of this workflow)';
     case 'createDetachedWorkflow':
       return 'a detached workflow (createDetachedWorkflow)';
     default:

@@ -53,6 +53,12 @@ export interface InstanceRecord {
   terminatedRecursively?: boolean;
   /** A rerun's first run is due although nothing waits in the inbox (see rerun.ts). */
   runDue?: boolean;
+  /**
+   * Set while no worker that answered had the version this instance runs (they answered
+   * WorkflowVersionNotAvailableAction): the reference runtime's STALLED, which the contract's
+   * statuses do not have, so the status stays and this says why (HTTP property `rt.workflow.stalled`).
+   */
+  stalled?: { reason: 'VERSION_NAME_MISMATCH'; since: number };
   /** A rerun that replaces the input of the activity it starts from: applied when it is scheduled. */
   rerunInput?: { taskId: number; input?: string };
 }

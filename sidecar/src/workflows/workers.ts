@@ -50,6 +50,8 @@ export interface WorkSource {
   prepareRun(instanceId: string): Promise<{ request: OrchestratorRequest; run: OrchestratorRun } | undefined>;
   /** false when a queued activity was answered meanwhile (e.g. by a worker from before a restart). */
   activityWanted(t: ActivityTask): boolean;
+  /** A worker stream opened (stalled runs may find their version there). */
+  workerConnected?(): void;
 }
 
 export class Workers {
@@ -91,6 +93,7 @@ export class Workers {
     const s: Stream = { id: this.nextId++, call, peer: call.getPeer(), busy: 0 };
     this.streams.set(s.id, s);
     this.log.info({ worker: s.id, peer: s.peer }, 'workflow worker connected');
+    this.source?.workerConnected?.();
     this.pump();
     return s.id;
   }
