@@ -16,7 +16,9 @@
  * Pool POSTing the same 10,000 `/job/<name>` requests (same body, headers, connections and calls
  * in flight as the sidecar) to the same app — what the HTTP exchange alone allows here.
  * The burst rows also print the CPU each process spends per trigger (µs, /proc): the sidecar
- * (with its scheduler), and the app (this process, idle but for the app during the burst).
+ * (with its scheduler), and the app (this process, idle but for the app during the burst), and
+ * what the machine's cores could carry at that cost (cores × 10⁶ / (sidecar + app µs)): on a
+ * machine whose cores run the app, the sidecar and the kernel's loopback, that is the ceiling.
  *
  * BENCH_CPU_PROF=<dir> writes each sidecar's CPU profile there (node --cpu-prof); BENCH_NODE_ARGS adds
  * node options to the sidecar's command line;
@@ -24,7 +26,7 @@
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { loadavg, tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
@@ -60,6 +62,14 @@ function procCpuMs(pid: number): { total: number; sys: number } {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   // utime, stime in clock ticks (USER_HZ 100)
   return { total: ((Number(fields[11]) + Number(fields[12])) * 1000) / 100, sys: (Number(fields[12]) * 1000) / 100 };
+}
+
+/**
+ * What the machine's cores can carry when every trigger costs `usPerTrigger` of CPU in all the
+ * processes that handle it (sidecar or bare client, and the app): the CPU-bound ceiling of a burst.
+ */
+function cpuCeiling(usPerTrigger: number): number {
+  return Math.round((availableParallelism() * 1e6) / Math.max(1, usPerTrigger));
 }
 
 function selfCpuMs(): number {
@@ -202,7 +212,9 @@ async function measure(label: string, command: 'sidecar' | 'run'): Promise<Row[]
       const per = (ms: number) => ((ms * 1000) / Math.max(1, got.length)).toFixed(0);
       const late = got.map((x) => x.at - x.due).sort((x, y) => x - y);
       // a burst whose scheduling overran its due time was delivered during the schedule calls
-      const cpu = slack < 0 ? 'CPU not measured (scheduling overran the due time)' : `CPU per trigger: sidecar ${per(end.total - cpu0.sidecar.total)} µs (${per(end.sys - cpu0.sidecar.sys)} in the kernel), app ${per(selfCpuMs() - cpu0.app)} µs`;
+      const appMs = selfCpuMs() - cpu0.app;
+      const both = ((end.total - cpu0.sidecar.total + appMs) * 1000) / Math.max(1, got.length);
+      const cpu = slack < 0 ? 'CPU not measured (scheduling overran the due time)' : `CPU per trigger: sidecar ${per(end.total - cpu0.sidecar.total)} µs (${per(end.sys - cpu0.sidecar.sys)} in the kernel), app ${per(appMs)} µs: ${availableParallelism()} cores carry ${cpuCeiling(both)}/s at most`;
       return {
         rate: burstRate(got, due),
         note: `${got.length}/${BURST} delivered; ${cpu}`,
@@ -301,6 +313,8 @@ async function measureBare(): Promise<Row[]> {
     const warm = runs.slice(1);
     for (const i of [0, runs.indexOf(medianBy(warm, (r) => r.rate))]) {
       const r = runs[i];
+      const appUs = (r.appMs * 1000) / Math.max(1, r.answered);
+      const clientUs = (client.cpuMs[i] * 1000) / BURST;
       rows.push({
         setup: 'bare undici → the same app (no sidecar)',
         measure: i === 0 ? `requests/s (${BURST} at once)` : `requests/s, JIT-warm burst (median of ${WARM_BURSTS})`,
@@ -308,7 +322,7 @@ async function measureBare(): Promise<Row[]> {
         anchor: ANCHOR_TRIGGERS,
         ratio: ratio(r.rate, ANCHOR_TRIGGERS),
         target: '—',
-        note: `${i === 0 ? '' : `bursts ${burstRates(warm)}/s; `}${r.answered}/${BURST} answered; CPU per request: app ${((r.appMs * 1000) / Math.max(1, r.answered)).toFixed(0)} µs, client ${((client.cpuMs[i] * 1000) / BURST).toFixed(0)} µs${client.failed ? `; ${client.failed} not 200` : ''}`,
+        note: `${i === 0 ? '' : `bursts ${burstRates(warm)}/s; `}${r.answered}/${BURST} answered; CPU per request: app ${appUs.toFixed(0)} µs, client ${clientUs.toFixed(0)} µs: ${availableParallelism()} cores carry ${cpuCeiling(appUs + clientUs)}/s at most${client.failed ? `; ${client.failed} not 200` : ''}`,
       });
     }
     return rows;
