@@ -252,13 +252,17 @@ export async function startSshd(): Promise<SshdServer> {
   return server;
 }
 
-/** Creates the shell-less test account once, and (re)sets its password; serialised by flock. */
+/**
+ * Creates the shell-less test account once, and (re)sets its password; serialised by flock on
+ * /etc itself (a directory whose inode never changes, unlike /etc/passwd, which useradd replaces),
+ * so no lock file is left behind.
+ */
 async function ensureTestUser(): Promise<void> {
   const script = [
     `id -u ${TEST_USER} >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ${TEST_USER}`,
     `echo '${TEST_USER}:${TEST_PASSWORD}' | chpasswd`,
   ].join(' && ');
-  await run('flock', ['/tmp/rt-sftp-test-user.lock', 'sh', '-c', script]);
+  await run('flock', ['/etc', 'sh', '-c', script]);
 }
 
 async function userIds(name: string): Promise<{ uid: number; gid: number }> {
