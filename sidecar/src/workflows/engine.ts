@@ -583,6 +583,7 @@ export class Engine {
       rec.updatedAt = now;
       d.changed = true;
       this.log.warn({ instanceId: rec.id, workflow: rec.name, version: rec.version }, 'workflow stalled: the worker does not have the version of this workflow; it runs again when another worker connects');
+      this.notifyAfter(d, rec.id);
     }
     const id = rec.id;
     d.effects.push(() => {
@@ -591,7 +592,6 @@ export class Engine {
       t.unref();
       this.stalled.set(id, t);
     });
-    this.notifyAfter(d, id);
   }
 
   /** A worker connected: every stalled instance of this replica is run again. */
