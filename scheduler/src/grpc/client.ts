@@ -21,14 +21,18 @@ interface Host {
   backoffMs: number;
   /** Said once per outage that this scheduler does not answer. */
   saidUnreachable?: boolean;
+  /** A stream to it has failed before: later ones wait for the channel to be ready. */
+  retried?: boolean;
 }
 
 const CALL_TIMEOUT_MS = 10_000;
-/**
- * Longest wait between attempts to reopen a lost stream (and the channel's reconnects): a
- * scheduler that comes back gets its sidecars back within about a second.
- */
+/** Longest wait between attempts to reopen a stream that failed on a connected channel. */
 const STREAM_MAX_BACKOFF_MS = 500;
+/**
+ * Longest wait between the channel's reconnects (grpc-js adds up to 20% jitter). A lost stream
+ * waits for the channel, so a scheduler that comes back gets its sidecars back within this.
+ */
+const CHANNEL_MAX_BACKOFF_MS = 300;
 /** How long calls keep trying when no scheduler host is reachable. */
 const UNAVAILABLE_RETRY_MS = 3_000;
 
@@ -61,7 +65,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
         // fail fast to the next host instead of waiting out a dead one's reconnect
         // and find a scheduler that came back within a second
         'grpc.initial_reconnect_backoff_ms': 200,
-        'grpc.max_reconnect_backoff_ms': STREAM_MAX_BACKOFF_MS,
+        'grpc.max_reconnect_backoff_ms': CHANNEL_MAX_BACKOFF_MS,
       }) as unknown as Host['client'],
       connected: false,
       backoffMs: 100,
@@ -118,8 +122,8 @@ export class GrpcSchedulerClient implements SchedulerClient {
     throw new SchedulerError('unavailable', code, `no scheduler host answered (${this.hosts.map((h) => h.address).join(', ')}): ${last?.details || last?.message || 'unavailable'}`);
   }
 
-  private metadata(): grpc.Metadata {
-    const md = new grpc.Metadata();
+  private metadata(waitForReady = false): grpc.Metadata {
+    const md = new grpc.Metadata({ waitForReady });
     if (this.token) md.set(TOKEN_METADATA, this.token);
     return md;
   }
@@ -137,7 +141,9 @@ export class GrpcSchedulerClient implements SchedulerClient {
 
   private openStream(h: Host, target: Target, handler: TriggerHandler, appJobs: boolean): void {
     if (this.closed) return;
-    const stream = (h.client.WatchJobs as (md: grpc.Metadata, opts: grpc.CallOptions) => grpc.ClientDuplexStream<unknown, unknown>).call(h.client, this.metadata(), {});
+    // The first attempt fails fast, so an absent scheduler is said at once. Later attempts wait
+    // for the channel: the stream opens the moment its reconnect succeeds, not at our next timer.
+    const stream = (h.client.WatchJobs as (md: grpc.Metadata, opts: grpc.CallOptions) => grpc.ClientDuplexStream<unknown, unknown>).call(h.client, this.metadata(h.retried), {});
     h.stream = stream;
     let dead = false;
     // acks settled in one turn of the event loop go back as one message
@@ -180,6 +186,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
       h.connected = false;
       h.stream = undefined;
       if (this.closed) return;
+      h.retried = true;
       h.retry = setTimeout(() => this.openStream(h, target, handler, appJobs), h.backoffMs);
       h.backoffMs = Math.min(h.backoffMs * 2, STREAM_MAX_BACKOFF_MS);
     };
