@@ -4,7 +4,7 @@
  * - app health checks probe AppCallbackHealthCheck/HealthCheck (an HTTP GET of the health path,
  *   which a gRPC server cannot answer, kept its subscriptions from ever opening);
  * - input-binding events go through AppCallback.OnBindingEvent;
- * - job triggers go through AppCallbackAlpha.OnJobEventAlpha1.
+ * - job triggers go through AppCallback.OnJobEvent, or AppCallbackAlpha.OnJobEventAlpha1 when the app lacks it.
  * A gRPC server without these services, or no server, fails them.
  */
 import type { DaprServer } from '@dapr/dapr';
@@ -161,5 +161,27 @@ describe('job triggers to a gRPC app', () => {
     expect((await postJob(jobsSidecar!.base, 'flaky', { dueTime: '0s', failurePolicy: { constant: { interval: '100ms', maxRetries: 2 } } })).status).toBe(204);
     await waitFor(() => events.filter((e) => e.name === 'flaky').length >= 2, 10_000, 'a retry');
     fail = new Set();
+  });
+
+  it('an app with the stable AppCallback.OnJobEvent gets them there, not through the alpha name', async () => {
+    const def = protoLoader.loadSync('appcallback.proto', { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true, json: true, includeDirs: [APP_PROTO_DIR, PROTO_DIR] });
+    const got: { rpc: string; name: string }[] = [];
+    const app = new grpc.Server();
+    const record = (rpc: string) => (call: grpc.ServerUnaryCall<JobEvent, unknown>, cb: grpc.sendUnaryData<unknown>) => (got.push({ rpc, name: call.request.name }), cb(null, {}));
+    app.addService(def['dapr.proto.runtime.v1.AppCallback'] as grpc.ServiceDefinition, { OnJobEvent: record('OnJobEvent') });
+    app.addService(def['dapr.proto.runtime.v1.AppCallbackAlpha'] as grpc.ServiceDefinition, { OnJobEventAlpha1: record('OnJobEventAlpha1') });
+    const port = await new Promise<number>((res, rej) => app.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+    const d = tempDir('rt-grpc-jobs-stable-');
+    const sidecar = await sidecarFor({ appPort: port, appProtocol: 'grpc', dataDir: d.path });
+    try {
+      expect((await postJob(sidecar.base, 'stable', { dueTime: '0s', data: { n: 1 } })).status).toBe(204);
+      await waitFor(() => got.length >= 1, 10_000, 'the job event');
+      await new Promise((r) => setTimeout(r, 200));
+      expect(got).toEqual([{ rpc: 'OnJobEvent', name: 'stable' }]);
+    } finally {
+      await sidecar.close();
+      await new Promise<void>((r) => app.tryShutdown(() => r()));
+      d.remove();
+    }
   });
 });

@@ -74,6 +74,7 @@ describe('jobs API on the embedded scheduler', () => {
       ['a%23b', { dueTime: '1s' }, 'RT_SCHEDULER_JOB_NAME', /contains "#"/],
       ['a%3Fb', { dueTime: '1s' }, 'RT_SCHEDULER_JOB_NAME', /contains "\?"/],
       ['a%01b', { dueTime: '1s' }, 'RT_SCHEDULER_JOB_NAME', /control character/],
+      ['a%7Cb', { dueTime: '1s' }, 'RT_SCHEDULER_JOB_NAME', /contains "\|"/],
       ['x'.repeat(513), { dueTime: '1s' }, 'RT_SCHEDULER_JOB_NAME', /513 characters/],
       ['ok', {}, 'RT_SCHEDULER_SCHEDULE_EMPTY', /schedule.*dueTime/],
       ['ok', { schedule: '61 * * * * *' }, 'RT_SCHEDULER_SCHEDULE_INVALID', /field 1 \(seconds\).*0-59/],

@@ -96,20 +96,38 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
 }
 
 /**
- * A trigger to an app that speaks gRPC: AppCallbackAlpha.OnJobEventAlpha1 with the job's data as
- * GetJob answers it (the Any as scheduled; JSON data as a Value/StringValue), method
- * `job/<name>`. OK = done; UNIMPLEMENTED (no handler, as a 404 over HTTP) = done; any other
- * failure = failed.
+ * Apps whose SDK answered UNIMPLEMENTED to the stable AppCallback.OnJobEvent: later triggers go
+ * straight to OnJobEventAlpha1. Forgotten after a while, so an app upgraded in place is asked again.
+ */
+const alphaOnlyApps = new WeakMap<GrpcApp, number>();
+const ALPHA_ONLY_MS = 60_000;
+
+/**
+ * A trigger to an app that speaks gRPC: AppCallback.OnJobEvent, or AppCallbackAlpha.OnJobEventAlpha1
+ * when the app does not implement it (as the reference runtime), with the job's data as GetJob
+ * answers it (the Any as scheduled; JSON data as a Value/StringValue), method `job/<name>`.
+ * OK = done; UNIMPLEMENTED from both (no handler, as a 404 over HTTP) = done; any other failure = failed.
  */
 async function deliverOverGrpc(app: GrpcApp, t: Trigger, log: SidecarContext['log']): Promise<boolean> {
+  const req = {
+    name: t.key.name,
+    data: anyOut(t),
+    method: `job/${t.key.name}`,
+    content_type: 'application/json',
+    http_extension: { verb: 3 /* POST */, querystring: '' },
+  };
+  const headers = { [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString() };
   try {
-    await app.call('alpha', 'OnJobEventAlpha1', {
-      name: t.key.name,
-      data: anyOut(t),
-      method: `job/${t.key.name}`,
-      content_type: 'application/json',
-      http_extension: { verb: 3 /* POST */, querystring: '' },
-    }, { [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString() });
+    if ((alphaOnlyApps.get(app) ?? 0) < Date.now()) {
+      try {
+        await app.call('callback', 'OnJobEvent', req, headers);
+        return true;
+      } catch (e) {
+        if (grpcCode(e) !== UNIMPLEMENTED) throw e;
+        alphaOnlyApps.set(app, Date.now() + ALPHA_ONLY_MS);
+      }
+    }
+    await app.call('alpha', 'OnJobEventAlpha1', req, headers);
     return true;
   } catch (e) {
     if (grpcCode(e) === UNIMPLEMENTED) return true;

@@ -9,7 +9,7 @@ import type { SidecarContext } from '../context.ts';
 import { ApiError } from '../http/errors.ts';
 import type { SchedulerClient } from '../../../scheduler/src/client.ts';
 import { JOB_OPERATION_ERROR_CODES, SchedulerError, type JobKey, type JobOperation } from '../../../scheduler/src/types.ts';
-import { validateName } from '../../../scheduler/src/validate.ts';
+import { validateName, validateNewName } from '../../../scheduler/src/validate.ts';
 import { jobView, parseScheduleBody } from './request.ts';
 
 const PREFIXES = ['/v1.0-alpha1/jobs', '/v1.0/jobs'];
@@ -34,6 +34,7 @@ export function registerJobRoutes(ctx: SidecarContext, client: SchedulerClient |
     ctx.http.post(`${prefix}/*`, async (req: FastifyRequest, reply: FastifyReply) => {
       await run('schedule', async () => {
         const key = keyOf(req);
+        validateNewName(key.name);
         const { spec, overwrite } = parseScheduleBody(req.body);
         await need('schedule').schedule(key, spec, overwrite);
       });

@@ -12,7 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
 import type { SchedulerClient } from '../../../../scheduler/src/client.ts';
 import { JOB_OPERATION_ERROR_CODES, SchedulerError, type FailurePolicy, type JobKey, type JobOperation, type JobRecord, type JobSpec } from '../../../../scheduler/src/types.ts';
-import { validateName } from '../../../../scheduler/src/validate.ts';
+import { validateName, validateNewName } from '../../../../scheduler/src/validate.ts';
 import { anyIn, anyOut, type AnyMsg } from './any.ts';
 import { GrpcError } from './errors.ts';
 
@@ -118,6 +118,7 @@ export function jobMethods(ctx: SidecarContext) {
       await run('schedule', async () => {
         if (!req.job) throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'RT_SCHEDULER_JOB_EMPTY', 'job is required: send {name, schedule and/or due_time, …}');
         const key = keyOf(req.job.name);
+        validateNewName(key.name);
         await need('schedule').schedule(key, specOf(req.job), req.overwrite === true);
       });
       return {};
