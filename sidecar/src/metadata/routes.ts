@@ -4,11 +4,14 @@ import { ApiError } from '../http/errors.ts';
 import { rawBodyRoutes } from '../http/server.ts';
 import { requestShutdown } from '../shutdown.ts';
 
-
 export async function setup(ctx: SidecarContext): Promise<void> {
   ctx.http.get('/v1.0/metadata', async () => {
     try {
-      return ctx.metadata.snapshot();
+      const md: Record<string, unknown> = { ...ctx.metadata.snapshot() };
+      // as the reference runtime: the workflow workers connected to this sidecar
+      const workers = ctx.services.workflows?.workers.connected;
+      if (workers !== undefined) md.workflows = { connectedWorkers: workers };
+      return md;
     } catch (e) {
       throw new ApiError(500, 'ERR_METADATA_GET', `metadata could not be returned: ${(e as Error).message}`);
     }

@@ -29,7 +29,8 @@ export interface MetadataResponse {
     channelAddress: string;
     maxConcurrency: number;
     health: {
-      healthCheckPath: string;
+      /** Only for apps spoken to over HTTP (the contract's "for the HTTP protocol"). */
+      healthCheckPath?: string;
       healthProbeInterval: string;
       healthProbeTimeout: string;
       healthThreshold: number;
@@ -134,7 +135,7 @@ export class MetadataService {
         channelAddress: o.appChannelAddress,
         maxConcurrency: o.appMaxConcurrency,
         health: {
-          healthCheckPath: o.appHealthCheckPath,
+          ...(o.appProtocol.startsWith('grpc') ? {} : { healthCheckPath: o.appHealthCheckPath }),
           healthProbeInterval: formatDuration(o.appHealthProbeIntervalMs),
           healthProbeTimeout: formatDuration(o.appHealthProbeTimeoutMs),
           healthThreshold: o.appHealthThreshold,
