@@ -278,13 +278,15 @@ describe('workflows with the durabletask-js SDK', () => {
   });
 
   it('reports the engine actor types in metadata with live counts', async () => {
-    type Md = { actors: { type: string; count: number }[] };
+    type Md = { actors: { type: string; count: number }[]; workflows?: { connectedWorkers: number } };
     const count = async () => {
       const md = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as Md;
       return md.actors.find((a) => a.type === 'rt.internal.default.wf-dt.workflow')?.count;
     };
     const md = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as Md;
     expect(md.actors.map((a) => a.type)).toEqual(expect.arrayContaining(['rt.internal.default.wf-dt.workflow', 'rt.internal.default.wf-dt.activity']));
+    // the suite's worker is connected, as the reference runtime reports it
+    expect(md.workflows?.connectedWorkers).toBeGreaterThanOrEqual(1);
     const before = (await count()) as number;
     const ids = await Promise.all([1, 2, 3].map(() => client.scheduleNewOrchestration('forever')));
     await Promise.all(ids.map((id) => client.waitForOrchestrationStart(id, false, 10)));

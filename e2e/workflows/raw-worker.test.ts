@@ -8,11 +8,14 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STATUS_BY_NUMBER, type ActivityRequest, type HistoryEvent, type OrchestrationStateMsg, type OrchestratorAction, type OrchestratorRequest, type WorkItem } from '../../sidecar/src/workflows/proto.ts';
+import { STALLED_STATUS, STATUS_BY_NUMBER, type ActivityRequest, type HistoryEvent, type OrchestrationStateMsg, type OrchestratorAction, type OrchestratorRequest, type WorkItem } from '../../sidecar/src/workflows/proto.ts';
 import { getInstance, rawTaskHub, sidecarForTest, waitUntil, type RawTaskHub, type TestSidecar } from './harness.ts';
 
-/** What the scripted worker does with a run: answer with actions, or give it back. */
-type RunScript = (req: OrchestratorRequest, token: string) => OrchestratorAction[] | 'abandon';
+/**
+ * What the scripted worker does with a run: answer with actions (and the patches the run saw,
+ * sent with the Go SDK's newer CompleteWorkflowTask), or give it back.
+ */
+type RunScript = (req: OrchestratorRequest, token: string) => OrchestratorAction[] | { actions: OrchestratorAction[]; patches: string[] } | 'abandon';
 type ActivityScript = (req: ActivityRequest, token: string) => string | 'abandon';
 
 let sc: TestSidecar;
@@ -36,7 +39,8 @@ function serve(s: grpc.ClientReadableStream<WorkItem>): void {
       const script = runScripts.get(req.instanceId) ?? (() => done('"ok"'));
       const answer = script(req, token);
       if (answer === 'abandon') void raw.call('AbandonTaskOrchestratorWorkItem', { completionToken: token });
-      else void raw.call('CompleteOrchestratorTask', { instanceId: req.instanceId, actions: answer });
+      else if (Array.isArray(answer)) void raw.call('CompleteOrchestratorTask', { instanceId: req.instanceId, actions: answer });
+      else void raw.call('CompleteWorkflowTask', { instanceId: req.instanceId, actions: answer.actions, version: { patches: answer.patches } });
     } else if ('activityRequest' in wi && wi.activityRequest) {
       const a = wi.activityRequest;
       const answer = (activityScripts.get(a.orchestrationInstance.instanceId) ?? (() => '1'))(a, token);
@@ -69,6 +73,14 @@ async function finished(id: string): Promise<OrchestrationStateMsg> {
   return res!.orchestrationState;
 }
 
+async function state(id: string): Promise<OrchestrationStateMsg> {
+  return (await raw.call<{ orchestrationState: OrchestrationStateMsg }>('GetInstance', { instanceId: id })).res!.orchestrationState;
+}
+
+async function historyOf(id: string): Promise<HistoryEvent[]> {
+  return (await raw.call<{ events?: HistoryEvent[] }>('GetInstanceHistory', { instanceId: id })).res?.events ?? [];
+}
+
 const startedOf = (req: OrchestratorRequest): HistoryEvent['executionStarted'] => [...(req.pastEvents ?? []), ...(req.newEvents ?? [])].find((e) => e.executionStarted)?.executionStarted;
 
 describe('unsupported orchestrator actions', () => {
@@ -90,6 +102,23 @@ describe('unsupported orchestrator actions', () => {
     const st = await finished('future-action');
     expect(STATUS_BY_NUMBER[st.orchestrationStatus]).toBe('FAILED');
     expect(st.failureDetails?.errorMessage).toMatch(/unknown to this sidecar.*action id 3/);
+  });
+
+  it('an activity or child workflow addressed to another app fails it, naming the app; one addressed to this app runs', async () => {
+    runScripts.set('cross-app', () => [{ id: 0, scheduleTask: { name: 'echo' }, router: { sourceAppID: 'wf-raw-worker', targetAppID: 'otherapp' } }]);
+    const seen: string[] = [];
+    activityScripts.set('cross-app', (a) => (seen.push(a.name), '1'));
+    await start('cross-app', 'crossApp');
+    const st = await finished('cross-app');
+    expect(STATUS_BY_NUMBER[st.orchestrationStatus]).toBe('FAILED');
+    expect(st.failureDetails?.errorMessage).toMatch(/the activity "echo" on app "otherapp" \(a cross-app workflow call/);
+    expect(seen).toEqual([]);
+
+    runScripts.set('own-app', (req) =>
+      (req.newEvents ?? []).some((e) => e.taskCompleted) ? done('"here"') : [{ id: 0, scheduleTask: { name: 'echo' }, router: { sourceAppID: 'wf-raw-worker', targetAppID: 'wf-raw-worker' } }],
+    );
+    await start('own-app', 'ownApp');
+    expect((await finished('own-app')).output?.value).toBe('"here"');
   });
 
   it('an unsupported action among supported ones fails the run before any of them is carried out', async () => {
@@ -122,11 +151,14 @@ describe('a worker without the workflow\'s version (WorkflowVersionNotAvailableA
       const i = await getInstance(sc.base, 'rolling');
       return i?.properties['rt.workflow.stalled'] ? i : undefined;
     }, 5000, 'the stalled property');
-    expect(stalled.runtimeStatus).not.toBe('FAILED');
-    expect(stalled.properties['rt.workflow.stalled']).toMatch(/^VERSION_NAME_MISMATCH: /);
-    // nothing of a stalled run is stored: the history is still the start alone
-    const history = (await raw.call<{ events?: HistoryEvent[] }>('GetInstanceHistory', { instanceId: 'rolling' })).res?.events ?? [];
+    // HTTP keeps the contract's statuses; gRPC says STALLED, as the reference runtime
+    expect(stalled.runtimeStatus).toBe('PENDING'); // no run of it was ever applied
+    expect(stalled.properties['rt.workflow.stalled']).toMatch(/^VERSION_NOT_AVAILABLE: /);
+    expect((await state('rolling')).orchestrationStatus).toBe(STALLED_STATUS);
+    // nothing of a stalled run is stored: the history is the start and one ExecutionStalled
+    const history = await historyOf('rolling');
     expect(history.some((e) => e.eventRaised || e.orchestratorStarted)).toBe(false);
+    expect(history.filter((e) => e.executionStalled).map((e) => e.executionStalled!.reason ?? 0)).toEqual([1]);
     const seen = runs.get('rolling')!.length;
     await new Promise((r) => setTimeout(r, 300));
     expect(runs.get('rolling')!.length).toBe(seen); // it waits, it does not spin
@@ -141,6 +173,40 @@ describe('a worker without the workflow\'s version (WorkflowVersionNotAvailableA
       // the run that succeeded saw the event raised while it was stalled
       expect(runs.get('rolling')!.at(-1)!.newEvents?.some((e) => e.eventRaised?.name === 'go')).toBe(true);
       expect((await getInstance(sc.base, 'rolling'))?.properties['rt.workflow.stalled']).toBeUndefined();
+      // workers are never shown the marker
+      expect(runs.get('rolling')!.some((r) => (r.pastEvents ?? []).some((e) => e.executionStalled))).toBe(false);
+    } finally {
+      second.cancel();
+    }
+  });
+});
+
+describe('a worker whose patches contradict the history (PATCH_MISMATCH)', () => {
+  it('stalls the instance until a worker whose patches begin with the history\'s connects', async () => {
+    // run 1 saw patch p1; then the code lost its isPatched('p1'); later p2 is added after it
+    let patches: string[] = ['p1'];
+    runScripts.set('patchy', (req) => {
+      const went = [...(req.pastEvents ?? []), ...(req.newEvents ?? [])].some((e) => e.eventRaised);
+      return { actions: went ? done('"patched"') : [], patches };
+    });
+    await start('patchy', 'patchy');
+    await waitUntil(async () => ((await historyOf('patchy')).some((e) => e.orchestratorStarted?.version?.patches?.includes('p1')) ? true : undefined), 5000, 'the first run');
+    patches = [];
+    expect((await raw.call('RaiseEvent', { instanceId: 'patchy', name: 'go', input: { value: '1' } })).err).toBeNull();
+    const stalled = await waitUntil(async () => ((await state('patchy')).orchestrationStatus === STALLED_STATUS ? true : undefined), 5000, 'the stall');
+    expect(stalled).toBe(true);
+    expect((await getInstance(sc.base, 'patchy'))?.properties['rt.workflow.stalled']).toMatch(/^PATCH_MISMATCH: the worker's patches \[\] do not begin with the patches in the history \[p1\]/);
+    const history = await historyOf('patchy');
+    expect(history.some((e) => e.eventRaised)).toBe(false);
+    expect(history.filter((e) => e.executionStalled).map((e) => e.executionStalled!.reason ?? 0)).toEqual([0]);
+
+    patches = ['p1', 'p2'];
+    const second = raw.workItems();
+    serve(second);
+    try {
+      const st = await finished('patchy');
+      expect(STATUS_BY_NUMBER[st.orchestrationStatus]).toBe('COMPLETED');
+      expect(st.output?.value).toBe('"patched"');
     } finally {
       second.cancel();
     }

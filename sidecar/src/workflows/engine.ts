@@ -12,7 +12,9 @@ import type { Logger } from 'pino';
 import type { Draft, InstanceTable } from './instances.ts';
 import {
   OrchestrationStatus,
+  STALLED_STATUS,
   STATUS_BY_NUMBER,
+  StalledReason,
   fromTimestamp,
   sv,
   toTimestamp,
@@ -25,8 +27,9 @@ import {
   type OrchestratorResponse,
   type PropagatedHistory,
   type RuntimeStatus,
+  type StallReason,
 } from './proto.ts';
-import { propagate, propagateFrom, scopeOf, versionOf } from './propagation.ts';
+import { patchMismatch, propagate, propagateFrom, scopeOf, versionOf } from './propagation.ts';
 import { isTerminal, type InstanceRecord, type ParentRef } from './record.ts';
 import { rerunStart } from './rerun.ts';
 import type { TimerRef, Timers } from './timers.ts';
@@ -467,7 +470,8 @@ export class Engine {
       request: {
         instanceId: id,
         executionId: { value: rec.executionId },
-        pastEvents: history.filter((e) => !e.orchestratorCompleted),
+        // nor ExecutionStalled markers: no SDK acts on them, and older ones log each as unknown
+        pastEvents: history.filter((e) => !e.orchestratorCompleted && !e.executionStalled),
         newEvents: [started, ...rec.inbox],
         propagatedHistory: rec.propagated,
       },
@@ -493,7 +497,13 @@ export class Engine {
     // the worker does not have the version this instance runs: nothing of the run is kept, and
     // it is tried again on another worker (as the reference runtime's stalled state)
     if ((res.actions ?? []).some((a) => a.workflowVersionNotAvailable)) {
-      this.stall(d, now);
+      this.stall(d, now, 'VERSION_NOT_AVAILABLE', `no worker that answered has version ${JSON.stringify(rec.version ?? '')} of workflow ${JSON.stringify(rec.name)}`);
+      return;
+    }
+    // nor does one whose patches contradict what the instance already did
+    const mismatch = patchMismatch(d.history, res.version);
+    if (mismatch) {
+      this.stall(d, now, 'PATCH_MISMATCH', mismatch);
       return;
     }
     const ts = toTimestamp(now);
@@ -507,14 +517,16 @@ export class Engine {
     rec.updatedAt = now;
     if (res.customStatus) rec.customStatus = res.customStatus.value;
     if (rec.status === 'PENDING') rec.status = 'RUNNING';
+    rec.startedAt ??= now;
     delete rec.runDue;
     delete rec.stalled;
 
     // an action the engine cannot carry out fails the workflow now, rather than leaving it
     // waiting forever for a result that will never come
-    const unsupported = (res.actions ?? []).find((a) => !isSupported(a));
+    const unsupported = (res.actions ?? []).find((a) => !isSupported(a) || this.otherApp(a) !== undefined);
     if (unsupported) {
-      const what = unsupportedName(unsupported);
+      const other = this.otherApp(unsupported);
+      const what = other === undefined ? unsupportedName(unsupported) : `${unsupportedName(unsupported)} on app "${other}" (a cross-app workflow call; run it in this app)`;
       this.finish(d, 'FAILED', undefined, { errorType: 'UnsupportedOrchestratorAction', errorMessage: `the workflow asked for ${what} (action id ${unsupported.id}), which this sidecar does not support` }, []);
       return;
     }
@@ -572,17 +584,19 @@ export class Engine {
   }
 
   /**
-   * A run answered with WorkflowVersionNotAvailableAction: the inbox stays as it was, the lease
-   * stays here, and the instance waits (its status unchanged, `stalled` saying why) until a
-   * worker connects or STALL_RETRY_MS passes. During a rollout that is the new replica's worker.
+   * A run that cannot be applied (see StallReason): nothing of it is kept, the inbox stays as it
+   * was, the lease stays here, and the instance waits (`stalled` saying why, with an
+   * ExecutionStalled event in its history, as the reference runtime) until a worker connects or
+   * STALL_RETRY_MS passes. During a rollout that is the new replica's worker.
    */
-  private stall(d: Draft, now: number): void {
+  private stall(d: Draft, now: number, reason: StallReason, description: string): void {
     const rec = d.rec as InstanceRecord;
-    if (!rec.stalled) {
-      rec.stalled = { reason: 'VERSION_NAME_MISMATCH', since: now };
+    if (rec.stalled?.reason !== reason) {
+      rec.stalled = { reason, since: now, description };
       rec.updatedAt = now;
+      d.append.push({ eventId: -1, timestamp: toTimestamp(now), executionStalled: { reason: StalledReason[reason], description } });
       d.changed = true;
-      this.log.warn({ instanceId: rec.id, workflow: rec.name, version: rec.version }, 'workflow stalled: the worker does not have the version of this workflow; it runs again when another worker connects');
+      this.log.warn({ instanceId: rec.id, workflow: rec.name, version: rec.version, reason }, `workflow stalled: ${description}; it runs again when a worker connects`);
       this.notifyAfter(d, rec.id);
     }
     const id = rec.id;
@@ -604,6 +618,15 @@ export class Engine {
     this.stalled.delete(id);
     if (this.closed) return;
     this.table.mutate(id, (d) => this.makeRunnable(d)).catch((e) => this.log.error({ err: e, instanceId: id }, 'could not run a stalled workflow again'));
+  }
+
+  /**
+   * The other app an activity or child workflow is addressed to (the SDKs' `app_id`), if any.
+   * rt has no cross-app workflows; running this app's namesake instead would do the wrong work.
+   */
+  private otherApp(a: OrchestratorAction): string | undefined {
+    const target = a.router?.targetAppID;
+    return target && target !== this.appId && (a.scheduleTask || a.createSubOrchestration) ? target : undefined;
   }
 
   /** CompleteOrchestrationAction; returns true when the run's remaining actions are moot. */
@@ -885,6 +908,10 @@ function unsupportedName(a: OrchestratorAction): string {
       return 'an entity operation (sendEntityMessage: entity signal, call or lock)';
     case 'createDetachedWorkflow':
       return 'a detached workflow (createDetachedWorkflow)';
+    case 'scheduleTask':
+      return `the activity "${a.scheduleTask?.name}"`;
+    case 'createSubOrchestration':
+      return `the child workflow "${a.createSubOrchestration?.name}"`;
     default:
       return a.orchestratorActionType ? `the action ${a.orchestratorActionType}` : 'an orchestrator action of a type unknown to this sidecar';
   }
@@ -907,7 +934,7 @@ export function toStateMessage(rec: InstanceRecord, withPayloads: boolean): Orch
     instanceId: rec.id,
     name: rec.name,
     version: sv(rec.version),
-    orchestrationStatus: OrchestrationStatus[rec.status],
+    orchestrationStatus: rec.stalled && (rec.status === 'RUNNING' || rec.status === 'PENDING') ? STALLED_STATUS : OrchestrationStatus[rec.status],
     scheduledStartTimestamp: rec.scheduledStart ? toTimestamp(rec.scheduledStart) : undefined,
     createdTimestamp: toTimestamp(rec.createdAt),
     lastUpdatedTimestamp: toTimestamp(rec.updatedAt),
@@ -915,5 +942,9 @@ export function toStateMessage(rec: InstanceRecord, withPayloads: boolean): Orch
     output: withPayloads ? sv(rec.output) : undefined,
     customStatus: withPayloads ? sv(rec.customStatus) : undefined,
     failureDetails: rec.failure,
+    executionId: sv(rec.executionId),
+    completedTimestamp: isTerminal(rec.status) ? toTimestamp(rec.updatedAt) : undefined,
+    parentInstanceId: sv(rec.parent?.instanceId),
+    startedAt: rec.status === 'PENDING' ? undefined : toTimestamp(rec.startedAt ?? rec.createdAt),
   };
 }

@@ -81,6 +81,14 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
       return rec ? { exists: true, orchestrationState: toStateMessage(rec, req.getInputsAndOutputs ?? false) } : { exists: false };
     });
 
+  const completeOrchestratorTask = unary<OrchestratorResponse, unknown>(async (req, call) => {
+    // proto3 leaves a 0 off the wire and the decoder (defaults off) leaves the field out:
+    // durabletask-go, Java and .NET number actions from 0, so a missing id is action 0
+    for (const a of req.actions ?? []) a.id ??= 0;
+    await engine.completeOrchestrator(req, call.getPeer());
+    return {};
+  });
+
   return {
     Hello: unary(async () => ({})),
 
@@ -184,13 +192,8 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
       call.on('finish', bye);
     },
 
-    CompleteOrchestratorTask: unary<OrchestratorResponse, unknown>(async (req, call) => {
-      // proto3 leaves a 0 off the wire and the decoder (defaults off) leaves the field out:
-      // durabletask-go, Java and .NET number actions from 0, so a missing id is action 0
-      for (const a of req.actions ?? []) a.id ??= 0;
-      await engine.completeOrchestrator(req, call.getPeer());
-      return {};
-    }),
+    CompleteOrchestratorTask: completeOrchestratorTask,
+    CompleteWorkflowTask: completeOrchestratorTask,
 
     CompleteActivityTask: unary<ActivityResponse, unknown>(async (req, call) => {
       req.taskId ??= 0; // task 0, as above

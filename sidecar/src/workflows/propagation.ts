@@ -29,6 +29,22 @@ export function versionOf(v: OrchestrationVersion | null | undefined): Orchestra
   return name === undefined ? { patches } : { patches, name };
 }
 
+/**
+ * Why a worker's answer cannot be applied to this history, or undefined when it can: the patches
+ * recorded in the history (each once, in the order first seen) must begin the patches the worker
+ * answered with. Removing, renaming or reordering an `isPatched` check would otherwise change
+ * what an instance already did. As the reference runtime, whose answer is then PATCH_MISMATCH.
+ */
+export function patchMismatch(history: readonly HistoryEvent[], answered: OrchestrationVersion | null | undefined): string | undefined {
+  const seen = new Set<string>();
+  for (const e of history) for (const p of e.orchestratorStarted?.version?.patches ?? []) seen.add(p);
+  if (seen.size === 0) return undefined;
+  const past = [...seen];
+  const now = versionOf(answered)?.patches ?? [];
+  if (now.length >= past.length && past.every((p, i) => now[i] === p)) return undefined;
+  return `the worker's patches [${now.join(', ')}] do not begin with the patches in the history [${past.join(', ')}]`;
+}
+
 function isName(s: string): boolean {
   return s.length > 0 && !/[\u0000-\u001f\u007f]/.test(s);
 }

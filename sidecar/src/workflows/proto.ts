@@ -23,6 +23,16 @@ export const OrchestrationStatus = {
 
 export type RuntimeStatus = keyof typeof OrchestrationStatus;
 
+/**
+ * Dapr protocol's ORCHESTRATION_STATUS_STALLED: shown over gRPC while a RUNNING instance waits for
+ * a worker with its version or patches. Not a RuntimeStatus: the HTTP API's statuses have none.
+ */
+export const STALLED_STATUS = 8;
+
+/** Dapr protocol's StalledReason. */
+export const StalledReason = { PATCH_MISMATCH: 0, VERSION_NOT_AVAILABLE: 1 } as const;
+export type StallReason = keyof typeof StalledReason;
+
 export const STATUS_BY_NUMBER: RuntimeStatus[] = ['RUNNING', 'COMPLETED', 'CONTINUED_AS_NEW', 'FAILED', 'CANCELED', 'TERMINATED', 'PENDING', 'SUSPENDED'];
 
 export interface Timestamp {
@@ -100,12 +110,15 @@ export interface HistoryEvent {
   continueAsNew?: { input?: StringValue | null };
   executionSuspended?: { input?: StringValue | null };
   executionResumed?: { input?: StringValue | null };
+  executionStalled?: { reason: number; description?: string | null };
   /** Set by proto-loader (oneofs: true) on decoded events: the name of the member present. */
   eventType?: string;
 }
 
 export interface OrchestratorAction {
   id: number;
+  /** Dapr protocol: the app the action is meant for (cross-app workflows). */
+  router?: { sourceAppID?: string; targetAppID?: string | null; targetAppNamespace?: string | null } | null;
   scheduleTask?: { name: string; version?: StringValue | null; input?: StringValue | null; historyPropagationScope?: number | null } | null;
   createSubOrchestration?: { instanceId: string; name: string; version?: StringValue | null; input?: StringValue | null; historyPropagationScope?: number | null } | null;
   createTimer?: { fireAt?: Timestamp | null } | null;
@@ -170,6 +183,10 @@ export interface OrchestrationStateMsg {
   output?: StringValue;
   customStatus?: StringValue;
   failureDetails?: FailureDetails;
+  executionId?: StringValue;
+  completedTimestamp?: Timestamp;
+  parentInstanceId?: StringValue;
+  startedAt?: Timestamp;
 }
 
 let cached: grpc.ServiceDefinition | undefined;

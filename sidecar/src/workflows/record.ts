@@ -4,7 +4,7 @@
  * and the lease; the history is append-only in batches (`…||h0`, `…||h1`, one key per
  * orchestrator step), so a step writes the record plus one new key.
  */
-import type { FailureDetails, HistoryEvent, PropagatedHistory, RuntimeStatus } from './proto.ts';
+import type { FailureDetails, HistoryEvent, PropagatedHistory, RuntimeStatus, StallReason } from './proto.ts';
 
 export interface ParentRef {
   instanceId: string;
@@ -26,6 +26,8 @@ export interface InstanceRecord {
   createdAt: number;
   updatedAt: number;
   scheduledStart?: number;
+  /** When its first run was applied (GetInstance's startedAt); older records fall back to createdAt. */
+  startedAt?: number;
   input?: string;
   output?: string;
   customStatus?: string;
@@ -54,11 +56,12 @@ export interface InstanceRecord {
   /** A rerun's first run is due although nothing waits in the inbox (see rerun.ts). */
   runDue?: boolean;
   /**
-   * Set while no worker that answered had the version this instance runs (they answered
-   * WorkflowVersionNotAvailableAction): the reference runtime's STALLED, which the contract's
-   * statuses do not have, so the status stays and this says why (HTTP property `rt.workflow.stalled`).
+   * Set while the last run could not be applied: the worker did not have the version this
+   * instance runs (WorkflowVersionNotAvailableAction), or its patches did not begin with those in
+   * the history. The reference runtime's STALLED: gRPC shows that status; the HTTP API's statuses
+   * have none, so there the status stays and the property `rt.workflow.stalled` says why.
    */
-  stalled?: { reason: 'VERSION_NAME_MISMATCH'; since: number };
+  stalled?: { reason: StallReason; since: number; description?: string };
   /** A rerun that replaces the input of the activity it starts from: applied when it is scheduled. */
   rerunInput?: { taskId: number; input?: string };
 }

@@ -63,7 +63,7 @@ export function toHttpInstance(rec: InstanceRecord): Record<string, unknown> {
   put('input', rec.input);
   put('output', rec.output);
   put('custom_status', rec.customStatus);
-  if (rec.stalled) put('stalled', `${rec.stalled.reason}: no worker that answered has the version of this workflow (since ${new Date(rec.stalled.since).toISOString()})`);
+  if (rec.stalled) put('stalled', `${rec.stalled.reason}: ${rec.stalled.description ?? 'no worker that answered has the version of this workflow'} (since ${new Date(rec.stalled.since).toISOString()})`);
   if (rec.failure) {
     put('failure.error_type', rec.failure.errorType);
     put('failure.error_message', rec.failure.errorMessage);
