@@ -47,6 +47,11 @@ beforeAll(async () => {
     const parts: number[] = yield whenAll([1, 2, 3].map((x) => ctx.callActivity('add', [x, 0])));
     return yield ctx.callActivity('add', [parts.reduce((p, q) => p + q, 0), 100]);
   });
+  // a timer, then a step: a rerun from the timer event
+  worker.addNamedOrchestrator('napper', async function* (ctx: any, n: number): any {
+    yield ctx.createTimer(2);
+    return yield ctx.callActivity('add', [n, 1]);
+  });
   // a parent whose child waits for an event: both stay RUNNING until told
   worker.addNamedOrchestrator('holder', async function* (ctx: any): any {
     return yield ctx.callSubOrchestrator('waiter', null, `${ctx.instanceId}-kid`);
@@ -228,7 +233,7 @@ describe('versions, history and restart', () => {
   });
 });
 
-describe('rerun from an activity event', () => {
+describe('rerun from an activity or timer event', () => {
   /** The ids of the TaskScheduled events of an instance, in order. */
   async function scheduled(id: string): Promise<number[]> {
     return (await history(id)).filter((e) => e.taskScheduled).map((e) => e.eventId);
@@ -270,20 +275,44 @@ describe('rerun from an activity event', () => {
     expect([...adds].sort()).toEqual(['1+0', '2+0', '3+0', '6+100']);
   });
 
+  it('from a timer event: the timer is created again and fires at once, what follows runs again', async () => {
+    const id = await client.scheduleNewOrchestration('napper', 5, 'rerun-nap');
+    expect((await client.waitForOrchestrationCompletion(id, true, 20))?.serializedOutput).toBe('6');
+    const timer = (await history(id)).find((e) => e.timerCreated)!;
+    adds.length = 0;
+    const t0 = Date.now();
+    const { err, res } = await rerun({ sourceInstanceID: id, eventID: timer.eventId, newInstanceID: 'rerun-nap-2' });
+    expect(err).toBeNull();
+    expect((await client.waitForOrchestrationCompletion(res!.newInstanceID, true, 20))?.serializedOutput).toBe('6');
+    expect(Date.now() - t0).toBeLessThan(10_000); // not the source's 2 s again and again: its time has passed
+    expect(adds).toEqual(['5+1']);
+  });
+
   it('refuses what it cannot do, with the right status', async () => {
     const id = await client.scheduleNewOrchestration('steps', 1, 'rerun-bad');
     await client.waitForOrchestrationCompletion(id, true, 20);
     const [first] = await scheduled(id);
     expect((await rerun({ sourceInstanceID: 'rerun-nobody', eventID: 0 })).err?.code).toBe(5);
     expect((await rerun({ eventID: first })).err?.code).toBe(3);
-    const notActivity = await rerun({ sourceInstanceID: id, eventID: 999 });
-    expect(notActivity.err?.code).toBe(3);
-    expect(notActivity.err?.details).toMatch(/no event 999/);
+    // an event that is not there, or not an activity's or a timer's: NOT_FOUND, as the reference
+    const missing = await rerun({ sourceInstanceID: id, eventID: 999 });
+    expect(missing.err?.code).toBe(5);
+    expect(missing.err?.details).toMatch(/no event 999/);
+    // a child workflow's event (the reference refuses those the same way)
+    const parent = await client.scheduleNewOrchestration('quickParent', 1, 'rerun-parent');
+    await client.waitForOrchestrationCompletion(parent, true, 20);
+    const created = (await history(parent)).find((e) => e.subOrchestrationInstanceCreated)!;
+    const childEvent = await rerun({ sourceInstanceID: parent, eventID: created.eventId });
+    expect(childEvent.err?.code).toBe(5);
+    expect(childEvent.err?.details).toMatch(/neither an activity .* nor a timer/);
     expect((await rerun({ sourceInstanceID: id, eventID: first, newChildWorkflowInstanceID: 'x' })).err?.code).toBe(3);
     expect((await rerun({ sourceInstanceID: id, eventID: first, newInstanceID: 'bad id!' })).err?.code).toBe(3);
     await client.scheduleNewOrchestration('waiter', null, 'rerun-busy');
     await waitForStatus(sc.base, 'rerun-busy', ['RUNNING']);
-    expect((await rerun({ sourceInstanceID: 'rerun-busy', eventID: 0 })).err?.code).toBe(9);
+    // not finished: INVALID_ARGUMENT, as the reference ("not in a terminal state")
+    const busy = await rerun({ sourceInstanceID: 'rerun-busy', eventID: 0 });
+    expect(busy.err?.code).toBe(3);
+    expect(busy.err?.details).toMatch(/not in a terminal state/);
     expect((await rerun({ sourceInstanceID: id, eventID: first, newInstanceID: 'rerun-busy' })).err?.code).toBe(6);
     await client.terminateOrchestration('rerun-busy');
   });

@@ -299,7 +299,8 @@ export class Engine {
     const source = await this.table
       .mutate(sourceId, (d) => {
         const rec = this.existing(d, sourceId);
-        if (!isTerminal(rec.status)) throw new WorkflowError('PRECONDITION', `workflow instance "${sourceId}" is ${rec.status}; only a finished instance can be rerun`);
+        // INVALID as in the reference runtime ("not in a terminal state")
+        if (!isTerminal(rec.status)) throw new WorkflowError('INVALID', `workflow instance "${sourceId}" is ${rec.status}, not in a terminal state; only a finished instance can be rerun`);
         return { rec, history: d.history.filter((e) => !e.orchestratorCompleted) };
       })
       .finally(() => this.table.evict(sourceId));
@@ -333,7 +334,7 @@ export class Engine {
         timers: {},
         children: [],
         runDue: true,
-        rerunInput: req.input ? { taskId: eventId, input: req.input.value } : undefined,
+        rerunInput: req.input && plan.fromActivity ? { taskId: eventId, input: req.input.value } : undefined,
       };
       d.rec = rec;
       d.append.push(...plan.history);

@@ -1,8 +1,10 @@
 /**
  * RerunWorkflowFromEvent: a new instance that starts from a finished one's history, cut just
- * before one of its activities (a TaskScheduled event). The orchestrator replays the kept
- * history and schedules that activity again; what was still pending at the cut (activities
- * scheduled earlier whose results came later, timers, sub-orchestrations) is pending again.
+ * before one of its activities (a TaskScheduled event) or timers (TimerCreated). The orchestrator
+ * replays the kept history and schedules that activity again (or creates that timer again: its
+ * time has passed, so it fires at once), as the reference runtime does; what was still pending
+ * at the cut (activities scheduled earlier whose results came later, timers, sub-orchestrations)
+ * is pending again.
  */
 import { WorkflowError } from './engine.ts';
 import { fromTimestamp, type HistoryEvent } from './proto.ts';
@@ -16,18 +18,23 @@ export interface RerunStart {
   timers: Record<string, number>;
   /** Sub-orchestrations created in the kept history and not answered there. */
   children: { taskId: number; instanceId: string; name: string; version?: string; input?: string }[];
+  /** The cut is an activity's (a new input applies to it), not a timer's. */
+  fromActivity: boolean;
 }
 
-/** Cuts `history` before the TaskScheduled event `eventId`; throws INVALID when there is none. */
+/**
+ * Cuts `history` before the TaskScheduled or TimerCreated event `eventId`; throws NOT_FOUND when
+ * there is none (the reference runtime's answer, for child workflow events too).
+ */
 export function rerunStart(sourceId: string, history: readonly HistoryEvent[], eventId: number, newId: string, executionId: string): RerunStart {
-  const at = history.findIndex((e) => e.eventId === eventId && e.taskScheduled);
+  const at = history.findIndex((e) => e.eventId === eventId && (e.taskScheduled || e.timerCreated));
   if (at < 0) {
     const other = history.find((e) => e.eventId === eventId && e.eventId >= 0);
     throw new WorkflowError(
-      'INVALID',
+      'NOT_FOUND',
       other
-        ? `event ${eventId} of workflow instance "${sourceId}" is not an activity (TaskScheduled) event; a rerun starts from an activity`
-        : `workflow instance "${sourceId}" has no event ${eventId}; a rerun starts from an activity (TaskScheduled) event`,
+        ? `event ${eventId} of workflow instance "${sourceId}" is neither an activity (TaskScheduled) nor a timer (TimerCreated) event; a rerun starts from one of those`
+        : `workflow instance "${sourceId}" has no event ${eventId}; a rerun starts from an activity (TaskScheduled) or timer (TimerCreated) event`,
     );
   }
   const kept = history.slice(0, at).map((e) => {
@@ -44,7 +51,7 @@ export function rerunStart(sourceId: string, history: readonly HistoryEvent[], e
     if (id !== undefined) answered.add(id);
     if (e.timerFired) fired.add(e.timerFired.timerId);
   }
-  const out: RerunStart = { history: kept, acts: {}, timers: {}, children: [] };
+  const out: RerunStart = { history: kept, acts: {}, timers: {}, children: [], fromActivity: !!history[at].taskScheduled };
   for (const e of kept) {
     if (e.taskScheduled && !answered.has(e.eventId)) out.acts[String(e.eventId)] = { name: e.taskScheduled.name, input: e.taskScheduled.input?.value };
     if (e.timerCreated && !fired.has(e.eventId)) out.timers[String(e.eventId)] = fromTimestamp(e.timerCreated.fireAt) ?? Date.now();
