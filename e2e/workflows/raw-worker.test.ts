@@ -153,7 +153,7 @@ describe('a worker without the workflow\'s version (WorkflowVersionNotAvailableA
     }, 5000, 'the stalled property');
     // HTTP keeps the contract's statuses; gRPC says STALLED, as the reference runtime
     expect(stalled.runtimeStatus).toBe('PENDING'); // no run of it was ever applied
-    expect(stalled.properties['rt.workflow.stalled']).toMatch(/^VERSION_NOT_AVAILABLE: /);
+    expect(stalled.properties['rt.workflow.stalled']).toMatch(/^VERSION_NOT_AVAILABLE: no worker that answered has version "2" of workflow "rolling"/);
     expect((await state('rolling')).orchestrationStatus).toBe(STALLED_STATUS);
     // nothing of a stalled run is stored: the history is the start and one ExecutionStalled
     const history = await historyOf('rolling');

@@ -498,7 +498,10 @@ export class Engine {
     // the worker does not have the version this instance runs: nothing of the run is kept, and
     // it is tried again on another worker (as the reference runtime's stalled state)
     if ((res.actions ?? []).some((a) => a.workflowVersionNotAvailable)) {
-      this.stall(d, now, 'VERSION_NOT_AVAILABLE', `no worker that answered has version ${JSON.stringify(rec.version ?? '')} of workflow ${JSON.stringify(rec.name)}`);
+      // the version is the name recorded by the runs so far, else the one asked for at start
+      const named = d.history.findLast((e) => e.orchestratorStarted?.version?.name)?.orchestratorStarted?.version?.name ?? rec.version;
+      const which = named ? `version ${JSON.stringify(named)}` : 'the version';
+      this.stall(d, now, 'VERSION_NOT_AVAILABLE', `no worker that answered has ${which} of workflow ${JSON.stringify(rec.name)} this instance runs`);
       return;
     }
     // nor does one whose patches contradict what the instance already did
