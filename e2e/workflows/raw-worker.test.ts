@@ -199,6 +199,11 @@ describe('a worker whose patches contradict the history (PATCH_MISMATCH)', () =>
     const history = await historyOf('patchy');
     expect(history.some((e) => e.eventRaised)).toBe(false);
     expect(history.filter((e) => e.executionStalled).map((e) => e.executionStalled!.reason ?? 0)).toEqual([0]);
+    // listings filter by the status gRPC shows
+    const listed = async (status: number) =>
+      ((await raw.call<{ orchestrationState?: OrchestrationStateMsg[] }>('QueryInstances', { query: { runtimeStatus: [status] } })).res?.orchestrationState ?? []).map((o) => o.instanceId);
+    expect(await listed(STALLED_STATUS)).toContain('patchy');
+    expect(await listed(0 /* RUNNING */)).not.toContain('patchy');
 
     patches = ['p1', 'p2'];
     const second = raw.workItems();

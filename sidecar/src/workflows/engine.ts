@@ -30,7 +30,7 @@ import {
   type StallReason,
 } from './proto.ts';
 import { patchMismatch, propagate, propagateFrom, scopeOf, versionOf } from './propagation.ts';
-import { isTerminal, type InstanceRecord, type ParentRef } from './record.ts';
+import { isTerminal, shownStatus, type InstanceRecord, type ParentRef } from './record.ts';
 import { rerunStart } from './rerun.ts';
 import type { TimerRef, Timers } from './timers.ts';
 import type { ActivityTask, OrchestratorRun, Workers } from './workers.ts';
@@ -938,7 +938,7 @@ export function toStateMessage(rec: InstanceRecord, withPayloads: boolean): Orch
     instanceId: rec.id,
     name: rec.name,
     version: sv(rec.version),
-    orchestrationStatus: rec.stalled && (rec.status === 'RUNNING' || rec.status === 'PENDING') ? STALLED_STATUS : OrchestrationStatus[rec.status],
+    orchestrationStatus: shownStatus(rec) === 'STALLED' ? STALLED_STATUS : OrchestrationStatus[rec.status],
     scheduledStartTimestamp: rec.scheduledStart ? toTimestamp(rec.scheduledStart) : undefined,
     createdTimestamp: toTimestamp(rec.createdAt),
     lastUpdatedTimestamp: toTimestamp(rec.updatedAt),

@@ -5,11 +5,12 @@
  */
 import { WorkflowError } from './engine.ts';
 import type { InstanceTable } from './instances.ts';
-import { STATUS_BY_NUMBER, fromTimestamp, type RuntimeStatus, type Timestamp } from './proto.ts';
-import { isTerminal, type InstanceRecord } from './record.ts';
+import { STALLED_STATUS, STATUS_BY_NUMBER, fromTimestamp, type RuntimeStatus, type Timestamp } from './proto.ts';
+import { isTerminal, shownStatus, type InstanceRecord } from './record.ts';
 
 export interface InstanceFilter {
-  statuses?: RuntimeStatus[];
+  /** As gRPC shows them: a stalled instance matches STALLED, not RUNNING. */
+  statuses?: (RuntimeStatus | 'STALLED')[];
   /** ms since epoch, both ends included */
   createdFrom?: number;
   createdTo?: number;
@@ -52,7 +53,7 @@ export async function listInstances(table: InstanceTable, filter: InstanceFilter
 }
 
 function matches(rec: InstanceRecord, f: InstanceFilter): boolean {
-  if (f.statuses?.length && !f.statuses.includes(rec.status)) return false;
+  if (f.statuses?.length && !f.statuses.includes(shownStatus(rec))) return false;
   if (f.createdFrom !== undefined && rec.createdAt < f.createdFrom) return false;
   if (f.createdTo !== undefined && rec.createdAt > f.createdTo) return false;
   if (f.completedFrom !== undefined || f.completedTo !== undefined) {
@@ -76,10 +77,10 @@ function firstAfter(ids: string[], after: string): number {
 }
 
 /** Proto status numbers to names; an unknown number is a bad request. */
-export function statusesOf(numbers: number[] | undefined): RuntimeStatus[] | undefined {
+export function statusesOf(numbers: number[] | undefined): (RuntimeStatus | 'STALLED')[] | undefined {
   if (!numbers?.length) return undefined;
   return numbers.map((n) => {
-    const s = STATUS_BY_NUMBER[n];
+    const s = n === STALLED_STATUS ? 'STALLED' : STATUS_BY_NUMBER[n];
     if (!s) throw new WorkflowError('INVALID', `unknown runtime status ${n}`);
     return s;
   });

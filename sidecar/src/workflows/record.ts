@@ -71,3 +71,11 @@ export const TERMINAL: ReadonlySet<RuntimeStatus> = new Set<RuntimeStatus>(['COM
 export function isTerminal(status: RuntimeStatus): boolean {
   return TERMINAL.has(status);
 }
+
+/**
+ * The status gRPC shows: the reference runtime's STALLED while a RUNNING (or not yet started)
+ * instance is stalled, else the stored one. The HTTP API shows the stored one.
+ */
+export function shownStatus(rec: InstanceRecord): RuntimeStatus | 'STALLED' {
+  return rec.stalled && (rec.status === 'RUNNING' || rec.status === 'PENDING') ? 'STALLED' : rec.status;
+}
