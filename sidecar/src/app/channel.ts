@@ -51,7 +51,9 @@ export class AppChannel {
       this.pool = new Pool(`http://${hostFor(opts.appChannelAddress)}:${opts.appPort}`, {
         connections: 128,
         pipelining: 1,
-        keepAliveTimeout: 30_000,
+        // below the idle limits app servers keep (Node 5 s, uvicorn 5 s): a connection the app
+        // is about to close is not reused (undici also honours a Keep-Alive: timeout= hint)
+        keepAliveTimeout: 4_000,
       });
       if (opts.appProtocol === 'grpc') this.grpc = new GrpcApp(opts, () => this.slot());
     }
@@ -144,7 +146,10 @@ export class AppChannel {
       headers['dapr-api-token'] = this.opts.appApiToken;
     }
     const h = this.opts.appMaxConcurrency > 0 ? releasing(handler, () => this.release()) : handler;
-    this.pool.dispatch({ method: req.method as Dispatcher.HttpMethod, path: req.path, headers, body: req.body }, h);
+    const pool = this.pool;
+    const send = (handler: Dispatcher.DispatchHandler) => pool.dispatch({ method: req.method as Dispatcher.HttpMethod, path: req.path, headers, body: req.body }, handler);
+    // a request without a body can go out again as it was
+    send(req.body === undefined ? againOnStaleSocket(h, send) : h);
   }
 
   /**
@@ -364,6 +369,38 @@ class StatusOnly implements Dispatcher.DispatchHandler {
 }
 
 /** `h`, calling `release` once when its answer has ended or failed. */
+/** Errors of a kept-alive connection that the peer had closed, found when reusing it. */
+const STALE_SOCKET = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
+
+/**
+ * Sends the request again, once, when the kept-alive connection it went out on turns out to be
+ * closed before any answer came. An app server that closes a connection without saying so
+ * (uvicorn after an unhandled error, or at its 5 s idle limit) would otherwise fail the next call
+ * with "other side closed". Go's HTTP client, under the reference runtime, does the same.
+ */
+function againOnStaleSocket(h: Dispatcher.DispatchHandler, send: (h: Dispatcher.DispatchHandler) => void): Dispatcher.DispatchHandler {
+  let answered = false;
+  let retried = false;
+  const self: Dispatcher.DispatchHandler = {
+    onRequestStart: (c, context) => h.onRequestStart?.(c, context),
+    onResponseStart: (c, status, headers, message) => {
+      answered = true;
+      h.onResponseStart?.(c, status, headers, message);
+    },
+    onResponseData: (c, chunk) => h.onResponseData?.(c, chunk),
+    onResponseEnd: (c, trailers) => h.onResponseEnd?.(c, trailers),
+    onResponseError: (c, err) => {
+      if (!answered && !retried && STALE_SOCKET.has((err as { code?: string }).code ?? '')) {
+        retried = true;
+        send(self);
+        return;
+      }
+      h.onResponseError?.(c, err);
+    },
+  };
+  return self;
+}
+
 function releasing(h: Dispatcher.DispatchHandler, release: () => void): Dispatcher.DispatchHandler {
   let done = false;
   const once = () => {
