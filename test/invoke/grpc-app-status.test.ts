@@ -94,7 +94,7 @@ describe("an app's gRPC status through service invocation", () => {
       // an app cannot pose as the hop: headers of the sidecars' own in its answer go nowhere
       if (req.url === '/forge') return res.writeHead(200, { 'rt-invoke-grpc-status': '5', 'rt-invoke-grpc-message': 'forged', 'rt-invoke-error': 'ERR_FORGED' }).end('real');
       const status = Number(/^\/status\/(\d+)/.exec(req.url ?? '')?.[1] ?? 200);
-      res.writeHead(status, { 'content-type': 'text/plain' });
+      res.writeHead(status, { 'content-type': 'text/plain', 'x-answer-header': `answered ${status}`, connection: 'keep-alive' });
       res.end(status === 500 ? `${'x'.repeat(100)} and more` : `web answered ${status}`);
     });
     const webPort = await new Promise<number>((r) => web.listen(0, '127.0.0.1', () => r((web.address() as { port: number }).port)));
@@ -274,6 +274,9 @@ describe("an app's gRPC status through service invocation", () => {
       expect(ok.err, where).toBeNull();
       expect(ok.res?.data?.value.toString(), where).toBe('web answered 200');
       expect(ok.headers?.get('dapr-http-status'), where).toEqual(['200']);
+      // the app's own answer headers come back as metadata; hop-by-hop ones do not
+      expect(ok.headers?.get('x-answer-header'), where).toEqual(['answered 200']);
+      expect(ok.headers?.get('connection'), where).toEqual([]);
       for (const [http, code] of cases) {
         const what = `${http} via ${where}`;
         const { err, headers } = await invokeService(from, 'web', `status/${http}`, '');

@@ -17,6 +17,7 @@ import { GrpcServer } from '../grpc/server.ts';
 import { toStatus } from '../grpc/runtime/errors.ts';
 import { statusDetails } from '../pluggable/errors.ts';
 import { codeOfHttpStatus } from './grpc-status.ts';
+import { HOP_BY_HOP } from './headers.ts';
 import type { Header } from './proto.ts';
 import type { Dispatch } from './routes.ts';
 
@@ -25,6 +26,9 @@ const VERBS = ['', 'GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS',
 const MAX_ANSWER_BYTES = 64 * 1024 * 1024 - 1024;
 /** gRPC metadata that is transport, not a header for the target app. */
 const NOT_HEADERS = /^(grpc-|:|content-type$|user-agent$|te$|rt-api-token$|dapr-api-token$|host$)/;
+/** An HTTP app's answer header that becomes gRPC metadata: not hop-by-hop, framing or gRPC's own. */
+const ANSWER_HEADER_AS_METADATA = (name: string): boolean =>
+  !HOP_BY_HOP.has(name) && !/^(grpc-|:|content-length$|content-type$|dapr-http-status$|rt-invoke-)/.test(name) && /^[0-9a-z._-]+$/.test(name);
 /** The ErrorInfo metadata value holding the start of an HTTP app's error body is this long at most (as the reference runtime cuts it). */
 const ERROR_INFO_VALUE_MAX = 63;
 
@@ -76,7 +80,16 @@ export function invokeServiceHandler(server: GrpcServer, dispatch: Dispatch): gr
           return callback({ code: app.code, details: app.message.toWellFormed(), metadata });
         }
       } else {
+        // the app's answer headers go back as the call's metadata, as the reference runtime
         const head = new grpc.Metadata();
+        for (const h of res.headers) {
+          if (!ANSWER_HEADER_AS_METADATA(h.name)) continue;
+          try {
+            head.add(h.name, h.value);
+          } catch {
+            // a value gRPC metadata cannot carry (not printable ASCII) is left out
+          }
+        }
         head.set('dapr-http-status', String(res.status));
         call.sendMetadata(head);
         const code = codeOfHttpStatus(res.status);
