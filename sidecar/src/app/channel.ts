@@ -182,17 +182,21 @@ export class AppChannel {
     return this.invoke({ method: 'POST', path, body: JSON.stringify(value), headers: { 'content-type': 'application/json', ...headers } });
   }
 
-  /** GET a discovery path; tries the rt path first and the ecosystem's path when it answers 404. */
-  async discover(rtPath: string, fallbackPath: string): Promise<unknown | undefined> {
+  /**
+   * GET a discovery path: the rt path first, then the ecosystem's whenever the first answer is
+   * not `usable` (not 2xx, not JSON, or not the declaration asked for). An app with a catch-all
+   * route (a fallback handler, a server mounted on `/`, an auth layer's 401) answers the rt path
+   * with something else than 404, and its `/dapr/*` declaration must still count.
+   */
+  async discover(rtPath: string, fallbackPath: string, usable: (body: unknown) => boolean): Promise<unknown | undefined> {
     for (const path of [rtPath, fallbackPath]) {
       try {
         const res = await this.invoke({ method: 'GET', path, timeoutMs: 5000 });
-        if (res.status === 404) continue;
-        if (res.status >= 300 || res.body.length === 0) return undefined;
-        return JSON.parse(res.body.toString('utf8'));
+        if (res.status < 200 || res.status >= 300 || res.body.length === 0) continue;
+        const body: unknown = JSON.parse(res.body.toString('utf8'));
+        if (usable(body)) return body;
       } catch (e) {
         this.log.debug({ path, err: (e as Error).message }, 'app discovery call failed');
-        return undefined;
       }
     }
     return undefined;

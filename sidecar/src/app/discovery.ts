@@ -10,7 +10,8 @@ export interface AppConfig {
 }
 
 export async function discoverSubscriptions(app: AppChannel): Promise<SubscriptionInfo[]> {
-  const body = await app.discover('/rt/subscribe', '/dapr/subscribe');
+  // an empty list is no declaration either: a catch-all route may answer [] to any path
+  const body = await app.discover('/rt/subscribe', '/dapr/subscribe', (b) => Array.isArray(b) && b.length > 0);
   if (!Array.isArray(body)) return [];
   const out: SubscriptionInfo[] = [];
   for (const s of body) {
@@ -60,7 +61,7 @@ function bulkOf(v: unknown): Pick<SubscriptionInfo, 'bulkSubscribe'> {
 }
 
 export async function discoverConfig(app: AppChannel): Promise<AppConfig> {
-  const body = await app.discover('/rt/config', '/dapr/config');
+  const body = await app.discover('/rt/config', '/dapr/config', (b) => !!b && typeof b === 'object' && Array.isArray((b as Record<string, unknown>).entities));
   const entities = body && typeof body === 'object' && Array.isArray((body as Record<string, unknown>).entities) ? ((body as Record<string, unknown>).entities as unknown[]) : [];
   return { entities: entities.filter((e): e is string => typeof e === 'string') };
 }
