@@ -25,12 +25,12 @@ import { freePort } from '../services/net.ts';
 
 interface OnInvokeRequest {
   method: string;
-  data: { value: Buffer } | null;
+  data: { type_url?: string; value: Buffer } | null;
 }
 
 interface Answer {
   err: grpc.ServiceError | null;
-  res?: { data: { value: Buffer } | null; content_type: string };
+  res?: { data: { type_url?: string; value: Buffer } | null; content_type: string };
   headers?: grpc.Metadata;
 }
 
@@ -79,6 +79,11 @@ describe("an app's gRPC status through service invocation", () => {
     app = new grpc.Server();
     app.addService(def['dapr.proto.runtime.v1.AppCallback'] as grpc.ServiceDefinition, {
       OnInvoke: (call: grpc.ServerUnaryCall<OnInvokeRequest, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+        // `typed`: answers an Any of its own type, its value the request's type and bytes
+        if (call.request.method === 'typed') {
+          const d = call.request.data;
+          return cb(null, { data: { type_url: 'type.example/Echo', value: Buffer.from(`${d?.type_url ?? ''}|${d?.value.toString('utf8') ?? ''}`) } });
+        }
         const code = Number(/^status\/(\d+)$/.exec(call.request.method)?.[1] ?? 0);
         const message = call.request.data?.value.toString('utf8') ?? '';
         if (code === grpc.status.OK) return cb(null, { data: { type_url: '', value: Buffer.from(`ok:${message}`) }, content_type: 'text/plain' });
@@ -141,13 +146,13 @@ describe("an app's gRPC status through service invocation", () => {
   }
 
   /** InvokeService of `method` on `id` with `body`, through `from`'s gRPC port. */
-  const invokeService = (from: Sidecar, id: string, method: string, body: string, md: Record<string, string> = {}) =>
+  const invokeService = (from: Sidecar, id: string, method: string, body: string, md: Record<string, string> = {}, typeUrl = '') =>
     new Promise<Answer>((resolve) => {
       const meta = new grpc.Metadata();
       for (const [k, v] of Object.entries(md)) meta.set(k, v);
       let headers: grpc.Metadata | undefined;
       const c = client(from) as unknown as Record<string, (req: unknown, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: Answer['res']) => void) => grpc.ClientUnaryCall>;
-      const req = { id, message: { method, data: { type_url: '', value: Buffer.from(body) }, content_type: 'text/plain', http_extension: { verb: 3, querystring: '' } } };
+      const req = { id, message: { method, data: { type_url: typeUrl, value: Buffer.from(body) }, content_type: 'text/plain', http_extension: { verb: 3, querystring: '' } } };
       const call = c.InvokeService(req, meta, { deadline: Date.now() + 10_000 }, (err, res) => setImmediate(() => resolve({ err, res, headers })));
       call.on('metadata', (m) => (headers = m));
     });
@@ -156,6 +161,16 @@ describe("an app's gRPC status through service invocation", () => {
     fetch(`http://127.0.0.1:${from.httpPort}/v1.0/invoke/${id}/method/${path}`, { method: 'POST', body, headers: { 'content-type': 'text/plain' } });
 
   const NAMED = ['OK', 'NOT_FOUND', 'INVALID_ARGUMENT', 'PERMISSION_DENIED', 'UNAUTHENTICATED', 'DEADLINE_EXCEEDED', 'INTERNAL', 'ALREADY_EXISTS', 'RESOURCE_EXHAUSTED', 'UNKNOWN', 'UNAVAILABLE'] as const;
+
+  it("keeps an Any's type_url both ways between a gRPC caller and a gRPC app (a protobuf message the other side unpacks)", async () => {
+    for (const [where, from] of callers()) {
+      const { err, res, headers } = await invokeService(from, 'target', 'typed', 'packed-bytes', {}, 'type.googleapis.com/google.protobuf.StringValue');
+      expect(err, where).toBeNull();
+      expect(res?.data?.type_url, where).toBe('type.example/Echo');
+      expect(res?.data?.value.toString(), where).toBe('type.googleapis.com/google.protobuf.StringValue|packed-bytes');
+      expect(headers?.get('rt-data-type-url') ?? [], where).toEqual([]);
+    }
+  });
 
   it("gives a gRPC caller the app's code, message and details unchanged, on the same sidecar and across sidecars", async () => {
     for (const [where, from] of callers()) {

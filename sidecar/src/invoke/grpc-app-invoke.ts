@@ -15,13 +15,14 @@ import { grpcCode, type GrpcApp } from '../app/grpc-app.ts';
 import { httpStatusOfCode, statusJson, type AppGrpcStatus } from './grpc-status.ts';
 import type { InvokeAnswer } from './invoker.ts';
 import type { Header, RequestHead } from './proto.ts';
+import { DATA_TYPE_URL } from './headers.ts';
 
 const VERBS: Record<string, number> = { GET: 1, HEAD: 2, POST: 3, PUT: 4, DELETE: 5, CONNECT: 6, OPTIONS: 7, TRACE: 8, PATCH: 9 };
 const MAX_BODY = 64 * 1024 * 1024;
 const UNAVAILABLE = 14;
 const STATUS_DETAILS = 'grpc-status-details-bin';
 /** Headers that are no gRPC metadata: the message's own framing, or reserved names. */
-const NOT_METADATA = new Set(['content-type', 'content-length', 'content-encoding', 'accept-encoding', 'te', 'host', 'connection', 'user-agent']);
+const NOT_METADATA = new Set(['content-type', 'content-length', 'content-encoding', 'accept-encoding', 'te', 'host', 'connection', 'user-agent', DATA_TYPE_URL]);
 
 interface AnyOut {
   '@type'?: string;
@@ -41,7 +42,8 @@ export async function invokeGrpcApp(app: GrpcApp, head: RequestHead, body: Reada
   Object.assign(metadata, extra);
   const req = {
     method: head.path.replace(/^\//, ''),
-    data: { type_url: '', value: data },
+    // a gRPC caller's Any keeps its type (a protobuf message the app unpacks)
+    data: { type_url: head.headers.find((h) => h.name === DATA_TYPE_URL)?.value ?? '', value: data },
     content_type: contentType,
     http_extension: { verb: VERBS[head.method.toUpperCase()] ?? 0, querystring: head.query.replace(/^\?/, '') },
   };
@@ -60,6 +62,8 @@ export async function invokeGrpcApp(app: GrpcApp, head: RequestHead, body: Reada
   const out = anyBytes(res.data);
   const headers: Header[] = [];
   if (res.content_type) headers.push({ name: 'content-type', value: res.content_type });
+  // the answer's Any as the app packed it: its type goes back with the bytes
+  if (res.data?.type_url && !res.data['@type']) headers.push({ name: DATA_TYPE_URL, value: res.data.type_url });
   return { status: 200, headers, body: Readable.from(out.length ? [out] : []), grpcStatus: { code: 0, message: '' } };
 }
 

@@ -17,7 +17,7 @@ import { GrpcServer } from '../grpc/server.ts';
 import { toStatus } from '../grpc/runtime/errors.ts';
 import { statusDetails } from '../pluggable/errors.ts';
 import { codeOfHttpStatus } from './grpc-status.ts';
-import { HOP_BY_HOP } from './headers.ts';
+import { DATA_TYPE_URL, HOP_BY_HOP } from './headers.ts';
 import type { Header } from './proto.ts';
 import type { Dispatch } from './routes.ts';
 
@@ -28,7 +28,7 @@ const MAX_ANSWER_BYTES = 64 * 1024 * 1024 - 1024;
 const NOT_HEADERS = /^(grpc-|:|content-type$|user-agent$|te$|rt-api-token$|dapr-api-token$|host$)/;
 /** An HTTP app's answer header that becomes gRPC metadata: not hop-by-hop, framing or gRPC's own. */
 const ANSWER_HEADER_AS_METADATA = (name: string): boolean =>
-  !HOP_BY_HOP.has(name) && !/^(grpc-|:|content-length$|content-type$|dapr-http-status$|rt-invoke-)/.test(name) && /^[0-9a-z._-]+$/.test(name);
+  !HOP_BY_HOP.has(name) && name !== DATA_TYPE_URL && !/^(grpc-|:|content-length$|content-type$|dapr-http-status$|rt-invoke-)/.test(name) && /^[0-9a-z._-]+$/.test(name);
 /** The ErrorInfo metadata value holding the start of an HTTP app's error body is this long at most (as the reference runtime cuts it). */
 const ERROR_INFO_VALUE_MAX = 63;
 
@@ -52,6 +52,7 @@ export function invokeServiceHandler(server: GrpcServer, dispatch: Dispatch): gr
     const data = message.data?.value ?? Buffer.alloc(0);
     const headers: Header[] = [];
     for (const [name, v] of Object.entries(call.metadata.getMap())) if (!NOT_HEADERS.test(name)) headers.push({ name, value: String(v) });
+    if (message.data?.type_url) headers.push({ name: DATA_TYPE_URL, value: message.data.type_url });
     if (data.length > 0) {
       headers.push({ name: 'content-type', value: message.content_type || 'application/json' });
       headers.push({ name: 'content-length', value: String(data.length) });
@@ -100,7 +101,7 @@ export function invokeServiceHandler(server: GrpcServer, dispatch: Dispatch): gr
           return callback({ code, details: message, metadata: statusDetails(code, message, info) });
         }
       }
-      callback(null, { data: { type_url: '', value: body }, content_type: contentType });
+      callback(null, { data: { type_url: res.headers.find((h) => h.name === DATA_TYPE_URL)?.value ?? '', value: body }, content_type: contentType });
     })().catch((e: unknown) => callback(toStatus(e)));
   };
 }

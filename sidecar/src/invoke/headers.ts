@@ -40,3 +40,9 @@ export function headerObject(list: Header[], skip?: (name: string) => boolean): 
   }
   return out;
 }
+
+/**
+ * The `type_url` of an InvokeService / OnInvoke `Any`, carried beside the body between a gRPC
+ * caller, the sidecars and a gRPC app, so a protobuf message can be unpacked at the other end.
+ */
+export const DATA_TYPE_URL = 'rt-data-type-url';
