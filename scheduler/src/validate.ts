@@ -24,12 +24,11 @@ export function validateName(name: string, field = 'name'): void {
 }
 
 /**
- * A name a new app job may have: also no "|", which the reference runtime refuses (it separates
- * the parts of its keys). Checked when a job is scheduled only, so one stored before stays
- * readable and deletable.
+ * What a name being scheduled must also satisfy, beyond validateName: no "|", which the reference
+ * runtime refuses (it separates the parts of its keys). Checked when a job is scheduled only, so
+ * one stored before stays readable and deletable.
  */
 export function validateNewName(name: string): void {
-  validateName(name);
   if (name.includes('|')) throw invalid('RT_SCHEDULER_JOB_NAME', `job name "${clip(name)}" contains "|", which job names may not contain`);
 }
 

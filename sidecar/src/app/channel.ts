@@ -372,7 +372,6 @@ class StatusOnly implements Dispatcher.DispatchHandler {
   }
 }
 
-/** `h`, calling `release` once when its answer has ended or failed. */
 /** Errors of a kept-alive connection that the peer had closed, found when reusing it. */
 const STALE_SOCKET = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
 
@@ -405,6 +404,7 @@ function againOnStaleSocket(h: Dispatcher.DispatchHandler, send: (h: Dispatcher.
   return self;
 }
 
+/** `h`, calling `release` once when its answer has ended or failed. */
 function releasing(h: Dispatcher.DispatchHandler, release: () => void): Dispatcher.DispatchHandler {
   let done = false;
   const once = () => {

@@ -61,7 +61,11 @@ function bulkOf(v: unknown): Pick<SubscriptionInfo, 'bulkSubscribe'> {
 }
 
 export async function discoverConfig(app: AppChannel): Promise<AppConfig> {
-  const body = await app.discover('/rt/config', '/dapr/config', (b) => !!b && typeof b === 'object' && Array.isArray((b as Record<string, unknown>).entities));
-  const entities = body && typeof body === 'object' && Array.isArray((body as Record<string, unknown>).entities) ? ((body as Record<string, unknown>).entities as unknown[]) : [];
+  const body = await app.discover('/rt/config', '/dapr/config', hasEntities);
+  const entities = hasEntities(body) ? body.entities : [];
   return { entities: entities.filter((e): e is string => typeof e === 'string') };
+}
+
+function hasEntities(b: unknown): b is { entities: unknown[] } {
+  return !!b && typeof b === 'object' && Array.isArray((b as Record<string, unknown>).entities);
 }

@@ -7,11 +7,7 @@ import { requestShutdown } from '../shutdown.ts';
 export async function setup(ctx: SidecarContext): Promise<void> {
   ctx.http.get('/v1.0/metadata', async () => {
     try {
-      const md: Record<string, unknown> = { ...ctx.metadata.snapshot() };
-      // as the reference runtime: the workflow workers connected to this sidecar
-      const workers = ctx.services.workflows?.workers.connected;
-      if (workers !== undefined) md.workflows = { connectedWorkers: workers };
-      return md;
+      return ctx.metadata.snapshot();
     } catch (e) {
       throw new ApiError(500, 'ERR_METADATA_GET', `metadata could not be returned: ${(e as Error).message}`);
     }

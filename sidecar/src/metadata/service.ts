@@ -37,6 +37,8 @@ export interface MetadataResponse {
     };
   };
   scheduler: { connected_addresses: string[] };
+  /** Present when the sidecar runs the workflow engine: the workers connected to it. */
+  workflows?: { connectedWorkers: number };
 }
 
 /** The key under `extended` that holds the runtime version; it cannot be overwritten. */
@@ -51,6 +53,7 @@ export class MetadataService {
   private readonly actorProviders: (() => ActorTypeCount[])[] = [];
   private readonly subscriptionProviders: (() => SubscriptionInfo[])[] = [];
   private schedulerProvider: () => string[] = () => [];
+  private workersProvider?: () => number;
   private features: FeatureFlag[] = [];
   private httpEndpoints: HttpEndpointResource[] = [];
   private declarative: SubscriptionInfo[] = [];
@@ -111,6 +114,10 @@ export class MetadataService {
     this.schedulerProvider = p;
   }
 
+  setWorkflowWorkersProvider(p: () => number): void {
+    this.workersProvider = p;
+  }
+
   snapshot(): MetadataResponse {
     const o = this.options;
     return {
@@ -142,6 +149,7 @@ export class MetadataService {
         },
       },
       scheduler: { connected_addresses: this.schedulerProvider() },
+      ...(this.workersProvider ? { workflows: { connectedWorkers: this.workersProvider() } } : {}),
     };
   }
 }

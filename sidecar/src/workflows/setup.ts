@@ -89,6 +89,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     { type: `${base}.workflow`, count: table.activeCount() },
     { type: `${base}.activity`, count: workers.activityCount() },
   ]);
+  ctx.metadata.setWorkflowWorkersProvider(() => workers.connected);
 
   // replicas sharing a store watch each other and adopt the instances of one that dies
   const registry = shared ? new ReplicaRegistry(store, table.replicasKey, replicaId, log, async (dead) => void (await engine.adopt(dead))) : undefined;

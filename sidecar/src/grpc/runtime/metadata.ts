@@ -12,7 +12,7 @@ import { requestShutdown } from '../../shutdown.ts';
 const SUBSCRIPTION_TYPE: Record<string, number> = { DECLARATIVE: 1, PROGRAMMATIC: 2, STREAMING: 3 };
 const ACTOR_RUNTIME = { DISABLED: 1, RUNNING: 2 };
 
-export function toGetMetadataResponse(md: MetadataResponse, connectedWorkers: number | undefined): Record<string, unknown> {
+export function toGetMetadataResponse(md: MetadataResponse): Record<string, unknown> {
   const actors = md.actors.map((a) => ({ type: a.type, count: a.count }));
   const app = md.appConnectionProperties;
   const out: Record<string, unknown> = {
@@ -52,7 +52,7 @@ export function toGetMetadataResponse(md: MetadataResponse, connectedWorkers: nu
     },
     scheduler: { connected_addresses: [...md.scheduler.connected_addresses] },
   };
-  if (connectedWorkers !== undefined) out.workflows = { connected_workers: connectedWorkers };
+  if (md.workflows) out.workflows = { connected_workers: md.workflows.connectedWorkers };
   return out;
 }
 
@@ -65,7 +65,7 @@ export function metadataMethods(ctx: SidecarContext) {
       } catch (e) {
         throw new ApiError(500, 'ERR_METADATA_GET', `metadata could not be returned: ${(e as Error).message}`);
       }
-      return toGetMetadataResponse(md, ctx.services.workflows?.workers.connected);
+      return toGetMetadataResponse(md);
     },
 
     async SetMetadata(req: { key: string; value: string }): Promise<Record<string, never>> {
