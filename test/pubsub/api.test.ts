@@ -100,6 +100,7 @@ describe('publish', () => {
     expect(d.path).toBe('/orders');
     expect(d.headers['content-type']).toBe('application/cloudevents+json');
     expect(d.headers.traceparent).toBe(tp);
+    expect(d.headers.pubsubname).toBe('mem');
     expect(d.body).toMatchObject({ specversion: '1.0', source: 'pubber', type: 'rt.event.sent', datacontenttype: 'application/json', data: { amount: 5 }, topic: 'orders', pubsubname: 'mem', traceparent: tp });
     expect(typeof d.body.id).toBe('string');
   });

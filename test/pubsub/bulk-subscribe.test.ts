@@ -76,6 +76,7 @@ describe('bulkSubscribe', () => {
     const all = await app.waitFor((x) => x.filter((d) => d.path === '/batch').length === 2 && x.some((d) => d.path === '/bdead'), 5000);
     const ds = all.filter((d) => d.path === '/batch');
     expect(ds[0].body).toMatchObject({ pubsubname: 'mem', topic: 'batched', type: 'rt.event.sent.bulk' });
+    expect(ds[0].headers.pubsubname).toBe('mem');
     expect((ds[0].body.entries as Entry[]).map((e) => e.event.data.n).sort()).toEqual([0, 1, 2, 3, 4]);
     expect((ds[0].body.entries as Entry[])[0].contentType).toBe('application/cloudevents+json');
     // the retried entry alone, after maxAwaitDurationMs

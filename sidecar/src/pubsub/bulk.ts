@@ -1,6 +1,7 @@
 /**
  * bulkSubscribe: messages for one path are gathered into batches (up to maxMessagesCount, or
- * what arrived within maxAwaitDurationMs) and POSTed to the app at once:
+ * what arrived within maxAwaitDurationMs) and POSTed to the app at once, with the pub/sub's name
+ * in the `pubsubname` header:
  *   {id, entries: [{entryId, event, contentType, metadata}], metadata, pubsubname, topic, type}
  * The app answers {"statuses": [{entryId, status}]}: each entry gets its own SUCCESS, RETRY or
  * DROP (an entry it does not name is RETRY). A non-2xx answer counts for every entry: 404 (no
@@ -134,7 +135,7 @@ export function httpBatchPoster(app: AppChannel, info: SubscriptionInfo, log: Lo
     parts.push(BODY_TAIL);
     const body = Buffer.concat(parts);
     try {
-      const res = await app.invoke({ method: 'POST', path, body, headers: { 'content-type': 'application/json' } });
+      const res = await app.invoke({ method: 'POST', path, body, headers: { 'content-type': 'application/json', pubsubname: info.pubsubname } });
       if (res.status >= 200 && res.status < 300) return statusesOf(res.body);
       if (res.status !== 404) return 'RETRY';
       log.warn({ path, entries: entries.length }, 'the app answered 404 to a bulk delivery: its messages are acknowledged unhandled');

@@ -12,6 +12,7 @@
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import type { CloudEvent } from './cloudevent.ts';
+import type { SubscriptionInfo } from '../resources/types.ts';
 import { CLOUDEVENT_CONTENT_TYPE, eventJson, rawPayloadOf } from './cloudevent.ts';
 import { BulkSender, httpBatchPoster } from './bulk.ts';
 import type { AppTargets } from './subscriptions.ts';
@@ -44,10 +45,14 @@ export function outcomeOf(status: number, body: Buffer): Outcome {
   return 'RETRY';
 }
 
-/** One attempt: POSTs the CloudEvent (or, for a rawPayload subscription, the raw bytes) to `path` on the app. */
-export async function sendToApp(app: AppChannel, path: string, event: CloudEvent, log: Logger): Promise<Outcome> {
+/**
+ * One attempt: POSTs the CloudEvent (or, for a rawPayload subscription, the raw bytes) to `path`
+ * on the app, with the pub/sub's name in the `pubsubname` header, as the reference runtime sends
+ * it (the SDKs hand it to the handler).
+ */
+export async function sendToApp(app: AppChannel, path: string, event: CloudEvent, sub: SubscriptionInfo, log: Logger): Promise<Outcome> {
   const raw = rawPayloadOf(event);
-  const headers: Record<string, string> = { 'content-type': raw ? raw.contentType : CLOUDEVENT_CONTENT_TYPE };
+  const headers: Record<string, string> = { 'content-type': raw ? raw.contentType : CLOUDEVENT_CONTENT_TYPE, pubsubname: sub.pubsubname };
   if (typeof event.traceparent === 'string') headers.traceparent = event.traceparent;
   if (typeof event.tracestate === 'string') headers.tracestate = event.tracestate;
   try {
@@ -64,7 +69,7 @@ export async function sendToApp(app: AppChannel, path: string, event: CloudEvent
 /** Delivery to an app that speaks HTTP: one POST per message, bulk batches as one POST. */
 export function httpTargets(app: AppChannel, log: Logger): AppTargets {
   return {
-    single: { send: (path, event) => sendToApp(app, path, event, log) },
+    single: { send: (path, event, sub) => sendToApp(app, path, event, sub, log) },
     bulk: (info, bulk) => new BulkSender(httpBatchPoster(app, info, log), bulk),
   };
 }

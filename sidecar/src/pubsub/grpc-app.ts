@@ -2,7 +2,8 @@
  * Pub/sub toward an app that speaks gRPC (--app-protocol grpc): the app's AppCallback service
  * lists its programmatic subscriptions (ListTopicSubscriptions) and takes each event
  * (OnTopicEvent, the chosen route in `path`); bulk subscriptions go through
- * AppCallbackAlpha.OnBulkTopicEventAlpha1. The answer's status means what it means over HTTP:
+ * AppCallbackAlpha.OnBulkTopicEventAlpha1. Both calls carry the pub/sub's name as metadata
+ * `pubsubname`. The answer's status means what it means over HTTP:
  * SUCCESS, RETRY or DROP. A call that fails is RETRY, except UNIMPLEMENTED: the app has no
  * handler, retrying cannot help, and the message is acknowledged without going to the
  * dead-letter topic (as the reference runtime does; an answered DROP goes there). An app without
@@ -50,8 +51,9 @@ export async function listGrpcSubscriptions(app: GrpcApp, log: Logger): Promise<
   });
 }
 
-function traceOf(event: CloudEvent): Record<string, string> {
-  const out: Record<string, string> = {};
+/** Call metadata of a delivery: the pub/sub's name (`pubsubname`, as the reference runtime sends it) and the trace context. */
+function metadataOf(event: CloudEvent, sub: SubscriptionInfo): Record<string, string> {
+  const out: Record<string, string> = { pubsubname: sub.pubsubname };
   if (typeof event.traceparent === 'string') out.traceparent = event.traceparent;
   if (typeof event.tracestate === 'string') out.tracestate = event.tracestate;
   return out;
@@ -59,7 +61,7 @@ function traceOf(event: CloudEvent): Record<string, string> {
 
 async function sendOne(app: GrpcApp, path: string, event: CloudEvent, sub: SubscriptionInfo, log: Logger): Promise<Outcome> {
   try {
-    const res = (await app.call('callback', 'OnTopicEvent', topicEvent(event, path, sub), traceOf(event))) as { status?: number };
+    const res = (await app.call('callback', 'OnTopicEvent', topicEvent(event, path, sub), metadataOf(event, sub))) as { status?: number };
     const outcome = STATUS[res.status ?? 0] ?? 'RETRY';
     if (outcome !== 'SUCCESS') log.debug({ path, outcome, id: event.id }, 'app did not take the message');
     return outcome;
@@ -93,7 +95,7 @@ function bulkPoster(app: GrpcApp, info: SubscriptionInfo, log: Logger): BatchPos
       path,
     };
     try {
-      const res = (await app.call('alpha', 'OnBulkTopicEventAlpha1', req)) as { statuses?: { entry_id: string; status?: number }[] };
+      const res = (await app.call('alpha', 'OnBulkTopicEventAlpha1', req, { pubsubname: info.pubsubname })) as { statuses?: { entry_id: string; status?: number }[] };
       return new Map((res.statuses ?? []).map((s) => [s.entry_id, STATUS[s.status ?? 0] ?? 'RETRY']));
     } catch (e) {
       if (grpcCode(e) === UNIMPLEMENTED) {
