@@ -105,6 +105,32 @@ describe('publish', () => {
     expect(typeof d.body.id).toBe('string');
   });
 
+  it('every CloudEvent rt writes has its attributes in sorted order (data first), as the reference runtime writes them', async () => {
+    reset();
+    const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const trace = { traceparent: tp, tracestate: 'k=v' };
+    // a JSON body (written as text directly), with every optional attribute
+    await publish('mem/orders?metadata.ttlInSeconds=60', JSON.stringify({ z: 1, a: 2 }), { 'content-type': 'application/json', ...trace });
+    // a text body, a binary one, a caller's CloudEvent with an extension, bulk entries
+    await publish('mem/orders', 'words', { 'content-type': 'text/plain', ...trace });
+    await publish('mem/orders', Buffer.from([0, 1, 2]), { 'content-type': 'application/octet-stream' });
+    await publish('mem/orders', JSON.stringify({ type: 'x', specversion: '1.0', zext: 'z', id: 'ce-sorted', source: 's', data: 7 }), { 'content-type': 'application/cloudevents+json' });
+    const bulk = await fetch(`${sc.base}/v1.0-alpha1/publish/bulk/mem/orders?metadata.ttlInSeconds=60`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', traceparent: tp },
+      body: JSON.stringify([{ entryId: 'b1', event: { b: 1 }, contentType: 'application/json' }, { entryId: 'b2', event: 'text', contentType: 'text/plain' }]),
+    });
+    expect(bulk.status).toBe(204);
+    const ds = await app.waitFor((x) => x.length === 6);
+    for (const d of ds) {
+      expect(Object.keys(d.body)).toEqual(Object.keys(d.body).sort());
+      expect(Object.keys(d.body)[0]).toMatch(/^data(_base64)?$/);
+    }
+    // data keeps its own member order
+    expect(Object.keys(ds[0].body.data as object)).toEqual(['z', 'a']);
+    expect(Object.keys(ds[0].body)).toEqual(['data', 'datacontenttype', 'expiration', 'id', 'pubsubname', 'source', 'specversion', 'time', 'topic', 'traceid', 'traceparent', 'tracestate', 'type']);
+  });
+
   it('passes a CloudEvent body as it is, adding what routing needs; its topic and pub/sub become the publish call\'s', async () => {
     reset();
     const ce = { specversion: '1.0', id: 'my-id', source: 'elsewhere', type: 'order.big', data: { amount: 500 }, myext: 'x' };

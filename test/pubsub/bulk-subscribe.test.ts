@@ -77,6 +77,9 @@ describe('bulkSubscribe', () => {
     const ds = all.filter((d) => d.path === '/batch');
     expect(ds[0].body).toMatchObject({ pubsubname: 'mem', topic: 'batched', type: 'rt.event.sent.bulk' });
     expect(ds[0].headers.pubsubname).toBe('mem');
+    // the reference runtime's member order: the body's sorted, each entry's as its struct
+    expect(Object.keys(ds[0].body)).toEqual(['entries', 'id', 'metadata', 'pubsubname', 'topic', 'type']);
+    expect(Object.keys((ds[0].body.entries as Entry[])[0])).toEqual(['entryId', 'event', 'metadata', 'contentType']);
     expect((ds[0].body.entries as Entry[]).map((e) => e.event.data.n).sort()).toEqual([0, 1, 2, 3, 4]);
     expect((ds[0].body.entries as Entry[])[0].contentType).toBe('application/cloudevents+json');
     // the retried entry alone, after maxAwaitDurationMs

@@ -1,8 +1,8 @@
 /**
  * bulkSubscribe: messages for one path are gathered into batches (up to maxMessagesCount, or
  * what arrived within maxAwaitDurationMs) and POSTed to the app at once, with the pub/sub's name
- * in the `pubsubname` header:
- *   {id, entries: [{entryId, event, contentType, metadata}], metadata, pubsubname, topic, type}
+ * in the `pubsubname` header and the members in the reference runtime's order:
+ *   {entries: [{entryId, event, metadata, contentType}], id, metadata, pubsubname, topic, type}
  * The app answers {"statuses": [{entryId, status}]}: each entry gets its own SUCCESS, RETRY or
  * DROP (an entry it does not name is RETRY). A non-2xx answer counts for every entry: 404 (no
  * such route) acknowledges them without the dead-letter topic, as the reference runtime does,
@@ -98,8 +98,8 @@ function entryOf(e: BatchEntry): { event: unknown; contentType: string } {
   return { event: raw.data.toString('base64'), contentType: raw.contentType };
 }
 
-const ENTRY_TAIL = Buffer.from(`,"contentType":"${CLOUDEVENT_CONTENT_TYPE}","metadata":{}}`);
-const BODY_TAIL = Buffer.from(']}');
+const ENTRY_TAIL = Buffer.from(`,"metadata":{},"contentType":"${CLOUDEVENT_CONTENT_TYPE}"}`);
+const BODY_HEAD = Buffer.from('{"entries":[');
 
 /**
  * `{"entryId":"<id>","event":` (after a comma unless first) as bytes, kept for the positional ids
@@ -120,19 +120,20 @@ function entryHead(first: boolean, entryId: string): Buffer {
 export function httpBatchPoster(app: AppChannel, info: SubscriptionInfo, log: Logger): BatchPoster {
   return async (path, entries) => {
     // written as bytes: each CloudEvent goes in as the bytes it arrived in, neither decoded nor stringified again
-    const head = JSON.stringify({ id: randomUUID(), metadata: info.metadata, pubsubname: info.pubsubname, topic: info.topic, type: BULK_EVENT_TYPE });
-    const parts: Buffer[] = [Buffer.from(`${head.slice(0, -1)},"entries":[`)];
+    const parts: Buffer[] = [BODY_HEAD];
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i];
       const raw = rawPayloadOf(e.event);
       if (raw) {
-        parts.push(Buffer.from((i === 0 ? '' : ',') + JSON.stringify({ entryId: e.entryId, ...entryOf(e), metadata: {} })));
+        const { event, contentType } = entryOf(e);
+        parts.push(Buffer.from((i === 0 ? '' : ',') + JSON.stringify({ entryId: e.entryId, event, metadata: {}, contentType })));
         continue;
       }
       const json = eventJson(e.event);
       parts.push(entryHead(i === 0, e.entryId), typeof json === 'string' ? Buffer.from(json) : json, ENTRY_TAIL);
     }
-    parts.push(BODY_TAIL);
+    const tail = JSON.stringify({ id: randomUUID(), metadata: info.metadata, pubsubname: info.pubsubname, topic: info.topic, type: BULK_EVENT_TYPE });
+    parts.push(Buffer.from(`],${tail.slice(1)}`));
     const body = Buffer.concat(parts);
     try {
       const res = await app.invoke({ method: 'POST', path, body, headers: { 'content-type': 'application/json', pubsubname: info.pubsubname } });

@@ -1,6 +1,8 @@
 /**
  * The CloudEvents 1.0 envelope (JSON format) that published bodies travel in, and how a
- * received message is read back into one for routing and delivery.
+ * received message is read back into one for routing and delivery. Every CloudEvent rt writes
+ * has its attributes in sorted order, as the reference runtime writes them (it marshals a map):
+ * `data` comes first, and SDK tests read the first value as the data.
  */
 import { randomUUID } from 'node:crypto';
 import { malformed } from '../http/errors.ts';
@@ -97,7 +99,14 @@ export function envelope(input: EnvelopeInput): { data: Buffer; contentType: str
   }
   if (input.tracestate) event.tracestate ??= input.tracestate;
   if (ttl !== undefined) event.expiration = new Date(Date.now() + ttl * 1000).toISOString();
-  return { data: Buffer.from(JSON.stringify(event)), contentType: CLOUDEVENT_CONTENT_TYPE };
+  return { data: Buffer.from(sortedJson(event)), contentType: CLOUDEVENT_CONTENT_TYPE };
+}
+
+/** The event as JSON with its attributes in sorted order (`data` keeps its own member order). */
+export function sortedJson(event: Record<string, unknown>): string {
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(event).sort()) Object.defineProperty(out, k, { value: event[k], enumerable: true, writable: true, configurable: true });
+  return JSON.stringify(out);
 }
 
 /**
@@ -111,8 +120,8 @@ export function wrapsJson(contentType: string | undefined, metadata: Record<stri
 
 /**
  * The new CloudEvent around an already parsed JSON value, written as text directly: the same
- * members in the same order as the general path in envelope(), without an object per entry
- * (bulk publish wraps thousands at a time). `ttl`: ttlOf(input.metadata).
+ * members in the same (sorted) order as the general path in envelope(), without an object per
+ * entry (bulk publish wraps thousands at a time). `ttl`: ttlOf(input.metadata).
  */
 export function wrapJson(input: Omit<EnvelopeInput, 'body' | 'parsed' | 'metadata'>, contentType: string, value: unknown, ttl: number | undefined): Buffer {
   return Buffer.from(wrapParsed(input, contentType, value, ttl));
@@ -120,11 +129,13 @@ export function wrapJson(input: Omit<EnvelopeInput, 'body' | 'parsed' | 'metadat
 
 function wrapParsed(input: Omit<EnvelopeInput, 'body' | 'parsed' | 'metadata'>, contentType: string, value: unknown, ttl: number | undefined): string {
   const q = JSON.stringify;
-  let json = `{"specversion":"1.0","id":"${randomUUID()}","source":${q(input.appId)},"type":"${EVENT_TYPE}","datacontenttype":${q(contentType)},${value === undefined ? '' : `"data":${q(value)},`}"time":"${input.time ?? new Date().toISOString()}","topic":${q(input.topic)},"pubsubname":${q(input.pubsubname)}`;
-  if (input.traceparent) json += `,"traceparent":${q(input.traceparent)},"traceid":${q(input.traceparent)}`;
-  if (input.tracestate) json += `,"tracestate":${q(input.tracestate)}`;
-  if (ttl !== undefined) json += `,"expiration":"${new Date(Date.now() + ttl * 1000).toISOString()}"`;
-  return `${json}}`;
+  // sorted: data, datacontenttype, expiration, id, pubsubname, source, specversion, time, topic, traceid, traceparent, tracestate, type
+  let json = `{${value === undefined ? '' : `"data":${q(value)},`}"datacontenttype":${q(contentType)},`;
+  if (ttl !== undefined) json += `"expiration":"${new Date(Date.now() + ttl * 1000).toISOString()}",`;
+  json += `"id":"${randomUUID()}","pubsubname":${q(input.pubsubname)},"source":${q(input.appId)},"specversion":"1.0","time":"${input.time ?? new Date().toISOString()}","topic":${q(input.topic)},`;
+  if (input.traceparent) json += `"traceid":${q(input.traceparent)},"traceparent":${q(input.traceparent)},`;
+  if (input.tracestate) json += `"tracestate":${q(input.tracestate)},`;
+  return `${json}"type":"${EVENT_TYPE}"}`;
 }
 
 /** The bytes a received CloudEvent arrived as, kept when reading did not change it. */
@@ -132,7 +143,7 @@ const ORIGINAL = Symbol('original bytes');
 
 /** The event as JSON text: the bytes it arrived in when unchanged (no second stringify per delivery). */
 export function eventJson(event: CloudEvent): string | Buffer {
-  return (event as { [ORIGINAL]?: Buffer })[ORIGINAL] ?? JSON.stringify(event);
+  return (event as { [ORIGINAL]?: Buffer })[ORIGINAL] ?? sortedJson(event);
 }
 
 /**
@@ -157,16 +168,12 @@ export function readEvent(data: Uint8Array, ctx: { topic: string; pubsubname: st
       // not JSON: wrapped below
     }
   }
-  return {
-    specversion: '1.0',
-    id: randomUUID(),
-    source: ctx.pubsubname,
-    type: EVENT_TYPE,
-    datacontenttype: ctx.contentType || 'application/octet-stream',
-    data_base64: buf.toString('base64'),
-    topic: ctx.topic,
-    pubsubname: ctx.pubsubname,
-  };
+  return wrapBytes(buf, ctx.contentType || 'application/octet-stream', ctx);
+}
+
+/** A new CloudEvent around bytes that are not one (data_base64), its attributes in sorted order. */
+function wrapBytes(buf: Buffer, contentType: string, ctx: { topic: string; pubsubname: string }): CloudEvent {
+  return { data_base64: buf.toString('base64'), datacontenttype: contentType, id: randomUUID(), pubsubname: ctx.pubsubname, source: ctx.pubsubname, specversion: '1.0', topic: ctx.topic, type: EVENT_TYPE };
 }
 
 /** The message as published, for a subscription with rawPayload: delivered instead of the event. */
@@ -184,7 +191,7 @@ const RAW = Symbol('raw payload');
 export function rawEvent(data: Uint8Array, ctx: { topic: string; pubsubname: string; contentType?: string }): CloudEvent {
   const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   const contentType = ctx.contentType || 'application/octet-stream';
-  const event: CloudEvent = { specversion: '1.0', id: randomUUID(), source: ctx.pubsubname, type: EVENT_TYPE, datacontenttype: contentType, data_base64: buf.toString('base64'), topic: ctx.topic, pubsubname: ctx.pubsubname };
+  const event = wrapBytes(buf, contentType, ctx);
   Object.defineProperty(event, RAW, { value: { data: buf, contentType } satisfies RawPayload, enumerable: false });
   return event;
 }
