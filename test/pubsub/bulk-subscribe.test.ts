@@ -1,8 +1,10 @@
 /**
  * bulkSubscribe on a real sidecar (pubsub.in-memory) and a real app: batches up to
  * maxMessagesCount or maxAwaitDurationMs, per-entry statuses, a RETRY entry delivered again in
- * a later batch, a DROP entry sent to the dead-letter topic (a batch answered 404 is not), and
- * the resource field checked when the Subscription is read.
+ * a later batch, a DROP entry sent to the dead-letter topic (a batch answered 404 is not), the
+ * body's members and the `pubsubname` header as the reference runtime sends them, rawPayload
+ * entries as base64 with application/octet-stream, and the resource field checked when the
+ * Subscription is read.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,7 +43,10 @@ let sc: PubSubSidecar;
 
 beforeAll(async () => {
   app = await startApp();
-  app.subscribe = [{ pubsubname: 'mem', topic: 'prog-batched', route: '/pbatch', bulkSubscribe: { enabled: true, maxMessagesCount: 2, maxAwaitDurationMs: 5000 } }];
+  app.subscribe = [
+    { pubsubname: 'mem', topic: 'prog-batched', route: '/pbatch', bulkSubscribe: { enabled: true, maxMessagesCount: 2, maxAwaitDurationMs: 5000 } },
+    { pubsubname: 'mem', topic: 'raw-batched', route: '/rawbatch', metadata: { rawPayload: 'true' }, bulkSubscribe: { enabled: true, maxMessagesCount: 3, maxAwaitDurationMs: 5000 } },
+  ];
   sc = await startPubSubSidecar([component('mem', 'pubsub.in-memory'), SUB, DEAD].join('---\n'), { appId: 'bulky', appPort: app.port });
   await app.discovered;
 });
@@ -111,6 +116,24 @@ describe('bulkSubscribe', () => {
     const [d] = await app.waitFor((x) => x.length === 1, 3000);
     expect(d.path).toBe('/pbatch');
     expect((d.body.entries as Entry[]).map((e) => e.event.data.n).sort()).toEqual([1, 2]);
+  });
+
+  it('rawPayload: each entry is the base64 of the bytes as published, with contentType application/octet-stream', async () => {
+    app.deliveries.length = 0;
+    app.answer = (d) => ({ status: 200, body: { statuses: (d.body.entries as Entry[]).map((e) => ({ entryId: e.entryId, status: 'SUCCESS' })) } });
+    const raw = (body: string | Buffer, contentType: string) => fetch(`${sc.base}/v1.0/publish/mem/raw-batched?metadata.rawPayload=true`, { method: 'POST', body, headers: { 'content-type': contentType } });
+    expect((await raw(JSON.stringify({ message: 'one' }), 'application/json')).status).toBe(204);
+    expect((await raw(Buffer.from([0, 255]), 'application/octet-stream')).status).toBe(204);
+    expect((await publish('raw-batched', 3)).status).toBe(204); // published as a CloudEvent
+    const [d] = await app.waitFor((x) => x.length === 1, 3000);
+    expect(d.headers.pubsubname).toBe('mem');
+    const entries = d.body.entries as unknown as { event: string; contentType: string }[];
+    expect(entries.map((e) => e.contentType)).toEqual(['application/octet-stream', 'application/octet-stream', 'application/octet-stream']);
+    const bytes = entries.map((e) => Buffer.from(e.event, 'base64'));
+    expect(JSON.parse(bytes[0].toString())).toEqual({ message: 'one' });
+    expect(bytes[1]).toEqual(Buffer.from([0, 255]));
+    // the CloudEvent's own bytes: sorted, its data the first value (as an SDK test reads it)
+    expect(Object.values(JSON.parse(bytes[2].toString()) as object)[0]).toEqual({ n: 3 });
   });
 
   it('a Subscription with a malformed bulkSubscribe is refused naming the field', async () => {

@@ -188,7 +188,7 @@ describe('SubscribeTopicEventsAlpha1', () => {
     expect(res.status).toBe(204);
     await until(() => s.events.length === 1);
     expect(Buffer.from(s.events[0].data).toString()).toBe('bytes as they are');
-    expect(s.events[0].data_content_type).toBe('text/plain');
+    expect(s.events[0].data_content_type).toBe('application/octet-stream'); // as the reference runtime's wrapper says
     // published as a CloudEvent: a raw subscriber sees the envelope's JSON text
     await publish('live-raw', { n: 9 });
     await until(() => s.events.length === 2);

@@ -3,6 +3,8 @@
  * what arrived within maxAwaitDurationMs) and POSTed to the app at once, with the pub/sub's name
  * in the `pubsubname` header and the members in the reference runtime's order:
  *   {entries: [{entryId, event, metadata, contentType}], id, metadata, pubsubname, topic, type}
+ * An entry's event is the CloudEvent; for a rawPayload subscription the base64 of the message's
+ * bytes, with contentType application/octet-stream (the SDKs decode the base64 for that type).
  * The app answers {"statuses": [{entryId, status}]}: each entry gets its own SUCCESS, RETRY or
  * DROP (an entry it does not name is RETRY). A non-2xx answer counts for every entry: 404 (no
  * such route) acknowledges them without the dead-letter topic, as the reference runtime does,
@@ -15,7 +17,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import type { BulkSubscribe, SubscriptionInfo } from '../resources/types.ts';
-import { CLOUDEVENT_CONTENT_TYPE, eventJson, isJsonType, rawPayloadOf, type CloudEvent } from './cloudevent.ts';
+import { CLOUDEVENT_CONTENT_TYPE, eventJson, OCTET_STREAM, rawPayloadOf, type CloudEvent } from './cloudevent.ts';
 import type { Outcome } from './delivery.ts';
 import type { MessageTarget } from './subscriptions.ts';
 
@@ -83,22 +85,10 @@ export class BulkSender implements MessageTarget {
   }
 }
 
-/** A rawPayload entry's event as JSON: the bytes parsed when they are JSON, else their text or base64. */
-function entryOf(e: BatchEntry): { event: unknown; contentType: string } {
-  const raw = rawPayloadOf(e.event);
-  if (!raw) return { event: e.event, contentType: CLOUDEVENT_CONTENT_TYPE };
-  if (isJsonType(raw.contentType)) {
-    try {
-      return { event: JSON.parse(raw.data.toString('utf8')), contentType: raw.contentType };
-    } catch {
-      // not JSON after all: as text below
-    }
-  }
-  if (raw.contentType.startsWith('text/') || isJsonType(raw.contentType)) return { event: raw.data.toString('utf8'), contentType: raw.contentType };
-  return { event: raw.data.toString('base64'), contentType: raw.contentType };
-}
-
 const ENTRY_TAIL = Buffer.from(`,"metadata":{},"contentType":"${CLOUDEVENT_CONTENT_TYPE}"}`);
+/** A raw entry's tail: its `event` is base64, which the SDKs decode for this type only. */
+const RAW_ENTRY_TAIL = Buffer.from(`,"metadata":{},"contentType":"${OCTET_STREAM}"}`);
+
 const BODY_HEAD = Buffer.from('{"entries":[');
 
 /**
@@ -125,8 +115,7 @@ export function httpBatchPoster(app: AppChannel, info: SubscriptionInfo, log: Lo
       const e = entries[i];
       const raw = rawPayloadOf(e.event);
       if (raw) {
-        const { event, contentType } = entryOf(e);
-        parts.push(Buffer.from((i === 0 ? '' : ',') + JSON.stringify({ entryId: e.entryId, event, metadata: {}, contentType })));
+        parts.push(entryHead(i === 0, e.entryId), Buffer.from(`"${raw.data.toString('base64')}"`), RAW_ENTRY_TAIL);
         continue;
       }
       const json = eventJson(e.event);

@@ -9,6 +9,7 @@ import { malformed } from '../http/errors.ts';
 import { parseJsonText } from '../http/body.ts';
 
 export const CLOUDEVENT_CONTENT_TYPE = 'application/cloudevents+json';
+export const OCTET_STREAM = 'application/octet-stream';
 /** `type` of events rt wraps itself (the ecosystem's is com.<product>.event.sent). */
 export const EVENT_TYPE = 'rt.event.sent';
 
@@ -52,6 +53,15 @@ export function ttlOf(metadata: Record<string, string>): number | undefined {
 
 export function isRawPayload(metadata: Record<string, string>): boolean {
   return (metadata.rawPayload ?? '').toLowerCase() === 'true';
+}
+
+/**
+ * A rawPayload subscription that asks (metadata `rawPayloadAsBody: "true"`, rt's own) for each
+ * message's bytes as the HTTP body, with the content type they were published with, instead of
+ * the CloudEvent that wraps them: what rt delivered before, for plain HTTP apps that want bytes.
+ */
+export function isRawBody(metadata: Record<string, string>): boolean {
+  return isRawPayload(metadata) && (metadata.rawPayloadAsBody ?? '').toLowerCase() === 'true';
 }
 
 /**
@@ -168,7 +178,7 @@ export function readEvent(data: Uint8Array, ctx: { topic: string; pubsubname: st
       // not JSON: wrapped below
     }
   }
-  return wrapBytes(buf, ctx.contentType || 'application/octet-stream', ctx);
+  return wrapBytes(buf, ctx.contentType || OCTET_STREAM, ctx);
 }
 
 /** A new CloudEvent around bytes that are not one (data_base64), its attributes in sorted order. */
@@ -176,7 +186,7 @@ function wrapBytes(buf: Buffer, contentType: string, ctx: { topic: string; pubsu
   return { data_base64: buf.toString('base64'), datacontenttype: contentType, id: randomUUID(), pubsubname: ctx.pubsubname, source: ctx.pubsubname, specversion: '1.0', topic: ctx.topic, type: EVENT_TYPE };
 }
 
-/** The message as published, for a subscription with rawPayload: delivered instead of the event. */
+/** A message as published (bytes and content type), read by a subscription with rawPayload. */
 export interface RawPayload {
   data: Buffer;
   contentType: string;
@@ -185,18 +195,20 @@ export interface RawPayload {
 const RAW = Symbol('raw payload');
 
 /**
- * A message for a rawPayload subscription: routing reads a CloudEvent that wraps the bytes
- * whatever they are (even a CloudEvent), and the app gets the bytes themselves.
+ * A message for a rawPayload subscription: a CloudEvent that wraps the bytes whatever they are
+ * (even a CloudEvent), as `data_base64` with `datacontenttype` application/octet-stream, as the
+ * reference runtime builds it. Routing reads it and the app gets it; the bytes and the content
+ * type they were published with stay attached, for the dead-letter topic and for a subscription
+ * that asks for the bytes as the body (rawPayloadAsBody).
  */
 export function rawEvent(data: Uint8Array, ctx: { topic: string; pubsubname: string; contentType?: string }): CloudEvent {
   const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  const contentType = ctx.contentType || 'application/octet-stream';
-  const event = wrapBytes(buf, contentType, ctx);
-  Object.defineProperty(event, RAW, { value: { data: buf, contentType } satisfies RawPayload, enumerable: false });
+  const event = wrapBytes(buf, OCTET_STREAM, ctx);
+  Object.defineProperty(event, RAW, { value: { data: buf, contentType: ctx.contentType || OCTET_STREAM } satisfies RawPayload, enumerable: false });
   return event;
 }
 
-/** The raw payload to deliver in place of the event, when its subscription asked for rawPayload. */
+/** The message as published, when its subscription asked for rawPayload. */
 export function rawPayloadOf(event: CloudEvent): RawPayload | undefined {
   return (event as { [RAW]?: RawPayload })[RAW];
 }

@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import type { CloudEvent } from './cloudevent.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
-import { CLOUDEVENT_CONTENT_TYPE, eventJson, rawPayloadOf } from './cloudevent.ts';
+import { CLOUDEVENT_CONTENT_TYPE, eventJson, isRawBody, rawPayloadOf } from './cloudevent.ts';
 import { BulkSender, httpBatchPoster } from './bulk.ts';
 import type { AppTargets } from './subscriptions.ts';
 
@@ -46,12 +46,12 @@ export function outcomeOf(status: number, body: Buffer): Outcome {
 }
 
 /**
- * One attempt: POSTs the CloudEvent (or, for a rawPayload subscription, the raw bytes) to `path`
- * on the app, with the pub/sub's name in the `pubsubname` header, as the reference runtime sends
- * it (the SDKs hand it to the handler).
+ * One attempt: POSTs the CloudEvent (or, for a rawPayloadAsBody subscription, the raw bytes) to
+ * `path` on the app, with the pub/sub's name in the `pubsubname` header, as the reference
+ * runtime sends it (the SDKs hand it to the handler).
  */
 export async function sendToApp(app: AppChannel, path: string, event: CloudEvent, sub: SubscriptionInfo, log: Logger): Promise<Outcome> {
-  const raw = rawPayloadOf(event);
+  const raw = isRawBody(sub.metadata) ? rawPayloadOf(event) : undefined;
   const headers: Record<string, string> = { 'content-type': raw ? raw.contentType : CLOUDEVENT_CONTENT_TYPE, pubsubname: sub.pubsubname };
   if (typeof event.traceparent === 'string') headers.traceparent = event.traceparent;
   if (typeof event.tracestate === 'string') headers.tracestate = event.tracestate;

@@ -14,7 +14,7 @@ import type { PubSub } from '../components/pubsub/types.ts';
 import { GrpcError, toStatus } from '../grpc/runtime/errors.ts';
 import type { ApiError } from '../http/errors.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
-import { isJsonType, rawPayloadOf, type CloudEvent } from './cloudevent.ts';
+import { isJsonType, type CloudEvent } from './cloudevent.ts';
 import { DEFAULT_RETRY, type Outcome } from './delivery.ts';
 import { requirePubsub } from './lookup.ts';
 import { messageHandler } from './subscriptions.ts';
@@ -39,15 +39,15 @@ const CE_FIELDS = new Set(['id', 'source', 'type', 'specversion', 'datacontentty
 
 /**
  * The CloudEvent as the proto's TopicEventRequest: data as bytes, other attributes as
- * extensions; for a rawPayload subscription data holds the message's bytes as published.
+ * extensions; for a rawPayload subscription data holds the message's bytes as published (the
+ * event's data_base64), with data_content_type application/octet-stream, as the reference
+ * runtime sends them.
  * `topic` and `pubsub_name` are those of the subscription that delivers it (the SDKs dispatch on
  * them), not the event's own attributes: a dead-letter copy still names the topic it failed on,
  * a CloudEvent from another publisher may name anything. The event's own `topic`/`pubsubname`
  * stay readable in `extensions`, as the reference runtime sends them.
  */
 export function topicEvent(e: CloudEvent, path: string, sub: Pick<SubscriptionInfo, 'topic' | 'pubsubname'>): Record<string, unknown> {
-  const raw = rawPayloadOf(e);
-  const data = raw ? raw.data : eventData(e);
   const fields: Record<string, { stringValue: string }> = {};
   for (const [k, v] of Object.entries(e)) if (!CE_FIELDS.has(k) && (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean')) fields[k] = { stringValue: String(v) };
   return {
@@ -55,9 +55,9 @@ export function topicEvent(e: CloudEvent, path: string, sub: Pick<SubscriptionIn
     source: e.source,
     type: e.type,
     spec_version: e.specversion,
-    data_content_type: raw ? raw.contentType : typeof e.datacontenttype === 'string' ? e.datacontenttype : '',
+    data_content_type: typeof e.datacontenttype === 'string' ? e.datacontenttype : '',
     topic: sub.topic,
-    data,
+    data: eventData(e),
     pubsub_name: sub.pubsubname,
     path,
     extensions: { fields },
