@@ -21,6 +21,11 @@ describe('metadata API', () => {
     await writeFile(
       join(dir, 'r.yaml'),
       `apiVersion: rt.io/v1alpha1
+kind: Component
+metadata: {name: pubsub}
+spec: {type: pubsub.in-memory, version: v1}
+---
+apiVersion: rt.io/v1alpha1
 kind: Configuration
 metadata: {name: cfg}
 spec:

@@ -28,7 +28,8 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function startApp(): Promise<TestApp> {
+/** `port`: where to listen (a free one when absent). */
+export async function startApp(port = 0): Promise<TestApp> {
   let onDiscovered: () => void = () => undefined;
   const discovered = new Promise<void>((r) => (onDiscovered = r)).then(() => new Promise<void>((r) => setTimeout(r, 100)));
   const app: TestApp = {
@@ -70,7 +71,7 @@ export async function startApp(): Promise<TestApp> {
     });
   });
   server.keepAliveTimeout = 1000;
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', () => r()));
   app.port = (server.address() as { port: number }).port;
   return app;
 }
@@ -109,4 +110,9 @@ export async function startPubSubSidecar(yaml: string, opts: Partial<StartOption
 export function component(name: string, type: string, metadata: Record<string, string> = {}): string {
   const md = Object.entries(metadata).map(([n, v]) => `    - name: ${n}\n      value: ${JSON.stringify(v)}`);
   return `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: ${name}\nspec:\n  type: ${type}\n  version: v1\n  metadata:${md.length ? `\n${md.join('\n')}` : ' []'}\n`;
+}
+
+/** A v1alpha1 Subscription of `topic` on pub/sub `mem`, delivered to `route`. */
+export function subscription(name: string, topic: string, route: string): string {
+  return `apiVersion: rt.io/v1alpha1\nkind: Subscription\nmetadata:\n  name: ${name}\nspec:\n  pubsubname: mem\n  topic: ${topic}\n  route: ${route}\n`;
 }

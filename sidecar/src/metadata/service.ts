@@ -56,7 +56,6 @@ export class MetadataService {
   private workersProvider?: () => number;
   private features: FeatureFlag[] = [];
   private httpEndpoints: HttpEndpointResource[] = [];
-  private declarative: SubscriptionInfo[] = [];
   private readonly options: SidecarOptions;
   private readonly components: ComponentRegistry;
 
@@ -98,10 +97,6 @@ export class MetadataService {
     this.httpEndpoints = list;
   }
 
-  setDeclarativeSubscriptions(list: SubscriptionInfo[]): void {
-    this.declarative = list;
-  }
-
   addActorProvider(p: () => ActorTypeCount[]): void {
     this.actorProviders.push(p);
   }
@@ -128,7 +123,7 @@ export class MetadataService {
       extended: Object.fromEntries(this.extended),
       components: this.components.info(),
       httpEndpoints: this.httpEndpoints.map((e) => ({ name: e.name })),
-      subscriptions: [...this.declarative, ...this.subscriptionProviders.flatMap((p) => p())].map((s) => ({
+      subscriptions: this.subscriptionProviders.flatMap((p) => p()).map((s) => ({
         pubsubname: s.pubsubname,
         topic: s.topic,
         metadata: s.metadata,

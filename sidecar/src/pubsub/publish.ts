@@ -1,11 +1,13 @@
 /**
  * Publishing, shared by the HTTP and gRPC APIs: checks, the CloudEvent envelope, the call to
- * the component, and the errors a caller sees.
+ * the component, and the errors a caller sees. A request that passes the checks waits, before
+ * it reaches the component, until the app's subscriptions are open (gate.ts).
  */
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { BulkPublishEntry } from '../components/pubsub/types.ts';
 import { ApiError, errorMessage, malformed } from '../http/errors.ts';
 import { CLOUDEVENT_CONTENT_TYPE, envelope, ttlOf, wrapJson, wrapsJson } from './cloudevent.ts';
+import { PublishGate } from './gate.ts';
 import { requirePubsub } from './lookup.ts';
 
 export interface PublishRequest {
@@ -46,16 +48,19 @@ export const MAX_BULK_ENTRIES = 10_000;
 export class PublishService {
   private readonly components: ComponentRegistry;
   private readonly appId: string;
+  private readonly gate: PublishGate;
 
-  constructor(components: ComponentRegistry, appId: string) {
+  constructor(components: ComponentRegistry, appId: string, gate = new PublishGate()) {
     this.components = components;
     this.appId = appId;
+    this.gate = gate;
   }
 
   async publish(req: PublishRequest): Promise<void> {
     const pubsub = requirePubsub(this.components, req.pubsubname);
     checkTopic(req.topic);
     const { data, contentType } = envelope({ appId: this.appId, pubsubname: req.pubsubname, topic: req.topic, body: req.data, contentType: req.contentType, metadata: req.metadata, traceparent: req.traceparent, tracestate: req.tracestate });
+    if (!this.gate.isOpen) await this.gate.wait();
     try {
       await pubsub.publish(req.topic, data, req.metadata, contentType);
     } catch (e) {
@@ -98,6 +103,7 @@ export class PublishService {
       });
       return { entryId: e.entryId, event: env.data, contentType: env.contentType, metadata };
     });
+    if (!this.gate.isOpen) await this.gate.wait();
     if (pubsub.bulkPublish) {
       try {
         return await pubsub.bulkPublish(req.topic, wrapped, req.metadata);

@@ -16,6 +16,7 @@ import { pubsubByName } from './lookup.ts';
 import { compileRules, route, type CompiledRule } from './rules.ts';
 
 interface Active {
+  info: SubscriptionInfo;
   fingerprint: string;
   instance: PubSub;
   sub: TopicSubscription;
@@ -146,13 +147,12 @@ export class SubscriptionManager {
     return this.reconcile();
   }
 
-  programmaticList(): SubscriptionInfo[] {
-    return this.programmatic;
-  }
-
-  /** Topics with an open subscription, for tests and logs. */
-  openTopics(): string[] {
-    return [...this.active.keys()];
+  /**
+   * The subscriptions open on their components, as the metadata lists them: not one before the
+   * sidecar subscribed (a publish could be lost), nor one whose pub/sub is not loaded.
+   */
+  openList(): SubscriptionInfo[] {
+    return [...this.active.values()].map((a) => a.info);
   }
 
   /** Synchronous (subscribing only registers a handler), so two runs can never overlap. */
@@ -198,7 +198,7 @@ export class SubscriptionManager {
       try {
         const opened = pubsub.subscribe(info.topic, info.metadata, handler);
         const sub = { close: () => (opened.close(), bulk?.close()) };
-        this.active.set(key, { fingerprint: JSON.stringify(info), instance: pubsub, sub, state });
+        this.active.set(key, { info, fingerprint: JSON.stringify(info), instance: pubsub, sub, state });
         this.problems.delete(key);
         this.log.info({ pubsub: info.pubsubname, topic: info.topic, type: info.type }, 'subscribed');
       } catch (e) {

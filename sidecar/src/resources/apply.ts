@@ -54,7 +54,6 @@ export class ResourceApplier {
     this.resources.components = desired.components;
     this.metadata.setFeatures(desired.configuration?.features ?? []);
     this.metadata.setHttpEndpoints(desired.httpEndpoints);
-    this.metadata.setDeclarativeSubscriptions(desired.subscriptions);
 
     const wanted = new Map(desired.components.map((c) => [c.spec.name, c]));
     for (const name of [...this.loaded.keys()].filter((n) => !wanted.has(n)).sort()) {
