@@ -36,7 +36,7 @@ export default async function setup(): Promise<() => Promise<void>> {
     await services.stop();
     rmSync(home, { recursive: true, force: true });
     // a suite that died halfway must not leave a cluster or a Docker engine running for the next run
-    sweepKubeLeftovers((s) => console.warn(`[kube] ${s}`));
+    await sweepKubeLeftovers((s) => console.warn(`[kube] ${s}`));
     const { stopDockerIfUnused } = await import('./docker.ts');
     if (await stopDockerIfUnused()) console.warn('[docker] stopped an engine that no suite stopped');
   };

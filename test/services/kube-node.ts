@@ -20,12 +20,13 @@ export function clusterWithImagesUnavailable(): string | undefined {
   return kubeNodeUnavailable() ?? (dockerMissing() || undefined);
 }
 
-export async function startClusterWithImages(log: (line: string) => void = () => {}): Promise<ClusterWithImages> {
+export async function startClusterWithImages(log: (line: string) => void = () => {}, opts: { hostNetwork?: boolean } = {}): Promise<ClusterWithImages> {
   const docker = await startDocker();
   try {
     const images = await buildImages(docker, { log });
     const kube = await startKube({
       log,
+      hostNetwork: opts.hostNetwork,
       node: {
         sandboxImage: images.pause,
         importImages: async (socket) => {

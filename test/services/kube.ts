@@ -20,8 +20,10 @@ import {
   type CommandResult,
   type ControlPlane,
 } from './kube/control-plane.ts';
+import { networkUnavailable, type NodeNetwork } from './kube/network.ts';
 import { nodeUnavailable, startNode, type KubeNode } from './kube/node.ts';
 import { pollUntil } from './kube/processes.ts';
+import { sweepDeadClusters } from './kube/sweep.ts';
 
 export { ensureKubeBinaries, ensureKubectlAndHelm, nodeUnavailable, OPERATOR_AUDIENCE, SERVICE_ACCOUNT_ISSUER };
 export type { CommandResult, KubeNode };
@@ -58,6 +60,8 @@ export interface KubeCluster {
   controlPlane: ControlPlane;
   /** The node, when started with `node`. */
   node?: KubeNode;
+  /** The node's network (its addresses and ranges), unless started with `hostNetwork`. */
+  network?: NodeNetwork;
   stop(): Promise<void>;
 }
 
@@ -73,12 +77,19 @@ export function kubeNodeUnavailable(): string | undefined {
   return kubeUnavailable() ?? nodeUnavailable();
 }
 
+/** Why a node with a pod network cannot run here, or undefined (`hostNetwork` is the fallback). */
+export { networkUnavailable };
+
 /**
  * `node`: also start a node (containerd, kubelet, kube-scheduler) that runs pods from the
- * images `node.importImages` puts into its containerd; resolves when the node is Ready.
+ * images `node.importImages` puts into its containerd; resolves when the node is Ready. The node
+ * gets a pod network (its own network namespace, a CNI bridge, kube-proxy and CoreDNS: see
+ * kube/network.ts) unless `hostNetwork` asks for the loopback mode, where pods must use
+ * `hostNetwork: true`. Before starting, what a killed earlier run left is removed.
  */
-export async function startKube(opts: { controllers?: boolean; node?: NodeImages; log?: (s: string) => void } = {}): Promise<KubeCluster> {
-  const cp = await startControlPlane(opts);
+export async function startKube(opts: { controllers?: boolean; node?: NodeImages; hostNetwork?: boolean; log?: (s: string) => void } = {}): Promise<KubeCluster> {
+  await sweepDeadClusters(opts.log);
+  const cp = await startControlPlane({ ...opts, podNetwork: !!opts.node && !opts.hostNetwork });
   let node: KubeNode | undefined;
   if (opts.node) {
     try {
@@ -107,6 +118,7 @@ export async function startKube(opts: { controllers?: boolean; node?: NodeImages
     },
     controlPlane: cp,
     node,
+    network: cp.network,
     stop: () => (stopped ??= (async () => {
       await node?.stop();
       await stopControlPlane(cp);

@@ -1,5 +1,5 @@
 /** Loopback helpers for tests: free ports and waiting for a port to accept connections. */
-import { connect, createServer } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 
 // Ports handed out come from below the kernel's ephemeral range (32768–60999 by default): a port
 // from listen(0) that is closed again can be given by the kernel to any outgoing connection
@@ -57,4 +57,39 @@ export async function waitForPort(host: string, port: number, timeoutMs = 15_000
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`nothing listens on ${host}:${port} after ${timeoutMs} ms`);
+}
+
+/**
+ * Relays TCP connections from `listenHost` (a free port) to `target`: lets pods of the test
+ * cluster, which reach the host only at its address on the node's veth, talk to a server that
+ * listens on the host's loopback (the suites' Redis, sshd). The bytes are the server's own.
+ */
+export async function relayTcp(listenHost: string, target: { host: string; port: number }): Promise<{ host: string; port: number; address: string; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(target);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.once('close', () => sockets.delete(s));
+      s.once('error', () => {
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, listenHost, () => resolve((server.address() as AddressInfo).port));
+  });
+  return {
+    host: listenHost,
+    port,
+    address: `${listenHost}:${port}`,
+    close: () =>
+      new Promise((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
 }

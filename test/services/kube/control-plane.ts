@@ -1,29 +1,24 @@
 /**
- * A real Kubernetes control plane on loopback: etcd (Debian's etcd-server), kube-apiserver and
+ * A real Kubernetes control plane: etcd (Debian's etcd-server), kube-apiserver and
  * kube-controller-manager built from the pinned release, with certificates made for the run.
- * The API server serves https://127.0.0.1:<free port>, authorizes with Node,RBAC, runs the
+ * The API server serves https://127.0.0.1:<free port> (or the host's address on the node's veth,
+ * with `podNetwork`), authorizes with Node,RBAC, runs the
  * mutating and validating admission webhooks, and accepts service-account tokens for the
  * audiences `<issuer>` and `rt.io/operator`.
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEtcd, type EtcdTarget } from '../etcd.ts';
 import { freePort } from '../net.ts';
 import { ensureKubeBinaries, ensureKubectlAndHelm } from './binaries.ts';
 import { makeClusterPki, writeKubeconfig, type ClusterPki, type IssuedCert } from './pki.ts';
+import { createNodeNetwork, type NodeNetwork } from './network.ts';
 import { pollUntil, startProcess, type ClusterProcess } from './processes.ts';
+import { makeRunDir } from './run-dir.ts';
 
 export const SERVICE_ACCOUNT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
 export const OPERATOR_AUDIENCE = 'rt.io/operator';
-/**
- * Every run folder carries this prefix, so a sweep can find what an interrupted run left; under
- * vitest it names the test run (RT_TEST_RUN_ID, set by the global setup), so one run's sweep
- * never touches another run's clusters.
- */
-export const RUN_DIR_PREFIX = `rt-kube-run-${process.env.RT_TEST_RUN_ID ?? 'dev'}-`;
-
 export interface CommandResult {
   code: number;
   stdout: string;
@@ -43,6 +38,8 @@ export interface ControlPlane {
   helmBin: string;
   processes: ClusterProcess[];
   etcd: EtcdTarget;
+  /** The node's network namespace, veth and ranges, when started with `podNetwork`. */
+  network?: NodeNetwork;
 }
 
 function runTool(bin: string, args: string[], env: NodeJS.ProcessEnv, input?: string): Promise<CommandResult> {
@@ -128,39 +125,61 @@ export function apiWatch<E = { type: string; object: unknown }>(cp: ControlPlane
   return { close: () => req.destroy() };
 }
 
-export async function startControlPlane(opts: { controllers?: boolean; log?: (s: string) => void } = {}): Promise<ControlPlane> {
+/**
+ * `podNetwork`: first make the node's network (network.ts); the API server then listens on the
+ * host's end of the veth, where pods reach it through the `kubernetes` Service, and advertises
+ * that address, so the endpoint reconciler keeps the Service's endpoints as on any cluster.
+ * Without it, everything is on 127.0.0.1 (pods then need `hostNetwork`).
+ */
+export async function startControlPlane(opts: { controllers?: boolean; podNetwork?: boolean; log?: (s: string) => void } = {}): Promise<ControlPlane> {
   const log = opts.log ?? (() => {});
   const [binDir, tools] = await Promise.all([ensureKubeBinaries(log), ensureKubectlAndHelm()]);
-  const dir = mkdtempSync(join(tmpdir(), RUN_DIR_PREFIX));
+  const dir = makeRunDir();
   const processes: ClusterProcess[] = [];
   let etcd: EtcdTarget | undefined;
+  let network: NodeNetwork | undefined;
   const cleanup = async () => {
     for (const p of [...processes].reverse()) await p.stop();
     await etcd?.stop();
+    // last: while the API server ran, a route into the node kept its Service traffic on this machine
+    await network?.remove();
     rmSync(dir, { recursive: true, force: true });
   };
   try {
+    if (opts.podNetwork) network = await createNodeNetwork(dir, log);
+    const address = network?.hostAddress ?? '127.0.0.1';
     const pki = makeClusterPki(dir);
     mkdirSync(join(dir, 'etcd'), { mode: 0o700 });
     etcd = await startEtcd({ dataDir: join(dir, 'etcd') });
     if (!etcd.available) throw new Error(`etcd for the control plane: ${etcd.why}`);
     const port = await freePort();
-    const server = `https://127.0.0.1:${port}`;
+    const server = `https://${address}:${port}`;
     const serving = pki.issue('apiserver', {
       cn: 'kube-apiserver',
       usage: 'server',
-      sans: ['IP:127.0.0.1', 'DNS:localhost', 'DNS:kubernetes', 'DNS:kubernetes.default', 'DNS:kubernetes.default.svc', 'IP:10.96.0.1'],
+      sans: [
+        ...new Set(['IP:127.0.0.1', `IP:${address}`, `IP:${network?.apiServiceAddress ?? '10.96.0.1'}`]),
+        'DNS:localhost',
+        'DNS:kubernetes',
+        'DNS:kubernetes.default',
+        'DNS:kubernetes.default.svc',
+        'DNS:kubernetes.default.svc.cluster.local',
+      ],
     });
     const kubeletClient = pki.issue('apiserver-kubelet-client', { cn: 'kube-apiserver-kubelet-client', orgs: ['system:masters'], usage: 'client' });
     const admin = pki.issue('admin', { cn: 'rt-test-admin', orgs: ['system:masters'], usage: 'client' });
     const kubeconfig = writeKubeconfig(join(dir, 'admin.kubeconfig'), server, pki.caFile, 'admin', admin);
     const apiserver = startProcess(dir, 'kube-apiserver', join(binDir, 'kube-apiserver'), [
       `--etcd-servers=${etcd.endpoints.map((e) => `http://${e}`).join(',')}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
+      `--bind-address=${address}`,
+      `--advertise-address=${address}`,
       `--secure-port=${port}`,
       // a loopback advertise address is refused by the default endpoint reconciler
-      '--endpoint-reconciler-type=none',
+      ...(network ? [] : ['--endpoint-reconciler-type=none']),
+      // the node's InternalIP (its Hostname would be looked up in the machine's DNS); without a
+      // pod network the kubelet reports the machine's own interface, which is never dialled:
+      // ExternalDNS, which the node has not, leaves `kubectl logs` with "no preferred addresses"
+      `--kubelet-preferred-address-types=${network ? 'InternalIP' : 'ExternalDNS'}`,
       `--cert-dir=${join(dir, 'apiserver-certs')}`,
       `--tls-cert-file=${serving.certFile}`,
       `--tls-private-key-file=${serving.keyFile}`,
@@ -174,13 +193,13 @@ export async function startControlPlane(opts: { controllers?: boolean; log?: (s:
       `--api-audiences=${SERVICE_ACCOUNT_ISSUER},${OPERATOR_AUDIENCE}`,
       '--authorization-mode=Node,RBAC',
       '--enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook',
-      '--service-cluster-ip-range=10.96.0.0/16',
+      `--service-cluster-ip-range=${network?.serviceCidr ?? '10.96.0.0/16'}`,
       '--allow-privileged=true',
       '--profiling=false',
       '--v=1',
     ]);
     processes.push(apiserver);
-    const cp: ControlPlane = { dir, kubeconfig, server, ca: { caFile: pki.caFile, caPem: pki.caPem }, pki, admin, binDir, kubectlBin: tools.kubectl, helmBin: tools.helm, processes, etcd };
+    const cp: ControlPlane = { dir, kubeconfig, server, ca: { caFile: pki.caFile, caPem: pki.caPem }, pki, admin, binDir, kubectlBin: tools.kubectl, helmBin: tools.helm, processes, etcd, network };
     await pollUntil(
       'kube-apiserver /readyz ok',
       async () => {
@@ -223,5 +242,6 @@ export async function startControlPlane(opts: { controllers?: boolean; log?: (s:
 export async function stopControlPlane(cp: ControlPlane): Promise<void> {
   for (const p of [...cp.processes].reverse()) await p.stop();
   await cp.etcd.stop();
+  await cp.network?.remove();
   rmSync(cp.dir, { recursive: true, force: true });
 }

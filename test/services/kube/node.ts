@@ -9,12 +9,14 @@
  * containers left in containerd are killed and removed, then containerd stops, and the mounts the
  * kubelet and containerd made under the run folder are unmounted.
  */
-import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from '../net.ts';
 import { apiRequest, kubectlRunner, type ControlPlane } from './control-plane.ts';
+import { startClusterDns, startKubeProxy } from './node-services.ts';
+import type { NodeNetwork } from './network.ts';
 import { writeKubeconfig } from './pki.ts';
 import { pollUntil, startProcess, type ClusterProcess } from './processes.ts';
 
@@ -128,12 +130,34 @@ export function removeCgroupRoot(name: string): void {
   }
 }
 
+/** The pods' network: a bridge in the node's namespace, addresses from its range, host ports mapped. */
+function podNetworkConfig(dir: string, net: NodeNetwork): string {
+  return JSON.stringify({
+    cniVersion: '1.0.0',
+    name: 'rt-pods',
+    plugins: [
+      {
+        type: 'bridge',
+        bridge: 'cni0',
+        isGateway: true,
+        // no masquerade: pods talk to the host and to each other by their own addresses, and
+        // the node namespace has no route off the machine to masquerade to
+        ipMasq: false,
+        hairpinMode: true,
+        ipam: { type: 'host-local', ranges: [[{ subnet: net.podCidr, gateway: net.podGateway }]], routes: [{ dst: '0.0.0.0/0' }], dataDir: join(dir, 'cni-ipam') },
+      },
+      { type: 'portmap', capabilities: { portMappings: true } },
+    ],
+  });
+}
+
 function kubeletConfig(dir: string, cp: ControlPlane, socket: string, ports: { port: number; healthz: number }, serving: { certFile: string; keyFile: string }, cgroupRoot: string): string {
+  const net = cp.network;
   return JSON.stringify({
     cgroupRoot,
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
     kind: 'KubeletConfiguration',
-    address: '127.0.0.1',
+    address: net?.nodeAddress ?? '127.0.0.1',
     port: ports.port,
     readOnlyPort: 0,
     healthzBindAddress: '127.0.0.1',
@@ -149,7 +173,9 @@ function kubeletConfig(dir: string, cp: ControlPlane, socket: string, ports: { p
     containerRuntimeEndpoint: `unix://${socket}`,
     podLogsDir: join(dir, 'pod-logs'),
     clusterDomain: 'cluster.local',
-    resolvConf: '/etc/resolv.conf',
+    // pods ask the cluster's DNS (CoreDNS on the node's address), which answers cluster.local
+    // and forwards nothing; no pod gets the machine's own resolvers
+    ...(net ? { clusterDNS: [net.nodeAddress], resolvConf: '' } : { resolvConf: '/etc/resolv.conf' }),
     // a shared 2-core test machine: never evict or collect our locally built images
     evictionHard: { 'memory.available': '50Mi', 'nodefs.available': '1%', 'nodefs.inodesFree': '1%', 'imagefs.available': '1%' },
     imageGCHighThresholdPercent: 100,
@@ -165,27 +191,22 @@ function kubeletConfig(dir: string, cp: ControlPlane, socket: string, ports: { p
 export async function startNode(cp: ControlPlane, opts: { sandboxImage: string; importImages: (containerdSocket: string) => Promise<void> }): Promise<{ node: KubeNode; processes: ClusterProcess[] }> {
   const dir = join(cp.dir, 'node');
   const cdir = join(dir, 'containerd');
+  const net = cp.network;
   mkdirSync(join(cdir, 'cni'), { recursive: true });
   mkdirSync(join(dir, 'pod-logs'), { recursive: true });
   const socket = join(cdir, 'containerd.sock');
   writeFileSync(join(cdir, 'config.toml'), containerdConfig(cdir, opts.sandboxImage));
-  writeFileSync(join(cdir, 'cni', '10-loopback.conflist'), JSON.stringify({ cniVersion: '0.4.0', name: 'loopback-only', plugins: [{ type: 'loopback' }] }));
+  if (net) writeFileSync(join(cdir, 'cni', '10-rt-pods.conflist'), podNetworkConfig(dir, net));
+  else writeFileSync(join(cdir, 'cni', '10-loopback.conflist'), JSON.stringify({ cniVersion: '0.4.0', name: 'loopback-only', plugins: [{ type: 'loopback' }] }));
+  // the node's processes run in its network namespace (only the network: mounts stay the host's)
+  const startInNode = (name: string, command: string, args: string[]) => {
+    const c = net ? net.wrap(command, args) : { command, args };
+    return startProcess(dir, name, c.command, c.args);
+  };
   const processes: ClusterProcess[] = [];
   // named like the run folder, so the sweep finds it too
   const cgroupName = basename(cp.dir);
-  const ctr = (args: string[], input?: NodeJS.ReadableStream) =>
-    new Promise<{ code: number; stdout: string; stderr: string }>((resolve, reject) => {
-      void import('node:child_process').then(({ spawn }) => {
-        const p = spawn(CTR_BIN, ['-a', socket, '-n', 'k8s.io', ...args], { stdio: [input ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
-        let stdout = '';
-        let stderr = '';
-        p.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
-        p.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-        p.once('error', reject);
-        p.once('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-        if (input && p.stdin) input.pipe(p.stdin);
-      });
-    });
+  const ctr = ctrAt(socket);
 
   let kubelet: ClusterProcess | undefined;
   const kubectl = kubectlRunner(cp);
@@ -198,27 +219,31 @@ export async function startNode(cp: ControlPlane, opts: { sandboxImage: string; 
     for (const id of tasks) await ctr(['tasks', 'kill', '-s', 'SIGKILL', id]).catch(() => undefined);
     for (const id of tasks) await ctr(['tasks', 'delete', '-f', id]).catch(() => undefined);
     const containers = (await ctr(['containers', 'list', '-q']).catch(() => ({ stdout: '' }))).stdout.split('\n').filter(Boolean);
+    const podNetns = await sandboxNetnsPaths(ctr);
     for (const id of containers) await ctr(['containers', 'delete', id]).catch(() => undefined);
+    for (const path of podNetns) await removeNetnsFile(path);
     for (const p of processes.filter((p) => p !== kubelet).reverse()) await p.stop();
     // 3. the kubelet's bind mount of its root, volume tmpfs mounts, overlay snapshots, then the pods' cgroups
     await unmountUnder(cp.dir);
     removeCgroupRoot(cgroupName);
   };
   try {
-    const containerd = startProcess(dir, 'containerd', CONTAINERD_BIN, ['--config', join(cdir, 'config.toml'), '--log-level', 'warn']);
+    const containerd = startInNode('containerd', CONTAINERD_BIN, ['--config', join(cdir, 'config.toml'), '--log-level', 'warn']);
     processes.push(containerd);
     await pollUntil('containerd answers', async () => (await ctr(['version'])).code === 0, 30_000, () => containerd.tail());
     await opts.importImages(socket);
 
     const kubeletCert = cp.pki.issue('kubelet-client', { cn: `system:node:${NODE_NAME}`, orgs: ['system:nodes'], usage: 'client' });
-    const kubeletServing = cp.pki.issue('kubelet-serving', { cn: NODE_NAME, usage: 'server', sans: ['IP:127.0.0.1', `DNS:${NODE_NAME}`] });
+    const kubeletServing = cp.pki.issue('kubelet-serving', { cn: NODE_NAME, usage: 'server', sans: [`IP:${net?.nodeAddress ?? '127.0.0.1'}`, `DNS:${NODE_NAME}`] });
     const kubeletKubeconfig = writeKubeconfig(join(dir, 'kubelet.kubeconfig'), cp.server, cp.ca.caFile, `system:node:${NODE_NAME}`, kubeletCert);
-    const ports = { port: await freePort(), healthz: await freePort() };
+    // in the node's namespace its ports are its own; on the host they are shared with other clusters
+    const ports = net ? { port: 10250, healthz: 10248 } : { port: await freePort(), healthz: await freePort() };
     writeFileSync(join(dir, 'kubelet-config.json'), kubeletConfig(dir, cp, socket, ports, kubeletServing, makeCgroupRoot(cgroupName)));
-    kubelet = startProcess(dir, 'kubelet', join(cp.binDir, 'kubelet'), [
+    kubelet = startInNode('kubelet', join(cp.binDir, 'kubelet'), [
       `--config=${join(dir, 'kubelet-config.json')}`,
       `--kubeconfig=${kubeletKubeconfig}`,
       `--hostname-override=${NODE_NAME}`,
+      ...(net ? [`--node-ip=${net.nodeAddress}`] : []),
       `--root-dir=${join(dir, 'kubelet')}`,
       `--cert-dir=${join(dir, 'kubelet-pki')}`,
       '--v=1',
@@ -250,6 +275,11 @@ export async function startNode(cp: ControlPlane, opts: { sandboxImage: string; 
       120_000,
       () => `kubelet log ends:\n${kubelet?.tail()}`,
     );
+    if (net) {
+      // Services and DNS: what makes `<svc>.<ns>.svc.cluster.local` reach a pod
+      processes.push(await startKubeProxy(cp, net, dir, NODE_NAME));
+      processes.push(await startClusterDns(cp, net, dir));
+    }
   } catch (e) {
     await stop();
     throw e;
@@ -275,6 +305,49 @@ export async function startNode(cp: ControlPlane, opts: { sandboxImage: string; 
     stop,
   };
   return { node, processes };
+}
+
+type Ctr = (args: string[], input?: NodeJS.ReadableStream) => Promise<{ code: number; stdout: string; stderr: string }>;
+
+/** `ctr -a <socket> -n k8s.io ...`, for a node's containerd. */
+export function ctrAt(socket: string): Ctr {
+  return (args, input) =>
+    new Promise((resolve, reject) => {
+      const p = spawn(CTR_BIN, ['-a', socket, '-n', 'k8s.io', ...args], { stdio: [input ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      p.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+      p.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+      p.once('error', reject);
+      p.once('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+      if (input && p.stdin) input.pipe(p.stdin);
+    });
+}
+
+/**
+ * The network namespaces (/run/netns/cni-*) containerd made for the node's pod sandboxes, from
+ * their specs. A sandbox the kubelet did not stop (a killed run, pods a controller made again
+ * while the node stopped) keeps its namespace file: read them while containerd still answers.
+ */
+export async function sandboxNetnsPaths(ctr: Ctr): Promise<string[]> {
+  const paths = new Set<string>();
+  const containers = (await ctr(['containers', 'list', '-q']).catch(() => ({ stdout: '' }))).stdout.split('\n').filter(Boolean);
+  for (const id of containers) {
+    const info = await ctr(['containers', 'info', id]).catch(() => ({ stdout: '{}' }));
+    try {
+      const spec = (JSON.parse(info.stdout) as { Spec?: { linux?: { namespaces?: Array<{ type: string; path?: string }> } } }).Spec;
+      for (const n of spec?.linux?.namespaces ?? []) if (n.type === 'network' && n.path?.includes('/netns/cni-')) paths.add(n.path);
+    } catch {
+      /* not JSON: nothing to learn */
+    }
+  }
+  return [...paths];
+}
+
+/** Unmounts and removes a network namespace's file (`/run/netns/<name>`): the namespace goes once no process is in it. */
+export async function removeNetnsFile(path: string): Promise<void> {
+  await run('umount', [path]).catch(() => undefined);
+  rmSync(path, { force: true });
 }
 
 /** Unmounts everything mounted under `root`, deepest first (kubelet bind mounts, tmpfs volumes, overlay snapshots, netns). */

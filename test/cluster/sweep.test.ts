@@ -1,0 +1,84 @@
+/**
+ * A cluster whose owner was killed (SIGKILL, a closed terminal) leaves its processes running, its
+ * node network namespace and veth in place and its folder behind. The next cluster's start
+ * (`sweepDeadClusters`, which `startKube` and `npm run cluster` call first) finds them by the
+ * folder's owner file, removes them and says what it removed; a live cluster's folder is left alone.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { requireService } from '../services/ci.ts';
+import { kubeUnavailable, networkUnavailable } from '../services/kube.ts';
+import { existingSlots, routeOf, slotAddresses } from '../services/kube/network.ts';
+import { sweepDeadClusters, sweepKubeLeftovers } from '../services/kube/sweep.ts';
+
+const why = kubeUnavailable() ?? networkUnavailable();
+const available = requireService('Kubernetes control plane with a node network', why === undefined, why ?? '');
+const ROOT = join(import.meta.dirname, '..', '..');
+
+afterAll(async () => {
+  await sweepKubeLeftovers();
+});
+
+const processesOf = (dir: string) =>
+  readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir);
+      } catch {
+        return false;
+      }
+    });
+
+describe.skipIf(!available)('a killed cluster', () => {
+  it('is swept by the next start: its processes, node network and folder go, and each removal is said', async () => {
+    // a control plane with a node network, owned by a child process that is then killed
+    const child = spawn(
+      process.execPath,
+      ['--input-type=module', '-e', `const m = await import(${JSON.stringify(join(ROOT, 'test/services/kube/control-plane.ts'))}); const cp = await m.startControlPlane({ podNetwork: true, controllers: false }); console.log(JSON.stringify({ dir: cp.dir, slot: cp.network.slot })); setInterval(() => {}, 1 << 30);`],
+      { stdio: ['ignore', 'pipe', 'inherit'], env: process.env },
+    );
+    const started = await new Promise<{ dir: string; slot: number }>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const line = out.split('\n').find((l) => l.startsWith('{'));
+        if (line) resolve(JSON.parse(line) as { dir: string; slot: number });
+      });
+      child.once('exit', (code) => reject(new Error(`the cluster's owner exited (${code}) before it started`)));
+    });
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    // what the killed run left: etcd and the API server still run, the namespace and veth are there
+    expect(processesOf(started.dir).length).toBeGreaterThanOrEqual(2);
+    expect(await existingSlots()).toContain(started.slot);
+
+    const said: string[] = [];
+    await sweepDeadClusters((s) => said.push(s));
+    expect(said.some((s) => /killing leftover .*kube-apiserver/.test(s)), said.join('\n')).toBe(true);
+    expect(said.some((s) => /killing leftover .*etcd/.test(s))).toBe(true);
+    expect(said).toContain(`removing leftover node network ${slotAddresses(started.slot).netns} (veth ${slotAddresses(started.slot).hostInterface}, its routes)`);
+    expect(said).toContain(`removing leftover ${started.dir}`);
+    expect(processesOf(started.dir)).toEqual([]);
+    expect(existsSync(started.dir)).toBe(false);
+    expect(await existingSlots()).not.toContain(started.slot);
+    expect((await routeOf(slotAddresses(started.slot).apiServiceAddress)).dev).not.toBe(slotAddresses(started.slot).hostInterface);
+  }, 180_000);
+
+  it('leaves a live cluster alone', async () => {
+    const { startControlPlane, stopControlPlane } = await import('../services/kube/control-plane.ts');
+    const cp = await startControlPlane({ podNetwork: true, controllers: false });
+    try {
+      const said: string[] = [];
+      await sweepDeadClusters((s) => said.push(s));
+      expect(said.filter((s) => s.includes(cp.dir) || s.includes(cp.network!.netns))).toEqual([]);
+      expect(await existingSlots()).toContain(cp.network!.slot);
+      expect(cp.processes[0].exited).toBe(false);
+    } finally {
+      await stopControlPlane(cp);
+    }
+    expect(await existingSlots()).not.toContain(cp.network!.slot);
+  }, 180_000);
+});
