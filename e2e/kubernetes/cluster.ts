@@ -1,6 +1,7 @@
 /**
- * The user's cluster for the end-to-end path: a real node from test/services/kube.ts with rt:dev,
- * the pause image and an image of the pluggable state example imported into its containerd, or,
+ * The user's cluster for the end-to-end path: a real node from test/services/kube.ts, with a pod
+ * network, Services and DNS, and rt:dev, the pause image and an image of the pluggable state
+ * example imported into its containerd, or,
  * with RT_E2E_KUBECONFIG (and RT_E2E_IMAGE), a cluster the user has. The suite drives it only
  * through the real kubectl and helm.
  */
@@ -11,7 +12,7 @@ import { join } from 'node:path';
 import { startDocker, type Docker } from '../../test/services/docker.ts';
 import { buildImages, importIntoContainerd } from '../../test/services/images.ts';
 import { ensureKubectlAndHelm, startKube, type CommandResult, type KubeCluster } from '../../test/services/kube.ts';
-import { LOCAL_VALUES, loopbackPortValues, ROOT } from '../../test/chart/render.ts';
+import { LOCAL_VALUES, ROOT } from '../../test/chart/render.ts';
 
 export { CHART } from '../../test/chart/render.ts';
 /** The example component's image: rt:dev (node and the gRPC libraries) plus the example's files. */
@@ -24,8 +25,10 @@ export interface UserCluster {
   kubeconfig: string;
   kubectl(args: string[], opts?: { input?: string }): Promise<CommandResult>;
   helm(args: string[]): Promise<CommandResult>;
-  /** The kubelet's log of a container (the node has no `kubectl logs`); '' on a cluster of the user's. */
+  /** The kubelet's log file of a container (read beside `kubectl logs`); '' on a cluster of the user's. */
   podLog(ns: string, pod: string, container: string): string;
+  /** The host's address on the local node's veth: where pods reach servers the suite runs on this machine. */
+  hostAddress?: string;
   /** Containers the node's containerd still has for pods of a namespace; undefined on a cluster of the user's. */
   containers(namespace: string): Promise<string[] | undefined>;
   /** Whether this is the local node (loopback values, hostPath output folders). */
@@ -108,6 +111,7 @@ export async function startUserCluster(log: (s: string) => void): Promise<UserCl
       helm: (args) => k.helm(args),
       podLog: (ns, pod, container) => k.node!.podLog(ns, pod, container),
       containers: async (namespace) => (await k.node!.ctr(['containers', 'list', '-q', `labels."io.kubernetes.pod.namespace"==${namespace}`])).stdout.split('\n').filter(Boolean),
+      hostAddress: k.network?.hostAddress,
       local: true,
       stop: async () => {
         await k.stop();
@@ -121,9 +125,9 @@ export async function startUserCluster(log: (s: string) => void): Promise<UserCl
   }
 }
 
-/** The chart's values for this cluster: the loopback file on the local node, the user's image elsewhere. */
+/** The chart's values for this cluster: the local node's image and storage, the user's image elsewhere; every other value is the chart's default. */
 export async function chartValues(c: UserCluster): Promise<string[]> {
-  if (c.local) return ['-f', LOCAL_VALUES, ...(await loopbackPortValues())];
+  if (c.local) return ['-f', LOCAL_VALUES];
   const [repository, tag] = splitImage(c.rtImage);
   return ['--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`];
 }

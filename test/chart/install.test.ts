@@ -1,14 +1,15 @@
 /**
- * The chart on a real cluster with a real node: `helm install --wait` with e2e/values-local.yaml
- * establishes the CRDs and brings the operator, injector and scheduler pods to Ready; the API
- * server calls the injector, which adds rt-sidecar to an annotated pod; `helm upgrade` keeps the
+ * The chart on a real cluster with a real node and a pod network: `helm install --wait` with
+ * e2e/values-local.yaml (the defaults but for the image and the scheduler's storage) establishes
+ * the CRDs and brings the operator, injector and scheduler pods to Ready; the API server calls
+ * the injector through its Service, and it adds rt-sidecar to an annotated pod; `helm upgrade` keeps the
  * webhook certificate; `helm uninstall` leaves nothing behind.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { requireService } from '../services/ci.ts';
 import type { KubeCluster } from '../services/kube.ts';
 import { clusterWithImagesUnavailable, startClusterWithImages, type ClusterWithImages } from '../services/kube-node.ts';
-import { CHART, LOCAL_VALUES, loopbackPortValues } from './render.ts';
+import { CHART, LOCAL_VALUES } from './render.ts';
 
 const why = clusterWithImagesUnavailable();
 const available = requireService('Kubernetes node (kubelet, containerd, Docker engine)', why === undefined, why ?? '');
@@ -51,7 +52,7 @@ async function injectedContainers(k: KubeCluster, ns: string): Promise<string[]>
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name: 'probe', namespace: ns, annotations: { 'rt.io/enabled': 'true', 'rt.io/app-id': 'probe' } },
-    spec: { hostNetwork: true, containers: [{ name: 'app', image: 'rt:dev', imagePullPolicy: 'Never' }] },
+    spec: { containers: [{ name: 'app', image: 'rt:dev', imagePullPolicy: 'Never' }] },
   };
   const out = await ok(k.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { input: JSON.stringify(pod) }), 'dry-run pod');
   const spec = (JSON.parse(out) as { spec: { initContainers?: Array<{ name: string }>; containers: Array<{ name: string }> } }).spec;
@@ -61,8 +62,7 @@ async function injectedContainers(k: KubeCluster, ns: string): Promise<string[]>
 describe.skipIf(!available)('helm install, upgrade and uninstall of charts/rt on a real node', () => {
   it('installs with e2e/values-local.yaml, injects, keeps its certificate across an upgrade, and uninstalls without a trace', { timeout: 900_000 }, async () => {
     const k = kube!;
-    const ports = await loopbackPortValues();
-    const installed = await k.helm(['install', 'rt', CHART, '--namespace', NS, '--create-namespace', '-f', LOCAL_VALUES, ...ports, '--wait', '--timeout', '4m']);
+    const installed = await k.helm(['install', 'rt', CHART, '--namespace', NS, '--create-namespace', '-f', LOCAL_VALUES, '--wait', '--timeout', '4m']);
     if (installed.code !== 0) {
       const pods = await k.kubectl(['get', 'pods', '-n', NS, '-o', 'wide']);
       const events = await k.kubectl(['get', 'events', '-n', NS]);
@@ -76,14 +76,14 @@ describe.skipIf(!available)('helm install, upgrade and uninstall of charts/rt on
     const ready = pods.items.map((p) => [p.metadata.labels?.['app.kubernetes.io/component'], p.status?.conditions?.find((c) => c.type === 'Ready')?.status]);
     expect(ready.sort()).toEqual([['injector', 'True'], ['operator', 'True'], ['scheduler', 'True']]);
 
-    // the API server reaches the injector at its loopback url and the pod comes back with the sidecar
+    // the API server reaches the injector through its Service and the pod comes back with the sidecar
     await k.createNamespace('chart-app');
     expect(await injectedContainers(k, 'chart-app')).toEqual(['rt-sidecar', 'app']);
 
     const before = await certificates(k);
     expect(Buffer.from(before.caBundle, 'base64').toString()).toBe(Buffer.from(before.secrets['rt-ca']['tls.crt'], 'base64').toString());
 
-    const upgraded = await k.helm(['upgrade', 'rt', CHART, '--namespace', NS, '-f', LOCAL_VALUES, ...ports, '--set', 'logLevel=debug', '--wait', '--timeout', '4m']);
+    const upgraded = await k.helm(['upgrade', 'rt', CHART, '--namespace', NS, '-f', LOCAL_VALUES, '--set', 'logLevel=debug', '--wait', '--timeout', '4m']);
     expect(upgraded.code, upgraded.stderr).toBe(0);
     const after = await certificates(k);
     expect(after).toEqual(before);

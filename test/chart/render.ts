@@ -9,7 +9,10 @@ import { ensureKubectlAndHelm } from '../services/kube.ts';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 export const CHART = join(ROOT, 'charts', 'rt');
+/** The project's cluster (`npm run cluster`, pod network): only the image and the scheduler's storage differ from the defaults. */
 export const LOCAL_VALUES = join(ROOT, 'e2e', 'values-local.yaml');
+/** A node without a pod network (`npm run cluster -- --host-network`): everything on the host's loopback. */
+export const HOSTNETWORK_VALUES = join(ROOT, 'e2e', 'values-hostnetwork.yaml');
 
 export interface K8sObject {
   apiVersion: string;
@@ -66,22 +69,4 @@ export function find<T = K8sObject>(objects: K8sObject[], kind: string, name: st
   const o = objects.find((x) => x.kind === kind && x.metadata.name === name);
   if (!o) throw new Error(`no ${kind} ${name} in ${objects.map((x) => `${x.kind}/${x.metadata.name}`).join(', ')}`);
   return o as T;
-}
-
-/**
- * `--set` pairs that move the control plane of e2e/values-local.yaml to free loopback ports: pods
- * on the host network share the machine's ports with every other cluster a parallel suite runs.
- */
-export async function loopbackPortValues(): Promise<string[]> {
-  const { freePort } = await import('../services/net.ts');
-  const [operator, injector, scheduler, health] = [await freePort(), await freePort(), await freePort(), await freePort()];
-  return [
-    `operator.grpcPort=${operator}`,
-    `injector.controlPlaneAddress=127.0.0.1:${operator}`,
-    `injector.port=${injector}`,
-    `injector.webhook.url=https://127.0.0.1:${injector}/mutate`,
-    `scheduler.port=${scheduler}`,
-    `injector.schedulerAddress=127.0.0.1:${scheduler}`,
-    `scheduler.healthPort=${health}`,
-  ].flatMap((s) => ['--set', s]);
 }

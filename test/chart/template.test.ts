@@ -8,7 +8,8 @@ import { X509Certificate } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CHART, find, helm, LOCAL_VALUES, ROOT, template, validateObject, type K8sObject } from './render.ts';
+import { parse } from 'yaml';
+import { CHART, find, helm, HOSTNETWORK_VALUES, LOCAL_VALUES, ROOT, template, validateObject, type K8sObject } from './render.ts';
 
 interface PodTemplateOwner {
   spec: { replicas?: number; template: { spec: PodSpec }; volumeClaimTemplates?: unknown[] };
@@ -46,15 +47,15 @@ const verbsOn = (rs: Rule[], group: string, resource: string) => rs.filter((r) =
 const HA = ['scheduler.replicas=3', 'scheduler.etcdEndpoints={etcd-0.etcd:2379,etcd-1.etcd:2379,etcd-2.etcd:2379}', 'operator.watchdog.deleteUninjected=true', 'injector.webhook.failurePolicy=Fail', 'injector.replicas=2'];
 const MINIMAL = ['crds.install=false', 'scheduler.enabled=false', 'operator.tls=false', 'operator.metricsPort=0'];
 
-let renders: Record<'default' | 'ha' | 'minimal' | 'local', K8sObject[]>;
+let renders: Record<'default' | 'ha' | 'minimal' | 'local' | 'loopback', K8sObject[]>;
 beforeAll(async () => {
-  const [d, ha, minimal, local] = await Promise.all([template(), template({ set: HA }), template({ set: MINIMAL }), template({ values: [LOCAL_VALUES] })]);
-  renders = { default: d, ha, minimal, local };
+  const [d, ha, minimal, local, loopback] = await Promise.all([template(), template({ set: HA }), template({ set: MINIMAL }), template({ values: [LOCAL_VALUES] }), template({ values: [HOSTNETWORK_VALUES] })]);
+  renders = { default: d, ha, minimal, local, loopback };
 }, 60_000);
 
 describe('the rt chart', () => {
-  it('passes helm lint --strict with the default values and with e2e/values-local.yaml', async () => {
-    for (const extra of [[], ['-f', LOCAL_VALUES]]) {
+  it('passes helm lint --strict with the default values, e2e/values-local.yaml and e2e/values-hostnetwork.yaml', async () => {
+    for (const extra of [[], ['-f', LOCAL_VALUES], ['-f', HOSTNETWORK_VALUES]]) {
       const r = await helm(['lint', '--strict', CHART, ...extra]);
       expect(r.stdout + r.stderr, r.stdout + r.stderr).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
       expect(r.code).toBe(0);
@@ -106,8 +107,8 @@ describe('the rt chart', () => {
     expect(w.objectSelector.matchExpressions).toHaveLength(2);
   });
 
-  it('signs both serving certificates with one CA, whose bundle the webhook carries, naming the Services (and loopback in the local values)', () => {
-    for (const objects of [renders.default, renders.local]) {
+  it('signs both serving certificates with one CA, whose bundle the webhook carries, naming the Services (and loopback in the host-network values)', () => {
+    for (const objects of [renders.default, renders.loopback]) {
       const caPem = secretPem(objects, 'rt-ca', 'tls.crt');
       const ca = new X509Certificate(caPem);
       expect(ca.ca).toBe(true);
@@ -120,8 +121,8 @@ describe('the rt chart', () => {
         expect(cert.checkHost(`rt-${name}.rt-system.svc.cluster.local`)).toBe(`rt-${name}.rt-system.svc.cluster.local`);
       }
     }
-    expect(new X509Certificate(secretPem(renders.local, 'rt-injector-tls', 'tls.crt')).checkIP('127.0.0.1')).toBe('127.0.0.1');
-    expect(new X509Certificate(secretPem(renders.local, 'rt-operator-tls', 'tls.crt')).checkIP('127.0.0.1')).toBe('127.0.0.1');
+    expect(new X509Certificate(secretPem(renders.loopback, 'rt-injector-tls', 'tls.crt')).checkIP('127.0.0.1')).toBe('127.0.0.1');
+    expect(new X509Certificate(secretPem(renders.loopback, 'rt-operator-tls', 'tls.crt')).checkIP('127.0.0.1')).toBe('127.0.0.1');
     expect(new X509Certificate(secretPem(renders.default, 'rt-injector-tls', 'tls.crt')).checkIP('127.0.0.1')).toBeUndefined();
   });
 
@@ -169,8 +170,26 @@ describe('the rt chart', () => {
     expect(pod(renders.minimal, 'Deployment', 'rt-injector').containers[0].args.some((a) => a.startsWith('--operator-ca-file'))).toBe(false);
   });
 
-  it('makes e2e/values-local.yaml fit a single loopback node: rt:dev never pulled, host network, webhook by url, everything on 127.0.0.1', () => {
+  it('keeps the defaults for the project\'s cluster: e2e/values-local.yaml sets only the image and the scheduler\'s storage', () => {
+    const values = parse(readFileSync(LOCAL_VALUES, 'utf8')) as Record<string, unknown>;
+    expect(Object.keys(values).sort()).toEqual(['image', 'scheduler']);
+    expect(values.scheduler).toEqual({ persistence: { enabled: false } });
     const local = renders.local;
+    for (const [kind, name] of [['Deployment', 'rt-operator'], ['Deployment', 'rt-injector'], ['StatefulSet', 'rt-scheduler']]) {
+      const spec = pod(local, kind, name);
+      expect(spec.hostNetwork, name).toBeFalsy();
+      expect(spec.containers[0]).toMatchObject({ image: 'rt:dev', imagePullPolicy: 'Never' });
+    }
+    // the API server calls the injector through its Service, and sidecars find the control plane by DNS
+    expect(webhook(local).clientConfig.url).toBeUndefined();
+    expect(webhook(local).clientConfig.service).toMatchObject({ name: 'rt-injector', namespace: 'rt-system' });
+    const injector = pod(local, 'Deployment', 'rt-injector').containers[0];
+    expect(injector.args).toContain('--control-plane-address=rt-operator.rt-system.svc.cluster.local:6500');
+    expect(injector.env?.some((e) => e.name === 'KUBERNETES_SERVICE_HOST')).toBeFalsy();
+  });
+
+  it('makes e2e/values-hostnetwork.yaml fit a node without a pod network: rt:dev never pulled, host network, webhook by url, everything on 127.0.0.1', () => {
+    const local = renders.loopback;
     for (const [kind, name] of [['Deployment', 'rt-operator'], ['Deployment', 'rt-injector'], ['StatefulSet', 'rt-scheduler']]) {
       const spec = pod(local, kind, name);
       expect(spec.hostNetwork, name).toBe(true);
