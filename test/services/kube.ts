@@ -74,7 +74,7 @@ export function kubeUnavailable(): string | undefined {
 
 /** Why a cluster with a node cannot run here, or undefined. */
 export function kubeNodeUnavailable(): string | undefined {
-  return kubeUnavailable() ?? nodeUnavailable();
+  return kubeUnavailable() ?? nodeUnavailable() ?? networkUnavailable();
 }
 
 /** Why a node with a pod network cannot run here, or undefined (`hostNetwork` is the fallback). */
