@@ -170,14 +170,16 @@ function podTemplate(appId: string, opts: { exit?: boolean; outName: string }) {
   };
 }
 
-const SOCKET = '/tmp/rt-components-sockets/memstore.sock';
-/** The example's container, injected into pods of apps in scope; its own startup probe (the image has no shell). */
+/**
+ * The example's container, injected into pods of apps in scope. Its image has no shell, and it
+ * brings no probe: the sidecar waits for its socket (/tmp/rt-components-sockets/memstore.sock)
+ * before it loads components.
+ */
 const componentContainer = () => ({
   name: 'memstore',
   image: cluster!.componentImage,
   imagePullPolicy: cluster!.local ? 'Never' : 'IfNotPresent',
   args: ['--name', 'memstore'],
-  startupProbe: { exec: { command: ['node', '-e', `process.exit(require('node:fs').statSync(${JSON.stringify(SOCKET)}, { throwIfNoEntry: false })?.isSocket() ? 0 : 1)`] }, periodSeconds: 1, failureThreshold: 60 },
 });
 
 let appPod: Pod;

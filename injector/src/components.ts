@@ -1,7 +1,9 @@
 /**
  * Where the injector finds Components: an informer cache of `components.rt.io` in every
  * namespace, so the admission path never calls the API server (the answer must come well inside
- * the webhook timeout, and a LIST per pod does not scale).
+ * the webhook timeout, and a LIST per pod does not scale); and of `components.dapr.io` where
+ * that CRD is installed, as the operator serves both (an rt.io Component wins over a dapr.io one
+ * of the same name).
  */
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -31,9 +33,48 @@ export class StaticComponents implements ComponentLister {
   }
 }
 
-const GROUP = 'rt.io';
+/** The Component API groups, first wins for one name (the operator's order). */
+export const COMPONENT_GROUPS = ['rt.io', 'dapr.io'] as const;
+type Group = (typeof COMPONENT_GROUPS)[number];
 const VERSION = 'v1alpha1';
 const PLURAL = 'components';
+
+/** Several groups' caches as one: synced when all are; a name in an earlier group hides a later one's. */
+export class MergedComponents implements ComponentLister {
+  private readonly sources: ComponentLister[];
+  constructor(sources: ComponentLister[]) {
+    this.sources = sources;
+  }
+  get synced(): boolean {
+    return this.sources.every((s) => s.synced);
+  }
+  list(namespace: string): ComponentObject[] {
+    const seen = new Set<string>();
+    const out: ComponentObject[] = [];
+    for (const s of this.sources) {
+      for (const o of s.list(namespace)) {
+        const name = o.metadata?.name ?? '';
+        if (seen.has(name)) continue;
+        seen.add(name);
+        out.push(o);
+      }
+    }
+    return out;
+  }
+}
+
+/** Whether the cluster serves `components.<group>` (a 404 means its CRD is not installed). */
+export async function groupServed(kc: KubeConfig, group: Group): Promise<boolean> {
+  const k8s = await import('@kubernetes/client-node');
+  const api = kc.makeApiClient(k8s.CustomObjectsApi);
+  try {
+    await api.listClusterCustomObject({ group, version: VERSION, plural: PLURAL, limit: 1 });
+    return true;
+  } catch (e) {
+    if ((e as { code?: number }).code === 404) return false;
+    throw e;
+  }
+}
 const MAX_BACKOFF_MS = 30_000;
 
 /**
@@ -49,10 +90,12 @@ export class ComponentInformer implements ComponentLister {
   private errors = 0;
   private readonly kc: KubeConfig;
   private readonly log: Logger;
+  readonly group: Group;
 
-  constructor(kc: KubeConfig, log: Logger) {
+  constructor(kc: KubeConfig, log: Logger, group: Group = 'rt.io') {
     this.kc = kc;
     this.log = log;
+    this.group = group;
   }
 
   get synced(): boolean {
@@ -61,7 +104,7 @@ export class ComponentInformer implements ComponentLister {
 
   /** Resolves after the first list (the cache is then complete); keeps retrying in the background. */
   async start(): Promise<void> {
-    this.informer = await makeComponentInformer(this.kc);
+    this.informer = await makeComponentInformer(this.kc, this.group);
     this.informer.on('error', (err: unknown) => this.retryLater(err));
     await this.restart();
   }
@@ -71,7 +114,7 @@ export class ComponentInformer implements ComponentLister {
     if (this.stopped || this.timer) return;
     const wait = this.backoffMs;
     this.backoffMs = Math.min(MAX_BACKOFF_MS, this.backoffMs * 2);
-    this.log.warn({ err: describe(err) }, `list/watch of components.${GROUP} failed; retrying in ${wait} ms`);
+    this.log.warn({ err: describe(err) }, `list/watch of components.${this.group} failed; retrying in ${wait} ms`);
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.restart();
@@ -104,12 +147,12 @@ export class ComponentInformer implements ComponentLister {
   }
 }
 
-async function makeComponentInformer(kc: KubeConfig) {
+async function makeComponentInformer(kc: KubeConfig, group: Group) {
   const k8s = await import('@kubernetes/client-node');
   const api = kc.makeApiClient(k8s.CustomObjectsApi);
   const listFn = () =>
-    api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }) as Promise<{ items: ComponentObject[]; metadata?: { resourceVersion?: string } }> as never;
-  return k8s.makeInformer<ComponentObject>(kc, `/apis/${GROUP}/${VERSION}/${PLURAL}`, listFn);
+    api.listClusterCustomObject({ group, version: VERSION, plural: PLURAL }) as Promise<{ items: ComponentObject[]; metadata?: { resourceVersion?: string } }> as never;
+  return k8s.makeInformer<ComponentObject>(kc, `/apis/${group}/${VERSION}/${PLURAL}`, listFn);
 }
 
 function describe(err: unknown): string {

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
-import { ComponentInformer, StaticComponents, type ComponentLister } from './components.ts';
+import { ComponentInformer, groupServed, MergedComponents, StaticComponents, type ComponentLister } from './components.ts';
 import type { InjectorSettings } from './mutate.ts';
 import { startInjectorServer, type InjectorServer } from './server.ts';
 
@@ -113,18 +113,20 @@ export interface RunningInjector {
 
 /** Starts the Components cache (when there is cluster access) and the HTTPS server. */
 export async function startInjector(o: InjectorProcessOptions, log: Logger = createLogger({ level: o.logLevel, json: logAsJsonFromEnv() ?? Boolean(process.env.KUBERNETES_SERVICE_HOST), base: { scope: 'rt.injector' } })): Promise<RunningInjector> {
-  let informer: ComponentInformer | undefined;
+  const informers: ComponentInformer[] = [];
   let components: ComponentLister;
   if (o.kubeconfig || process.env.KUBERNETES_SERVICE_HOST) {
     const { KubeConfig } = await import('@kubernetes/client-node');
     const kc = new KubeConfig();
     if (o.kubeconfig) kc.loadFromFile(o.kubeconfig);
     else kc.loadFromCluster();
-    informer = new ComponentInformer(kc, log);
-    components = informer;
-    // not awaited: /healthz answers 503 until the first list arrived, and pods asking for
-    // component containers are denied until then (never silently injected without them)
-    void informer.start();
+    informers.push(new ComponentInformer(kc, log, 'rt.io'));
+    // dapr.io Components, as the operator serves them, where their CRD is installed
+    if (await groupServed(kc, 'dapr.io').catch(() => false)) informers.push(new ComponentInformer(kc, log, 'dapr.io'));
+    components = new MergedComponents(informers);
+    // not awaited: /healthz answers 503 until the first lists arrived, and the webhook call of
+    // a pod asking for component containers fails until then (its failurePolicy decides)
+    for (const i of informers) void i.start();
   } else {
     log.warn('no --kubeconfig and not in a cluster: Components are not listed, so rt.io/inject-pluggable-components finds none');
     components = new StaticComponents();
@@ -133,7 +135,7 @@ export async function startInjector(o: InjectorProcessOptions, log: Logger = cre
   try {
     server = await startInjectorServer({ port: o.port, listenAddress: o.listenAddress, certFile: o.certFile, keyFile: o.keyFile, settings: o.settings, components, log });
   } catch (e) {
-    await informer?.stop();
+    await Promise.all(informers.map((i) => i.stop()));
     throw e;
   }
   log.info({ port: server.port, sidecarImage: o.settings.sidecarImage, nativeSidecar: o.settings.nativeSidecar }, `rt injector ready: HTTPS on ${o.listenAddress}:${server.port}`);
@@ -142,7 +144,7 @@ export async function startInjector(o: InjectorProcessOptions, log: Logger = cre
     components,
     close: async () => {
       await server.close();
-      await informer?.stop();
+      await Promise.all(informers.map((i) => i.stop()));
     },
   };
 }

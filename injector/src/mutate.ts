@@ -26,7 +26,9 @@ export interface InjectorSettings {
 
 export type MutateResult =
   | { allowed: true; patch: Operation[]; warnings: string[] }
-  | { allowed: false; message: string; warnings: string[] };
+  | { allowed: false; message: string; warnings: string[] }
+  /** The injector cannot answer yet: the webhook call fails, so the API server applies its failurePolicy. */
+  | { allowed: false; unavailable: true; message: string; warnings: string[] };
 
 const TOKEN_SECONDS = 3600;
 /** A Kubernetes label value. */
@@ -51,7 +53,9 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
   // pluggable component containers: injected from Components, and named existing ones
   const fromComponents: ComponentContainer[] = [];
   if (config.injectPluggableComponents) {
-    if (!components.synced) return deny('rt injector: the Components are not listed yet (the injector just started); retry', warnings);
+    // an unsynced injector is a down one: the same failurePolicy decides (Ignore: admitted as it
+    // is, and the watchdog reports it; Fail: refused), never an answer of its own
+    if (!components.synced) return { allowed: false, unavailable: true, message: 'rt injector: the Components are not listed yet (the injector just started)', warnings };
     const found = injectedComponents(components.list(namespace), appId);
     warnings.push(...found.warnings);
     if (found.errors.length) return deny(`rt injector: ${found.errors.join('; ')}`, warnings);

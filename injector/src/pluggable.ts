@@ -1,8 +1,10 @@
 /**
  * Pluggable component containers of a pod: the ones injected from Components that carry
  * `rt.io/component-container`, and the ones the pod lists in `rt.io/pluggable-components`.
- * Each gets the socket folder, and (native sidecars) a startup probe that passes once its
- * sockets exist, so the runtime after it starts only when they listen.
+ * Each gets the socket folder; in native mode it becomes a native sidecar. It gets no startup
+ * probe of ours: a probe that looks for the socket needs a shell in the component's image, which
+ * a distroless one has not. The runtime waits for the sockets itself (`--wait-for-sockets`), and
+ * its own startup probe holds the app until then. A probe the component brings is kept.
  */
 import { ALIAS_PREFIX, PREFIX } from './annotations.ts';
 import type { ComponentObject } from './components.ts';
@@ -92,16 +94,6 @@ export function prepareComponentContainer(cc: ComponentContainer, folder: string
   const mounts = c.volumeMounts ?? [];
   if (!mounts.some((m) => m.name === SOCKETS_VOLUME || m.mountPath === folder)) c.volumeMounts = [...mounts, { name: SOCKETS_VOLUME, mountPath: folder }];
   addEnv(c, [{ name: 'RT_COMPONENTS_SOCKETS_FOLDER', value: folder }]);
-  if (native) {
-    c.restartPolicy = 'Always';
-    if (!c.startupProbe && cc.sockets.length > 0) {
-      const test = cc.sockets.map((s) => `test -S ${shellQuote(`${folder}/${s}.sock`)}`).join(' && ');
-      c.startupProbe = { exec: { command: ['sh', '-c', test] }, periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 120 };
-    }
-  }
+  if (native) c.restartPolicy = 'Always';
   return c;
-}
-
-function shellQuote(s: string): string {
-  return `'${s.replace(/'/g, `'\\''`)}'`;
 }

@@ -22,8 +22,8 @@ export interface ReviewResponse {
 
 export interface ReviewOutcome {
   review: ReviewResponse;
-  /** Short label for logs and metrics: skipped, injected, denied, malformed. */
-  outcome: 'skipped' | 'injected' | 'denied' | 'malformed';
+  /** Short label for logs and metrics: skipped, injected, denied, malformed; unavailable: answer 503, not the review. */
+  outcome: 'skipped' | 'injected' | 'denied' | 'malformed' | 'unavailable';
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -51,7 +51,7 @@ export function review(body: string, settings: InjectorSettings, components: Com
   if (!namespace) return malformed(uid, 'request.namespace must name the pod\'s namespace');
 
   const result = mutatePod(req.object, namespace, settings, components);
-  if (!result.allowed) return answer(uid, false, 'denied', { warnings: result.warnings, message: result.message });
+  if (!result.allowed) return answer(uid, false, 'unavailable' in result ? 'unavailable' : 'denied', { warnings: result.warnings, message: result.message });
   if (result.patch.length === 0) return answer(uid, true, 'skipped', { warnings: result.warnings });
   return answer(uid, true, 'injected', { warnings: result.warnings, patch: result.patch });
 }

@@ -91,6 +91,10 @@ export async function startInjectorServer(o: InjectorServerOptions): Promise<Inj
         return sendJson(res, 200, { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: '', allowed: false, status: { code: 400, message: `rt injector: internal error: ${(e as Error).message}` } } });
       }
       const { response } = out.review;
+      if (out.outcome === 'unavailable') {
+        log.warn({ uid: response.uid }, `${response.status?.message}: answering 503, so the API server applies the webhook's failurePolicy`);
+        return sendJson(res, 503, error('ERR_NOT_READY', response.status?.message ?? 'not ready'));
+      }
       log.debug({ uid: response.uid, outcome: out.outcome, ms: +(performance.now() - t0).toFixed(2) }, `admission ${out.outcome}`);
       if (out.outcome === 'denied' || out.outcome === 'malformed') log.info({ uid: response.uid }, response.status?.message);
       sendJson(res, 200, out.review);

@@ -48,8 +48,8 @@ export function sidecarContainer(s: SidecarSettings): Container {
   if (c.appHealthProbeInterval) args.push('--app-health-probe-interval', c.appHealthProbeInterval);
   if (c.appHealthProbeTimeout) args.push('--app-health-probe-timeout', c.appHealthProbeTimeout);
   if (c.appHealthThreshold !== undefined) args.push('--app-health-threshold', String(c.appHealthThreshold));
-  // classic: the only thing that orders the start; native: the kubelet already waited for the
-  // components' startup probes, unless a component brought its own probe that ignores its socket
+  // in both modes the runtime waits for its components' sockets itself: they get no startup
+  // probe of ours (it would need a shell in their image), so the kubelet does not wait for them
   if (s.sockets && s.sockets.names.length) args.push('--wait-for-sockets', s.sockets.names.join(','));
 
   const env: EnvVar[] = [

@@ -17,6 +17,9 @@ options:
   --tls-key-file PATH             and this PEM key (env RT_OPERATOR_TLS_KEY_FILE); sidecars verify it
                                   with the CA in their env RT_OPERATOR_CA_FILE
   --metrics-port N                Prometheus metrics on GET /metrics (default 0 = off)
+  --health-port N                 HTTP GET /readyz (200 once the caches are filled and sidecars are
+                                  served, 503 before and while stopping) and GET /healthz (200 while the
+                                  process answers) for the kubelet's probes (default 0 = off)
   --leader-election-namespace NS  namespace of the Lease "rt-operator" that elects the one replica that
                                   writes (env POD_NAMESPACE; default "default"); every replica serves sidecars
   --watchdog-delete-uninjected    delete controller-owned pods annotated rt.io/enabled that have no
@@ -31,6 +34,7 @@ const FLAGS = {
   'tls-cert-file': { type: 'string' },
   'tls-key-file': { type: 'string' },
   'metrics-port': { type: 'string' },
+  'health-port': { type: 'string' },
   'watchdog-delete-uninjected': { type: 'boolean' },
   'leader-election-namespace': { type: 'string' },
   'log-level': { type: 'string' },
@@ -61,10 +65,12 @@ export async function operatorCommand(argv: string[]): Promise<number> {
   const logLevel = v['log-level'] ?? env.RT_LOG_LEVEL ?? 'info';
   let grpcPort: number;
   let metricsPort: number;
+  let healthPort: number;
   try {
     if (!isLogLevel(logLevel)) throw new Error(`--log-level must be debug, info, warn or error, got "${logLevel}"`);
     grpcPort = port(v['grpc-port'] ?? env.RT_OPERATOR_GRPC_PORT, 'grpc-port', DEFAULT_GRPC_PORT);
     metricsPort = port(v['metrics-port'] ?? env.RT_OPERATOR_METRICS_PORT, 'metrics-port', 0);
+    healthPort = port(v['health-port'] ?? env.RT_OPERATOR_HEALTH_PORT, 'health-port', 0);
   } catch (e) {
     console.error(`rt operator: ${(e as Error).message}`);
     return 2;
@@ -87,12 +93,15 @@ export async function operatorCommand(argv: string[]): Promise<number> {
     log,
   });
   let metrics: Server | undefined;
+  // up before the caches fill: the readiness probe then reads 503, not a refused connection
+  const health = healthPort > 0 ? await serveHealth(healthPort, v['listen-address'] ?? env.RT_OPERATOR_LISTEN_ADDRESS ?? '0.0.0.0', operator) : undefined;
   try {
     const bound = await operator.start();
     // the line tests and the chart's probes look for
     console.log(`rt operator listening on ${bound}`);
     if (metricsPort > 0) metrics = await serveMetrics(metricsPort, operator);
   } catch (e) {
+    health?.close();
     await operator.close();
     throw e;
   }
@@ -101,8 +110,27 @@ export async function operatorCommand(argv: string[]): Promise<number> {
     process.once('SIGINT', resolve);
   });
   metrics?.close();
-  await operator.close();
+  const closing = operator.close();
+  health?.close();
+  await closing;
   return 0;
+}
+
+/** The kubelet's probes: /readyz follows the operator's readiness, /healthz that the process answers. */
+async function serveHealth(port: number, host: string, operator: Operator): Promise<Server> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const send = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, { errorCode: 'ERR_METHOD_NOT_ALLOWED', message: `use GET ${path}` });
+    if (path === '/healthz') return send(200, { status: 'ok' });
+    if (path === '/readyz') return operator.ready ? send(200, { status: 'ok' }) : send(503, { errorCode: 'ERR_NOT_READY', message: 'the operator is filling its caches, or stopping' });
+    send(404, { errorCode: 'ERR_NOT_FOUND', message: `no route ${path}; GET /readyz or /healthz` });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return server;
 }
 
 async function serveMetrics(port: number, operator: Operator): Promise<Server> {

@@ -4,7 +4,9 @@
  * sidecar the resources of its app over gRPC (TLS), sending a new snapshot whenever its namespace
  * changes; and runs the watchdog for pods the injector missed.
  */
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import type * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -15,7 +17,7 @@ import { type Caller, IdentityChecker, IdentityError } from './identity.ts';
 import { operatorService, type ResourceSnapshot, type WatchResourcesRequest } from './proto.ts';
 import { loadInCluster, loadKubeconfig } from './kube/config.ts';
 import { LeaderElector } from './leader.ts';
-import { ApiError, KubeClient } from './kube/client.ts';
+import { ApiError, KubeClient, NotLeaderError } from './kube/client.ts';
 import { WorkQueue } from './queue.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, ServiceReconciler } from './services.ts';
 import { buildSnapshot } from './snapshot.ts';
@@ -57,6 +59,8 @@ export class Operator {
   private readonly services: Watched<k8s.V1Service>;
   private readonly serviceReconciler: ServiceReconciler;
   private readonly elector: LeaderElector;
+  /** The client for the leader's writes: each is sent only while the Lease is held (KubeClient.withFence). */
+  private readonly writer: KubeClient;
   private readonly queue: WorkQueue;
   private readonly identity: IdentityChecker;
   private readonly watchdog: Watchdog;
@@ -66,20 +70,26 @@ export class Operator {
   private server: grpc.Server | undefined;
   /** Every cache has its first list: before that, a missing pod or Service proves nothing. */
   private synced = false;
+  private closing = false;
   /** Components reconciled (status written or found up to date), for the benchmark and metrics. */
   reconciled = 0;
 
   constructor(opts: OperatorOptions) {
     this.opts = opts;
     this.log = opts.log;
-    this.client = new KubeClient(opts.kubeconfig ? loadKubeconfig(opts.kubeconfig) : loadInCluster());
+    const replica = `${process.env.POD_NAME || hostname()}_${randomBytes(4).toString('hex')}`;
+    // the User-Agent names the replica, so the API server's audit log tells who wrote what
+    this.client = new KubeClient(opts.kubeconfig ? loadKubeconfig(opts.kubeconfig) : loadInCluster(), { userAgent: `rt-operator/${replica}` });
     this.identity = new IdentityChecker(this.client);
     this.elector = new LeaderElector(this.client, {
       namespace: opts.leaderElectionNamespace || process.env.POD_NAMESPACE || 'default',
+      identity: replica,
       log: this.log,
       onChange: (leader) => this.onLeader(leader),
     });
-    this.watchdog = new Watchdog(this.client, this.log, !!opts.watchdogDeleteUninjected, opts.watchdogDeleteIntervalMs, () => this.elector.isLeader());
+    // every write of the leader's (status, Events, deletions, Services) goes through this fence
+    this.writer = this.client.withFence(() => this.elector.isLeader());
+    this.watchdog = new Watchdog(this.writer, this.log, !!opts.watchdogDeleteUninjected, opts.watchdogDeleteIntervalMs, () => this.elector.isLeader());
     this.queue = new WorkQueue((key) => this.reconcile(key), 16);
 
     for (const group of RESOURCE_GROUPS) {
@@ -93,7 +103,7 @@ export class Operator {
     this.services = new Watched<k8s.V1Service>(this.client, 'services', '/api/v1/services', this.log, (_t, s) => this.serviceReconciler.onService(s), {
       labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY}`,
     });
-    this.serviceReconciler = new ServiceReconciler(this.client, this.pods, this.services, this.log, () => this.synced && this.elector.isLeader());
+    this.serviceReconciler = new ServiceReconciler(this.writer, this.pods, this.services, this.log, () => this.synced && this.elector.isLeader());
   }
 
   /** Starts the watches, waits for their first lists, then serves sidecars. Returns the gRPC port. */
@@ -133,7 +143,13 @@ export class Operator {
     await Promise.all([this.queue.idle(), this.serviceReconciler.idle()]);
   }
 
+  /** Ready to serve sidecars: the caches are filled and the gRPC port is bound, and not closing. */
+  get ready(): boolean {
+    return this.synced && this.server !== undefined && !this.closing;
+  }
+
   async close(): Promise<void> {
+    this.closing = true;
     this.queue.stop();
     this.serviceReconciler.stop();
     this.watchdog.stop();
@@ -211,11 +227,12 @@ export class Operator {
     };
     const others = (c.status?.conditions ?? []).filter((x) => x.type !== 'Ready');
     try {
-      await this.client.mergePatch(`/apis/${GROUP}/v1alpha1/namespaces/${encodeURIComponent(ns)}/components/${encodeURIComponent(name)}/status`, {
+      await this.writer.mergePatch(`/apis/${GROUP}/v1alpha1/namespaces/${encodeURIComponent(ns)}/components/${encodeURIComponent(name)}/status`, {
         status: { observedGeneration: generation, conditions: [...others, condition] },
       });
     } catch (e) {
       if (e instanceof ApiError && e.code === 404) return; // deleted meanwhile
+      if (e instanceof NotLeaderError) return; // the new leader looks at every key when it takes over
       this.log.warn({ component: key }, `writing status failed, will retry: ${(e as Error).message}`);
       throw e;
     }

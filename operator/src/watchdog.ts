@@ -1,17 +1,20 @@
 /**
- * Pods annotated `rt.io/enabled: "true"` without an `rt-sidecar` container were created while the
+ * Pods that ask for injection (the injector's own reading of the annotations: `rt.io/enabled` or
+ * `dapr.io/enabled`, "true"/"yes"/"1"…) without an `rt-sidecar` container were created while the
  * injector was down. The watchdog reports each as a Warning Event on the pod; with
  * --watchdog-delete-uninjected it deletes those a controller owns (so they come back injected),
  * at most one per `deleteIntervalMs`.
  */
 import type * as k8s from '@kubernetes/client-node';
+import { injectionRequested } from '../../injector/src/annotations.ts';
 import type { KubeClient } from './kube/client.ts';
 import type { Logger } from 'pino';
 
 export const SIDECAR_CONTAINER = 'rt-sidecar';
 
 export function uninjected(pod: k8s.V1Pod): boolean {
-  if (pod.metadata?.annotations?.['rt.io/enabled'] !== 'true' || pod.metadata.deletionTimestamp) return false;
+  // the injector's table, so a pod it would inject never slips past here
+  if (!injectionRequested(pod.metadata?.annotations ?? {}) || pod.metadata?.deletionTimestamp) return false;
   const containers = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
   return !containers.some((c) => c.name === SIDECAR_CONTAINER);
 }

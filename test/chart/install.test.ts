@@ -74,7 +74,9 @@ describe.skipIf(!available)('helm install, upgrade and uninstall of charts/rt on
     // the operator, injector and scheduler pods are Ready on the node
     const pods = JSON.parse(await ok(k.kubectl(['get', 'pods', '-n', NS, '-o', 'json']), 'get pods')) as PodList;
     const ready = pods.items.map((p) => [p.metadata.labels?.['app.kubernetes.io/component'], p.status?.conditions?.find((c) => c.type === 'Ready')?.status]);
-    expect(ready.sort()).toEqual([['injector', 'True'], ['operator', 'True'], ['scheduler', 'True']]);
+    // two injectors by default (a PodDisruptionBudget keeps one through a drain)
+    expect(ready.sort()).toEqual([['injector', 'True'], ['injector', 'True'], ['operator', 'True'], ['scheduler', 'True']]);
+    expect((await ok(k.kubectl(['get', 'poddisruptionbudgets', '-n', NS, '-o', 'name']), 'get pdb')).trim()).toBe('poddisruptionbudget.policy/rt-injector');
 
     // the API server reaches the injector through its Service and the pod comes back with the sidecar
     await k.createNamespace('chart-app');
@@ -94,7 +96,7 @@ describe.skipIf(!available)('helm install, upgrade and uninstall of charts/rt on
     // nothing of the release is left, in its namespace or cluster-wide
     // (the pods stop on SIGTERM: their deletion is still under way when helm returns)
     await vi.waitFor(async () => {
-      const left = await ok(k.kubectl(['get', 'all,secrets,serviceaccounts,configmaps,roles,rolebindings,persistentvolumeclaims', '-n', NS, '-o', 'name']), 'get namespaced');
+      const left = await ok(k.kubectl(['get', 'all,secrets,serviceaccounts,configmaps,roles,rolebindings,persistentvolumeclaims,poddisruptionbudgets', '-n', NS, '-o', 'name']), 'get namespaced');
       expect(left.split('\n').filter((l) => l && !/^(serviceaccount\/default|configmap\/kube-root-ca\.crt)$/.test(l))).toEqual([]);
     }, { timeout: 60_000, interval: 500 });
     // the kubelet's garbage collection removes a deleted pod's containers (it runs once a minute)

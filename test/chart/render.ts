@@ -56,6 +56,7 @@ const MODELS: Record<string, () => Promise<unknown>> = {
   'rbac.authorization.k8s.io/v1': () => import('kubernetes-models/rbac.authorization.k8s.io/v1'),
   'admissionregistration.k8s.io/v1': () => import('kubernetes-models/admissionregistration.k8s.io/v1'),
   'apiextensions.k8s.io/v1': () => import('kubernetes-models/apiextensions.k8s.io/v1'),
+  'policy/v1': () => import('kubernetes-models/policy/v1'),
 };
 
 export async function validateObject(o: K8sObject): Promise<void> {

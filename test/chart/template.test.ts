@@ -82,7 +82,7 @@ describe('the rt chart', () => {
       }
     }
     const kinds = (objects: K8sObject[]) => [...new Set(objects.map((o) => o.kind))].sort();
-    expect(kinds(renders.default)).toEqual(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'MutatingWebhookConfiguration', 'Role', 'RoleBinding', 'Secret', 'Service', 'ServiceAccount', 'StatefulSet']);
+    expect(kinds(renders.default)).toEqual(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'MutatingWebhookConfiguration', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Secret', 'Service', 'ServiceAccount', 'StatefulSet']);
     expect(renders.default.filter((o) => o.kind === 'CustomResourceDefinition').map((o) => o.metadata.name).sort()).toEqual(['components.rt.io', 'configurations.rt.io', 'httpendpoints.rt.io', 'subscriptions.rt.io']);
     expect(kinds(renders.minimal)).not.toContain('CustomResourceDefinition');
     expect(kinds(renders.minimal)).not.toContain('StatefulSet');
@@ -168,6 +168,22 @@ describe('the rt chart', () => {
     expect(pod(renders.default, 'Deployment', 'rt-operator').containers[0].args).toContain('--tls-cert-file=/var/run/rt/tls/tls.crt');
     expect(pod(renders.minimal, 'Deployment', 'rt-operator').containers[0].args.some((a) => a.startsWith('--tls'))).toBe(false);
     expect(pod(renders.minimal, 'Deployment', 'rt-injector').containers[0].args.some((a) => a.startsWith('--operator-ca-file'))).toBe(false);
+  });
+
+  it('runs two injectors by default, with a PodDisruptionBudget for every control-plane workload of more than one replica', () => {
+    const budgets = (objects: K8sObject[]) => objects.filter((o) => o.kind === 'PodDisruptionBudget').map((o) => [o.metadata.name, (o as unknown as { spec: { maxUnavailable: number; selector: { matchLabels: Record<string, string> } } }).spec]);
+    expect(find<PodTemplateOwner>(renders.default, 'Deployment', 'rt-injector').spec.replicas).toBe(2);
+    expect(budgets(renders.default)).toEqual([['rt-injector', { maxUnavailable: 1, selector: { matchLabels: expect.objectContaining({ 'app.kubernetes.io/component': 'injector' }) } }]]);
+    // HA: two injectors, three schedulers; one operator still has none
+    expect(budgets(renders.ha).map(([n]) => n).sort()).toEqual(['rt-injector', 'rt-scheduler']);
+    expect(budgets(renders.loopback)).toEqual([]);
+  });
+
+  it('probes the operator over HTTP: /readyz once it serves sidecars, /healthz while it answers', () => {
+    const op = pod(renders.default, 'Deployment', 'rt-operator').containers[0] as unknown as { args: string[]; readinessProbe: { httpGet: { path: string; port: number } }; livenessProbe: { httpGet: { path: string; port: number } } };
+    expect(op.args).toContain('--health-port=8089');
+    expect(op.readinessProbe.httpGet).toMatchObject({ path: '/readyz', port: 8089 });
+    expect(op.livenessProbe.httpGet).toMatchObject({ path: '/healthz', port: 8089 });
   });
 
   it('keeps the defaults for the project\'s cluster: e2e/values-local.yaml sets only the image and the scheduler\'s storage', () => {

@@ -126,9 +126,15 @@ describe('rt injector over HTTPS', () => {
       const r = await call('GET', '/healthz');
       expect(r.status).toBe(503);
       expect(r.json.message).toMatch(/not listed yet/);
-      // and a pod asking for component containers is denied, not injected without them
+      // and a pod asking for component containers gets no answer of the injector's own: the call
+      // fails (503), so the API server applies the failurePolicy, as for an injector that is down
       const d = await call('POST', '/mutate', reviewOf(pod({ 'rt.io/inject-pluggable-components': 'true' })));
-      expect(d.json.response).toMatchObject({ allowed: false, status: { message: expect.stringContaining('retry') } });
+      expect(d.status).toBe(503);
+      expect(d.json).toMatchObject({ errorCode: 'ERR_NOT_READY', message: expect.stringContaining('not listed yet') });
+      // a pod that needs no Components is injected as usual
+      const plain = await call('POST', '/mutate', reviewOf(pod({})));
+      expect(plain.status).toBe(200);
+      expect(plain.json.response).toMatchObject({ allowed: true });
     } finally {
       components.synced = true;
     }

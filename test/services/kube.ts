@@ -87,7 +87,7 @@ export { networkUnavailable };
  * kube/network.ts) unless `hostNetwork` asks for the loopback mode, where pods must use
  * `hostNetwork: true`. Before starting, what a killed earlier run left is removed.
  */
-export async function startKube(opts: { controllers?: boolean; node?: NodeImages; hostNetwork?: boolean; log?: (s: string) => void } = {}): Promise<KubeCluster> {
+export async function startKube(opts: { controllers?: boolean; node?: NodeImages; hostNetwork?: boolean; audit?: boolean; log?: (s: string) => void } = {}): Promise<KubeCluster> {
   await sweepDeadClusters(opts.log);
   const cp = await startControlPlane({ ...opts, podNetwork: !!opts.node && !opts.hostNetwork });
   let node: KubeNode | undefined;

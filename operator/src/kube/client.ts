@@ -27,12 +27,30 @@ export type Query = Record<string, string | number | boolean | undefined>;
 
 const REQUEST_TIMEOUT_MS = 30_000;
 
+/** A write refused before it was sent: this replica does not hold the leader Lease (leader.ts). */
+export class NotLeaderError extends Error {
+  constructor(what: string) {
+    super(`${what}: not sent, this replica is not the leader`);
+    this.name = 'NotLeaderError';
+  }
+}
+
 export class KubeClient {
   private readonly access: KubeAccess;
   private readonly agent: Agent;
+  /** Asked right before every write leaves (see withFence); undefined: writes are not fenced. */
+  private readonly fence: (() => boolean) | undefined;
+  /** Sent as User-Agent, so the API server's audit log names the replica. */
+  private readonly userAgent: string;
 
-  constructor(access: KubeAccess) {
+  constructor(access: KubeAccess, opts: { userAgent?: string; shareAgentWith?: KubeClient; fence?: () => boolean } = {}) {
     this.access = access;
+    this.fence = opts.fence;
+    this.userAgent = opts.userAgent ?? opts.shareAgentWith?.userAgent ?? 'rt-operator';
+    if (opts.shareAgentWith) {
+      this.agent = opts.shareAgentWith.agent;
+      return;
+    }
     this.agent = new Agent({
       keepAlive: true,
       maxSockets: 32,
@@ -65,8 +83,19 @@ export class KubeClient {
     return this.request<T>('DELETE', path, { body });
   }
 
-  request<T>(method: string, path: string, opts: { query?: Query; body?: unknown; contentType?: string } = {}): Promise<T> {
+  /**
+   * The same client, whose writes (anything but GET) are sent only while `allowed()` holds, asked
+   * at the moment each request leaves: a leader that lost its Lease while a reconcile was under
+   * way (or while the process was stopped) never lands a write after it.
+   */
+  withFence(allowed: () => boolean): KubeClient {
+    return new KubeClient(this.access, { shareAgentWith: this, fence: allowed });
+  }
+
+  request<T>(method: string, path: string, opts: { query?: Query; body?: unknown; contentType?: string; timeoutMs?: number } = {}): Promise<T> {
+    if (this.fence && method !== 'GET' && !this.fence()) return Promise.reject(new NotLeaderError(`${method} ${path}`));
     const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    const timeoutMs = opts.timeoutMs ?? REQUEST_TIMEOUT_MS;
     return new Promise<T>((resolvePromise, reject) => {
       // an explicit length: Node sends a DELETE's body without one, and the server then reads it as the next request
       const headers: Record<string, string> = payload ? { 'content-type': opts.contentType ?? 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {};
@@ -84,7 +113,7 @@ export class KubeClient {
           }
         });
       });
-      req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error(`${method} ${path} timed out after ${REQUEST_TIMEOUT_MS} ms`)));
+      req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${path} timed out after ${timeoutMs} ms`)));
       req.on('error', reject);
       req.end(payload);
     });
@@ -126,7 +155,7 @@ export class KubeClient {
   }
 
   close(): void {
-    this.agent.destroy();
+    if (!this.fence) this.agent.destroy();
   }
 
   private url(path: string, query?: Query): URL {
@@ -137,7 +166,7 @@ export class KubeClient {
 
   private options(method: string, headers: Record<string, string>): RequestOptions {
     const token = this.access.token();
-    return { method, agent: this.agent, headers: { accept: 'application/json', ...headers, ...(token ? { authorization: `Bearer ${token}` } : {}) } };
+    return { method, agent: this.agent, headers: { accept: 'application/json', 'user-agent': this.userAgent, ...headers, ...(token ? { authorization: `Bearer ${token}` } : {}) } };
   }
 }
 

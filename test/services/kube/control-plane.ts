@@ -6,7 +6,7 @@
  * mutating and validating admission webhooks, and accepts service-account tokens for the
  * audiences `<issuer>` and `rt.io/operator`.
  */
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { startEtcd, type EtcdTarget } from '../etcd.ts';
@@ -40,7 +40,20 @@ export interface ControlPlane {
   etcd: EtcdTarget;
   /** The node's network namespace, veth and ranges, when started with `podNetwork`. */
   network?: NodeNetwork;
+  /** The API server's audit log (JSON lines), when started with `audit`: writes to rt.io objects and Leases. */
+  auditLog?: string;
 }
+
+/** What the audit log records: who changed rt.io objects and Leases, and when (no bodies). */
+const AUDIT_POLICY = {
+  apiVersion: 'audit.k8s.io/v1',
+  kind: 'Policy',
+  omitStages: ['RequestReceived'],
+  rules: [
+    { level: 'Metadata', verbs: ['create', 'update', 'patch', 'delete'], resources: [{ group: 'rt.io' }, { group: 'coordination.k8s.io', resources: ['leases'] }] },
+    { level: 'None' },
+  ],
+};
 
 function runTool(bin: string, args: string[], env: NodeJS.ProcessEnv, input?: string): Promise<CommandResult> {
   return import('node:child_process').then(
@@ -131,7 +144,7 @@ export function apiWatch<E = { type: string; object: unknown }>(cp: ControlPlane
  * that address, so the endpoint reconciler keeps the Service's endpoints as on any cluster.
  * Without it, everything is on 127.0.0.1 (pods then need `hostNetwork`).
  */
-export async function startControlPlane(opts: { controllers?: boolean; podNetwork?: boolean; log?: (s: string) => void } = {}): Promise<ControlPlane> {
+export async function startControlPlane(opts: { controllers?: boolean; podNetwork?: boolean; audit?: boolean; log?: (s: string) => void } = {}): Promise<ControlPlane> {
   const log = opts.log ?? (() => {});
   const [binDir, tools] = await Promise.all([ensureKubeBinaries(log), ensureKubectlAndHelm()]);
   const dir = makeRunDir();
@@ -169,6 +182,8 @@ export async function startControlPlane(opts: { controllers?: boolean; podNetwor
     const kubeletClient = pki.issue('apiserver-kubelet-client', { cn: 'kube-apiserver-kubelet-client', orgs: ['system:masters'], usage: 'client' });
     const admin = pki.issue('admin', { cn: 'rt-test-admin', orgs: ['system:masters'], usage: 'client' });
     const kubeconfig = writeKubeconfig(join(dir, 'admin.kubeconfig'), server, pki.caFile, 'admin', admin);
+    const auditLog = opts.audit ? join(dir, 'audit.log') : undefined;
+    if (auditLog) writeFileSync(join(dir, 'audit-policy.json'), JSON.stringify(AUDIT_POLICY));
     const apiserver = startProcess(dir, 'kube-apiserver', join(binDir, 'kube-apiserver'), [
       `--etcd-servers=${etcd.endpoints.map((e) => `http://${e}`).join(',')}`,
       `--bind-address=${address}`,
@@ -196,10 +211,11 @@ export async function startControlPlane(opts: { controllers?: boolean; podNetwor
       `--service-cluster-ip-range=${network?.serviceCidr ?? '10.96.0.0/16'}`,
       '--allow-privileged=true',
       '--profiling=false',
+      ...(auditLog ? [`--audit-log-path=${auditLog}`, `--audit-policy-file=${join(dir, 'audit-policy.json')}`, '--audit-log-mode=blocking'] : []),
       '--v=1',
     ]);
     processes.push(apiserver);
-    const cp: ControlPlane = { dir, kubeconfig, server, ca: { caFile: pki.caFile, caPem: pki.caPem }, pki, admin, binDir, kubectlBin: tools.kubectl, helmBin: tools.helm, processes, etcd, network };
+    const cp: ControlPlane = { dir, kubeconfig, server, ca: { caFile: pki.caFile, caPem: pki.caPem }, pki, admin, binDir, kubectlBin: tools.kubectl, helmBin: tools.helm, processes, etcd, network, auditLog };
     await pollUntil(
       'kube-apiserver /readyz ok',
       async () => {
