@@ -14,7 +14,8 @@ import type { Resources } from './resources/types.ts';
 import type { StateService } from './state/service.ts';
 import type { Engine } from './workflows/engine.ts';
 import type { Invoker } from './invoke/invoker.ts';
-import type { SchedulerClient } from '../../scheduler/src/client.ts';
+import type { BindingsService } from './bindings/service.ts';
+import type { JobsService } from './jobs/service.ts';
 
 export interface SidecarOptions {
   appId: string;
@@ -85,8 +86,9 @@ export interface SidecarContext {
 /** Each block fills its slot in its setup; a slot stays empty when its block is not running. */
 export interface BlockServices {
   state?: StateService;
-  /** The scheduler client of the jobs block (absent: no scheduler configured). */
-  jobs?: SchedulerClient;
+  /** The jobs block's operations (they answer "no scheduler" when none is configured). */
+  jobs?: JobsService;
+  bindings?: BindingsService;
   workflows?: Engine;
   secrets?: SecretsService;
   pubsub?: PublishService;

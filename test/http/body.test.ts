@@ -11,7 +11,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_JSON_DEPTH, jsonTooDeep } from '../../sidecar/src/http/body.ts';
 import { createHttpServer } from '../../sidecar/src/http/server.ts';
-import { MAX_BULK_ITEMS } from '../../sidecar/src/state/requests.ts';
+import { MAX_BULK_ITEMS } from '../../sidecar/src/state/service.ts';
 import { startStateSidecar, type StateSidecar } from '../state/sidecar.ts';
 
 /** Every endpoint that takes a body (POST /v1.0/shutdown aside: it stops the sidecar). */

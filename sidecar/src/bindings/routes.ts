@@ -7,38 +7,38 @@
  * get it as it arrives (stream-body.ts) when the body names `operation` before a string `data`;
  * every other body is read whole with the low-copy reader of body.ts, because `data` may be a file.
  * Streamed responses (Readable) are piped; a client that goes away destroys the stream, which
- * lets the binding release what it holds (e.g. a remote file handle).
+ * lets the binding release what it holds (e.g. a remote file handle). The lookup, checks and
+ * errors are the bindings service's (service.ts, shared with the gRPC API).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import type { SidecarContext } from '../context.ts';
 import type { BindingResponse, OutputBinding } from '../components/types.ts';
-import { ApiError, badRequest, errorMessage, malformed } from '../http/errors.ts';
+import { malformed } from '../http/errors.ts';
 import { parseJsonBody } from './body.ts';
+import { bindingMetadata, BindingsService } from './service.ts';
 import { BodySource, readHead } from './stream-body.ts';
 
 /** Bindings carry whole files as base64 in JSON: allow large bodies on this route only. */
 export const BINDING_BODY_LIMIT = 512 * 1024 * 1024;
 
 export async function setup(ctx: SidecarContext): Promise<void> {
+  const bindings = new BindingsService(ctx.components);
+  ctx.services.bindings = bindings;
   await ctx.http.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     // the route reads the body itself: it knows the binding, and so whether to stream
     scope.addContentTypeParser('*', (_req: unknown, payload: Readable, done: (err: null, body: Readable) => void) => done(null, payload));
     scope.post<{ Params: { name: string } }>('/v1.0/bindings/:name', async (req, reply) => {
       const name = req.params.name;
-      const binding = ctx.components.outputBinding(name);
-      if (!binding) {
-        const loaded = ctx.components.namesOf('bindings');
-        throw badRequest('ERR_BINDING_NOT_FOUND', `output binding "${name}" is not loaded; loaded bindings: ${loaded.join(', ') || 'none'}`);
-      }
+      const binding = bindings.binding(name);
       const payload = req.body instanceof Readable ? req.body : undefined;
       let whole: Buffer = Buffer.alloc(0);
       if (payload) {
         const src = new BodySource(payload, req.headers as IncomingHttpHeaders, BINDING_BODY_LIMIT);
         try {
-          const got = binding.invokeStreamed ? await streamedOrWhole(name, binding, src) : await src.rest([]);
+          const got = binding.invokeStreamed ? await streamedOrWhole(bindings, name, binding, src) : await src.rest([]);
           if (!Buffer.isBuffer(got)) return send(reply, got);
           whole = got;
         } catch (e) {
@@ -51,9 +51,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
         throw malformed('the body must be a JSON object with "operation", and optionally "data" and "metadata"');
       }
       const b = body as Record<string, unknown>;
-      const operation = checkOperation(name, binding, b);
-      const metadata = b.metadata === undefined ? {} : metadataOf(b.metadata);
-      return send(reply, await guarded(name, () => binding.invoke({ operation, data: b.data, metadata })));
+      return send(reply, await bindings.invoke(name, { operation: b.operation, data: b.data, metadata: b.metadata }));
     });
   });
 }
@@ -62,52 +60,21 @@ export async function setup(ctx: SidecarContext): Promise<void> {
  * Streams `data` to the binding when the body names a streamed operation before a string
  * `data`; otherwise returns the whole body, to be parsed as any other.
  */
-async function streamedOrWhole(name: string, binding: OutputBinding, src: BodySource): Promise<BindingResponse | Buffer> {
+async function streamedOrWhole(bindings: BindingsService, name: string, binding: OutputBinding, src: BodySource): Promise<BindingResponse | Buffer> {
   const head = await readHead(src);
   if (head.kind === 'whole') return head.body;
   // the operation must come before the data (the usual order) to know that it streams
-  const operation = typeof head.members.operation === 'string' ? checkOperation(name, binding, head.members) : '';
+  const operation = typeof head.members.operation === 'string' ? bindings.operation(name, binding, head.members.operation) : '';
   if (!binding.invokeStreamed || !binding.streamedOperations?.().includes(operation)) return src.rest([head.raw]);
-  const early = head.members.metadata === undefined ? undefined : metadataOf(head.members.metadata);
+  const early = head.members.metadata === undefined ? undefined : bindingMetadata(head.members.metadata);
   const reader = head.reader;
-  const complete = async () => metadataOf(mergedMetadata(head.members, await reader.rest()));
-  const invoke = binding.invokeStreamed.bind(binding);
-  return guarded(name, () => invoke({ operation, data: reader.chunks(), early, complete }));
-}
-
-function checkOperation(name: string, binding: OutputBinding, b: Record<string, unknown>): string {
-  if (typeof b.operation !== 'string' || b.operation === '') throw malformed('"operation" is required and must be a string');
-  const operations = binding.operations();
-  if (!operations.includes(b.operation)) {
-    throw badRequest('ERR_INVOKE_OUTPUT_BINDING', `binding "${name}" does not support operation "${b.operation}"; supported: ${operations.join(', ')}`);
-  }
-  return b.operation;
+  const complete = async () => bindingMetadata(mergedMetadata(head.members, await reader.rest()));
+  return bindings.invokeStreamed(name, binding as OutputBinding & Required<Pick<OutputBinding, 'invokeStreamed'>>, { operation, data: reader.chunks(), early, complete });
 }
 
 /** The body's metadata: a later member wins over an earlier one, as in JSON.parse. */
 function mergedMetadata(head: Record<string, unknown>, tail: Record<string, unknown>): unknown {
   return Object.hasOwn(tail, 'metadata') ? tail.metadata : head.metadata;
-}
-
-function metadataOf(value: unknown): Record<string, string> {
-  const metadata: Record<string, string> = {};
-  if (value === undefined || value === null) return metadata;
-  if (typeof value !== 'object' || Array.isArray(value)) throw malformed('"metadata" must be an object of strings');
-  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-    if (typeof v !== 'string') throw malformed(`"metadata.${k}" must be a string`);
-    // an own "__proto__" key stays a plain entry
-    Object.defineProperty(metadata, k, { value: v, enumerable: true, writable: true, configurable: true });
-  }
-  return metadata;
-}
-
-async function guarded(name: string, fn: () => Promise<BindingResponse>): Promise<BindingResponse> {
-  try {
-    return await fn();
-  } catch (e) {
-    if (e instanceof ApiError) throw e;
-    throw new ApiError(500, 'ERR_INVOKE_OUTPUT_BINDING', `error invoking output binding "${name}": ${errorMessage(e)}`);
-  }
 }
 
 function send(reply: FastifyReply, res: BindingResponse): FastifyReply {

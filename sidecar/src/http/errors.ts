@@ -34,13 +34,16 @@ export class ApiError extends Error {
   readonly status: number;
   readonly errorCode: string;
   readonly details: unknown[];
+  /** The gRPC code, when the error comes from a row of the error table (api/errors.ts); else derived from `status`. */
+  readonly grpc?: number;
 
-  constructor(status: number, errorCode: string, message: string, details: unknown[] = []) {
+  constructor(status: number, errorCode: string, message: string, details: unknown[] = [], grpc?: number) {
     super(message);
     this.name = 'ApiError';
     this.status = status;
     this.errorCode = errorCode;
     this.details = details;
+    if (grpc !== undefined) this.grpc = grpc;
   }
 
   toJSON(): ErrorBody {

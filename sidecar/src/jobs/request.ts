@@ -5,8 +5,9 @@
 import { parseJsonText } from '../http/body.ts';
 import { malformed } from '../http/errors.ts';
 import { formatDuration, parseDuration } from '../util/duration.ts';
-import { invalid, type FailurePolicy, type JobRecord, type JobSpec } from '../../../scheduler/src/types.ts';
+import type { FailurePolicy, JobRecord, JobSpec } from '../../../scheduler/src/types.ts';
 import { dataView } from './data.ts';
+import { jobInvalid as invalid } from './service.ts';
 
 export interface ScheduleRequest {
   spec: JobSpec;

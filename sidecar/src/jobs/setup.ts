@@ -12,6 +12,7 @@ import { makeDeliverer } from './delivery.ts';
 import { InternalJobsService } from './internal-jobs.ts';
 import { setInternalJobs } from './internal.ts';
 import { registerJobRoutes } from './routes.ts';
+import { JobsService } from './service.ts';
 
 export async function setup(ctx: SidecarContext): Promise<void> {
   const { options } = ctx;
@@ -27,9 +28,10 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   } else {
     ctx.log.warn('no scheduler address in kubernetes mode: the jobs API answers 500 and workflow timers are unavailable');
   }
-  registerJobRoutes(ctx, client);
+  const jobs = new JobsService(client, options.namespace, options.appId);
+  ctx.services.jobs = jobs;
+  registerJobRoutes(ctx, jobs);
   if (!client) return;
-  ctx.services.jobs = client;
 
   const internal = new InternalJobsService(client, options.namespace, options.appId);
   setInternalJobs(ctx, internal);

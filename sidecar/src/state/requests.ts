@@ -1,25 +1,17 @@
 /**
- * Parsing and checking of state API request bodies and query strings into store requests.
- * Everything a caller can get wrong becomes a 400 ERR_MALFORMED_REQUEST naming the field.
+ * Decoding of state API HTTP request bodies and query strings into the state service's request
+ * shapes (service.ts). Only shapes are checked here (a member's type, an enum's spelling); what
+ * the values mean (keys, sizes, ttlInSeconds, transaction operations) the service checks for
+ * both API surfaces. Everything a caller can get wrong is a 400 ERR_MALFORMED_REQUEST naming the
+ * member.
  */
-import { ttlSeconds } from '../components/state/common.ts';
-import { StateRequestError } from '../components/state/errors.ts';
-import type { StateOptions } from '../components/types.ts';
+import type { StateDeleteRequest, StateOptions, StateSetRequest } from '../components/types.ts';
 import { parseJsonText } from '../http/body.ts';
-import { ApiError, malformed } from '../http/errors.ts';
-import { checkKey } from './keys.ts';
-
-/** A save/delete as the caller sent it: key not yet prefixed, value already bytes. */
-export interface ItemRequest {
-  key: string;
-  value: Buffer;
-  etag?: string;
-  metadata?: Record<string, string>;
-  options?: StateOptions;
-}
+import { malformed } from '../http/errors.ts';
+import type { TransactionRequestOperation } from './service.ts';
 
 export interface TransactionRequest {
-  operations: { operation: 'upsert' | 'delete'; request: ItemRequest }[];
+  operations: TransactionRequestOperation[];
   metadata?: Record<string, string>;
 }
 
@@ -29,18 +21,6 @@ export interface BulkGetRequest {
 }
 
 const NULL_JSON = Buffer.from('null');
-
-/**
- * Most keys, items or operations in one bulk get, save or transaction. Each store call of a
- * request runs in one piece (an embedded store on the event loop): an unbounded one stalled the
- * whole sidecar for minutes. Larger sets go in several requests.
- */
-export const MAX_BULK_ITEMS = 10_000;
-
-/** A 400 naming the limit when a bulk request holds more than MAX_BULK_ITEMS entries. */
-export function checkBulkSize(n: number, what: string): void {
-  if (n > MAX_BULK_ITEMS) throw malformed(`${what} holds ${n} entries; the limit is ${MAX_BULK_ITEMS} per request: split it into several requests`);
-}
 
 /** The body as a JSON value: fastify parsed JSON already; other content types arrive as text or bytes. */
 export function jsonBody(body: unknown): unknown {
@@ -66,18 +46,7 @@ export function parseMetadata(v: unknown, where: string): Record<string, string>
     if (typeof val !== 'string') throw malformed(`${where}.metadata.${k} must be a string`);
     out[k] = val;
   }
-  checkTtl(out, where);
   return out;
-}
-
-/** Rejects a bad ttlInSeconds before any store sees it (pluggable stores included). */
-export function checkTtl(md: Record<string, string> | undefined, where: string): void {
-  try {
-    ttlSeconds(md);
-  } catch (e) {
-    if (e instanceof StateRequestError) throw malformed(`${where}: ${e.message}`);
-    throw e;
-  }
 }
 
 export function parseOptions(v: unknown, where: string): StateOptions | undefined {
@@ -106,11 +75,16 @@ function parseEtag(v: unknown, where: string): string | undefined {
   return v;
 }
 
+function parseKey(v: unknown, where: string): string {
+  if (typeof v !== 'string') throw malformed(`${where}.key: state key must be a string`);
+  return v;
+}
+
 /** One item of a save or a transaction's request object. */
-function parseItem(v: unknown, where: string, withValue: boolean): ItemRequest {
+function parseItem(v: unknown, where: string, withValue: boolean): StateSetRequest {
   if (!isObject(v)) throw malformed(`${where} must be an object with a key`);
-  const item: ItemRequest = {
-    key: checkKeyAt(v.key, where),
+  const item: StateSetRequest = {
+    key: parseKey(v.key, where),
     // a JSON value is stored as its JSON text; no value is stored as JSON null
     value: withValue && v.value !== undefined ? Buffer.from(JSON.stringify(v.value)) : NULL_JSON,
   };
@@ -123,22 +97,11 @@ function parseItem(v: unknown, where: string, withValue: boolean): ItemRequest {
   return item;
 }
 
-/** A key checked by checkKey(), the failure naming where in the request it was. */
-export function checkKeyAt(key: unknown, where: string): string {
-  try {
-    return checkKey(key);
-  } catch (e) {
-    if (e instanceof ApiError) throw malformed(`${where}.key: ${e.message}`);
-    throw e;
-  }
-}
-
 /** POST /v1.0/state/<store>: a JSON array of items. */
-export function parseSaveBody(body: unknown): ItemRequest[] {
+export function parseSaveBody(body: unknown): StateSetRequest[] {
   const v = jsonBody(body);
   if (!Array.isArray(v)) throw malformed('request body must be a JSON array of {key, value, etag?, metadata?, options?}');
-  checkBulkSize(v.length, 'the save request');
-  return v.map((x, i) => parseItem(x, `[${i}]`, true));
+  return v.map((x, i) => parseItem(x, `states[${i}]`, true));
 }
 
 /** POST /v1.0/state/<store>/bulk: {keys, parallelism?, metadata?}. */
@@ -146,8 +109,10 @@ export function parseBulkGetBody(body: unknown): BulkGetRequest {
   const v = jsonBody(body);
   if (!isObject(v)) throw malformed('request body must be {"keys": [...], "parallelism": n}');
   if (!Array.isArray(v.keys)) throw malformed('keys must be an array of strings');
-  checkBulkSize(v.keys.length, 'keys');
-  const keys = v.keys.map((k, i) => checkKeyAt(k, `keys[${i}]`));
+  const keys = v.keys.map((k, i) => {
+    if (typeof k !== 'string') throw malformed(`keys[${i}].key: state key must be a string`);
+    return k;
+  });
   if (v.parallelism !== undefined && v.parallelism !== null && (typeof v.parallelism !== 'number' || !Number.isInteger(v.parallelism) || v.parallelism < 0)) {
     throw malformed('parallelism must be a non-negative integer');
   }
@@ -162,20 +127,28 @@ export function parseTransactionBody(body: unknown): TransactionRequest {
   const v = jsonBody(body);
   if (!isObject(v)) throw malformed('request body must be {"operations": [{"operation": "upsert"|"delete", "request": {...}}], "metadata": {...}}');
   if (!Array.isArray(v.operations)) throw malformed('operations must be an array');
-  checkBulkSize(v.operations.length, 'operations');
-  const operations = v.operations.map((op, i) => {
+  const operations = v.operations.map((op, i): TransactionRequestOperation => {
     const where = `operations[${i}]`;
     if (!isObject(op)) throw malformed(`${where} must be an object`);
-    if (op.operation !== 'upsert' && op.operation !== 'delete') {
-      throw new ApiError(400, 'ERR_NOT_SUPPORTED_STATE_OPERATION', `${where}.operation "${String(op.operation).slice(0, 40)}" is not supported: use "upsert" or "delete"`);
-    }
-    const operation: 'upsert' | 'delete' = op.operation;
+    const operation = typeof op.operation === 'string' ? op.operation : String(op.operation);
+    // an operation the service does not know keeps its own error (ERR_NOT_SUPPORTED_STATE_OPERATION)
+    if (operation !== 'upsert' && operation !== 'delete') return { operation, request: undefined };
     return { operation, request: parseItem(op.request, `${where}.request`, operation === 'upsert') };
   });
   const out: TransactionRequest = { operations };
   const md = parseMetadata(v.metadata, 'body');
   if (md) out.metadata = md;
   return out;
+}
+
+/** DELETE /v1.0/state/<store>/<key>: If-Match, `concurrency`/`consistency` and `metadata.*` of the query. */
+export function deleteRequestOf(key: string, ifMatch: unknown, query: unknown, metadata: Record<string, string> | undefined): StateDeleteRequest {
+  const request: StateDeleteRequest = { key };
+  if (typeof ifMatch === 'string' && ifMatch !== '') request.etag = ifMatch;
+  if (metadata) request.metadata = metadata;
+  const options = optionsOf(queryParam(query, 'concurrency'), queryParam(query, 'consistency'), 'query');
+  if (options) request.options = options;
+  return request;
 }
 
 /** `metadata.<name>=value` query parameters (repeated names: the last one counts). */
@@ -187,7 +160,6 @@ export function queryMetadata(query: unknown): Record<string, string> | undefine
     out ??= {};
     out[k.slice(9)] = Array.isArray(v) ? String(v[v.length - 1]) : String(v);
   }
-  checkTtl(out, 'query');
   return out;
 }
 

@@ -6,13 +6,15 @@
  *   POST   /v1.0/state/<store>/bulk          bulk get          → 200 [{key, data, etag}]
  *   POST   /v1.0/state/<store>/transaction   all-or-nothing    → 204
  *   POST   /v1.0-alpha1/state/<store>/query  query (stores with QUERY_API) → 200 {results, token?}
+ * Each route decodes (requests.ts), calls the operation of the state service (service.ts, shared
+ * with the gRPC API) and encodes its answer; the service checks and maps errors.
  */
 import type { FastifyRequest } from 'fastify';
 import type { SidecarContext } from '../context.ts';
-import type { StateItem, StateTransactionOperation } from '../components/types.ts';
-import { checkKey, keyPrefixFor } from './keys.ts';
-import { optionsOf, parseBulkGetBody, parseSaveBody, parseTransactionBody, queryMetadata, queryParam, type ItemRequest } from './requests.ts';
-import { StateService, storeFailure, type StoreRef } from './service.ts';
+import type { StateItem } from '../components/types.ts';
+import { keyPrefixFor } from './keys.ts';
+import { deleteRequestOf, jsonBody, optionsOf, parseBulkGetBody, parseSaveBody, parseTransactionBody, queryMetadata, queryParam } from './requests.ts';
+import { StateService } from './service.ts';
 
 const HEADER_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 const HEADER_VALUE = /^[\x20-\x7e]{0,4096}$/;
@@ -38,34 +40,18 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   const http = ctx.http;
 
   http.post<StoreParams>('/v1.0/state/:storename', async (req, reply) => {
-    const ref = state.store(req.params.storename);
     const items = parseSaveBody(req.body);
     // request-wide `metadata.*` query parameters are copied over every item's own metadata
     // (the reference runtime's precedence: the request's wins)
     const md = req.url.includes('?') ? readQuery(req) : undefined;
     if (md) for (const i of items) i.metadata = mergeMetadata(i.metadata, md);
-    if (items.length > 0) {
-      const reqs = items.map((i) => prefixed(ref, i));
-      try {
-        if (reqs.length === 1) await ref.store.set(reqs[0]);
-        else await ref.store.bulkSet(reqs);
-      } catch (e) {
-        throw storeFailure(e, 'ERR_STATE_SAVE', ref.name);
-      }
-    }
+    await state.save(req.params.storename, items);
     return reply.code(204).send();
   });
 
   http.get<KeyParams>('/v1.0/state/:storename/:key', async (req, reply) => {
-    const ref = state.store(req.params.storename);
-    const key = ref.prefix + checkKey(req.params.key);
     const md = req.url.includes('?') ? readQuery(req) : undefined;
-    let item: StateItem | undefined;
-    try {
-      item = await ref.store.get(key, md);
-    } catch (e) {
-      throw storeFailure(e, 'ERR_STATE_GET', ref.name);
-    }
+    const item = await state.get(req.params.storename, req.params.key, md);
     if (!item) return reply.code(204).send();
     if (item.etag !== undefined && HEADER_VALUE.test(item.etag)) reply.header('etag', item.etag);
     // response metadata (e.g. ttlExpireTime) as headers; a pluggable store's odd names are left out
@@ -75,56 +61,29 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   });
 
   http.delete<KeyParams>('/v1.0/state/:storename/:key', async (req, reply) => {
-    const ref = state.store(req.params.storename);
-    const key = ref.prefix + checkKey(req.params.key);
-    const md = readQuery(req);
-    const ifMatch = req.headers['if-match'];
-    const request: StateTransactionOperation['request'] = { key };
-    if (typeof ifMatch === 'string' && ifMatch !== '') request.etag = ifMatch;
-    if (md) request.metadata = md;
-    const options = optionsOf(queryParam(req.query, 'concurrency'), queryParam(req.query, 'consistency'), 'query');
-    if (options) request.options = options;
-    try {
-      await ref.store.delete(request);
-    } catch (e) {
-      throw storeFailure(e, 'ERR_STATE_DELETE', ref.name);
-    }
+    await state.delete(req.params.storename, deleteRequestOf(req.params.key, req.headers['if-match'], req.query, readQuery(req)));
     return reply.code(204).send();
   });
 
   http.post<StoreParams>('/v1.0/state/:storename/bulk', async (req, reply) => {
-    const ref = state.store(req.params.storename);
     const body = parseBulkGetBody(req.body);
-    const md = mergeMetadata(body.metadata, readQuery(req));
-    let items: (StateItem | undefined)[];
-    try {
-      items = body.keys.length ? await ref.store.bulkGet(body.keys.map((k) => ref.prefix + k), md) : [];
-    } catch (e) {
-      throw storeFailure(e, 'ERR_STATE_BULK_GET', ref.name);
-    }
+    const items = await state.bulkGet(req.params.storename, body.keys, mergeMetadata(body.metadata, readQuery(req)));
     reply.header('content-type', 'application/json');
     return reply.send(bulkJson(body.keys, items));
   });
 
   http.post<StoreParams>('/v1.0/state/:storename/transaction', async (req, reply) => {
-    const ref = state.transactional(req.params.storename);
     const tx = parseTransactionBody(req.body);
     // `metadata.*` query parameters win over the body's and every operation's metadata
     const query = req.url.includes('?') ? readQuery(req) : undefined;
-    if (tx.operations.length > 0) {
-      const ops = tx.operations.map((op) => ({ operation: op.operation, request: prefixed(ref, query ? { ...op.request, metadata: mergeMetadata(op.request.metadata, query) } : op.request) }) as StateTransactionOperation);
-      try {
-        await ref.store.transact(ops, mergeMetadata(tx.metadata, query));
-      } catch (e) {
-        throw storeFailure(e, 'ERR_STATE_TRANSACTION', ref.name);
-      }
-    }
+    const operations = query ? tx.operations.map((op) => (op.request ? { ...op, request: { ...op.request, metadata: mergeMetadata(op.request.metadata, query) } } : op)) : tx.operations;
+    await state.transact(req.params.storename, operations, mergeMetadata(tx.metadata, query));
     return reply.code(204).send();
   });
 
   http.post<StoreParams>('/v1.0-alpha1/state/:storename/query', async (req, reply) => {
     // `metadata.*` query parameters go to the store (e.g. a partition key)
-    const result = await state.query(req.params.storename, req.body, readQuery(req));
+    const result = await state.query(req.params.storename, jsonBody(req.body), readQuery(req));
     const items = result.results.map((r) => {
       const s = itemJson(r.key, { key: r.key, value: r.value, etag: r.etag });
       return r.error ? `${s.slice(0, -1)},"error":${JSON.stringify(r.error)}}` : s;
@@ -133,10 +92,6 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     reply.header('content-type', 'application/json');
     return reply.send(`{"results":[${items.join(',')}]${result.token ? `,"token":${JSON.stringify(result.token)}` : ''}${md}}`);
   });
-}
-
-function prefixed(ref: StoreRef, item: ItemRequest): ItemRequest {
-  return ref.prefix ? { ...item, key: ref.prefix + item.key } : item;
 }
 
 /** `metadata.*` query parameters; also checks `consistency` when given. */

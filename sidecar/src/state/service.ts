@@ -1,14 +1,31 @@
 /**
- * The state building block between the API surfaces (HTTP now, gRPC later) and the stores:
- * finds a store by name, prefixes keys, and turns store errors into API errors.
+ * The state building block, one method per operation for both API surfaces (HTTP routes.ts,
+ * gRPC grpc/runtime/state.ts): each finds the store, checks what the caller sent (keys, bulk
+ * sizes, ttlInSeconds, transaction operations), prefixes keys, calls the store and turns what
+ * it throws into a row of the error table (api/errors.ts). The transports only decode their
+ * requests into the store's request shapes (keys as the caller knows them) and encode answers.
  */
+import { ERRORS, fail, failAs } from '../api/errors.ts';
+import { ttlSeconds } from '../components/state/common.ts';
 import { EtagInvalidError, EtagMismatchError, StateRequestError } from '../components/state/errors.ts';
 import { isQueryable, parseQuery, type QueryHit } from '../components/state/query.ts';
 import type { ComponentRegistry } from '../components/registry.ts';
-import type { StateStore } from '../components/types.ts';
-import { ApiError, badRequest, errorMessage, malformed } from '../http/errors.ts';
-import { keyPrefixFor } from './keys.ts';
-import { jsonBody } from './requests.ts';
+import type { StateDeleteRequest, StateItem, StateSetRequest, StateStore, StateTransactionOperation } from '../components/types.ts';
+import { ApiError, errorMessage, malformed } from '../http/errors.ts';
+import { checkKey, keyPrefixFor } from './keys.ts';
+
+/** One operation of a transaction as a transport decoded it; `operation` is checked here. */
+export interface TransactionRequestOperation {
+  operation: string;
+  request: StateSetRequest | StateDeleteRequest | null | undefined;
+}
+
+/**
+ * Most keys, items or operations in one bulk get, save or transaction. Each store call of a
+ * request runs in one piece (an embedded store on the event loop): an unbounded one stalled the
+ * whole sidecar for minutes. Larger sets go in several requests.
+ */
+export const MAX_BULK_ITEMS = 10_000;
 
 export interface StoreRef {
   name: string;
@@ -51,13 +68,13 @@ export class StateService {
     if (!loaded || !store) {
       const names = this.components.namesOf('state');
       const known = names.length ? `loaded state stores: ${names.join(', ')}` : 'no state store is loaded';
-      throw badRequest('ERR_STATE_STORE_NOT_FOUND', `state store "${clip(name)}" is not found (${known})`, [{ loaded: names }]);
+      throw fail(ERRORS.STATE_STORE_NOT_FOUND, `state store "${clip(name)}" is not found (${known})`, [{ loaded: names }]);
     }
     let prefix: string;
     try {
       prefix = keyPrefixFor(loaded.spec.metadata.keyPrefix, name, this.appId, this.namespace);
     } catch (e) {
-      throw new ApiError(500, 'ERR_STATE_STORE_NOT_CONFIGURED', errorMessage(e));
+      throw fail(ERRORS.STATE_STORE_NOT_CONFIGURED, errorMessage(e));
     }
     const ref = { name, store, prefix };
     this.cache.set(name, ref);
@@ -68,38 +85,150 @@ export class StateService {
   transactional(name: string): StoreRef & { store: Required<Pick<StateStore, 'transact'>> & StateStore } {
     const ref = this.store(name);
     if (typeof ref.store.transact !== 'function' || !ref.store.features().includes('TRANSACTIONAL')) {
-      throw badRequest('ERR_STATE_STORE_NOT_SUPPORTED', `state store "${name}" does not support transactions`);
+      throw fail(ERRORS.STATE_NOT_SUPPORTED, `state store "${name}" does not support transactions`);
     }
     return ref as StoreRef & { store: Required<Pick<StateStore, 'transact'>> & StateStore };
   }
 
+  /** One item; undefined when the store does not hold it. */
+  async get(name: string, key: string, metadata?: Record<string, string>): Promise<StateItem | undefined> {
+    const ref = this.store(name);
+    const stored = ref.prefix + checkKey(key);
+    checkTtl(metadata, 'metadata');
+    return guarded(ref, 'ERR_STATE_GET', () => ref.store.get(stored, metadata));
+  }
+
+  /** Items in the order of `keys` (as the caller sent them, without the prefix); undefined where absent. */
+  async bulkGet(name: string, keys: string[], metadata?: Record<string, string>): Promise<(StateItem | undefined)[]> {
+    const ref = this.store(name);
+    checkBulkSize(keys.length, 'keys');
+    const stored = keys.map((k, i) => ref.prefix + checkKeyAt(k, `keys[${i}]`));
+    checkTtl(metadata, 'metadata');
+    if (stored.length === 0) return [];
+    return guarded(ref, 'ERR_STATE_BULK_GET', () => ref.store.bulkGet(stored, metadata));
+  }
+
+  /** Saves items, one store call for all of them. */
+  async save(name: string, items: StateSetRequest[]): Promise<void> {
+    const ref = this.store(name);
+    checkBulkSize(items.length, 'states');
+    const reqs = items.map((item, i) => setRequest(ref, item, `states[${i}]`));
+    if (reqs.length === 0) return;
+    await guarded(ref, 'ERR_STATE_SAVE', () => (reqs.length === 1 ? ref.store.set(reqs[0]) : ref.store.bulkSet(reqs)));
+  }
+
+  async delete(name: string, request: StateDeleteRequest): Promise<void> {
+    const ref = this.store(name);
+    const del = deleteRequest(ref, request, 'request');
+    await guarded(ref, 'ERR_STATE_DELETE', () => ref.store.delete(del));
+  }
+
+  /** Deletes items, one store call for all of them (the gRPC API's DeleteBulkState). */
+  async bulkDelete(name: string, requests: StateDeleteRequest[]): Promise<void> {
+    const ref = this.store(name);
+    checkBulkSize(requests.length, 'states');
+    const dels = requests.map((r, i) => deleteRequest(ref, r, `states[${i}]`));
+    if (dels.length === 0) return;
+    await guarded(ref, 'ERR_STATE_DELETE', () => ref.store.bulkDelete(dels));
+  }
+
+  /** Upserts and deletes, all or none. */
+  async transact(name: string, operations: TransactionRequestOperation[], metadata?: Record<string, string>): Promise<void> {
+    const ref = this.transactional(name);
+    checkBulkSize(operations.length, 'operations');
+    const ops: StateTransactionOperation[] = operations.map((op, i) => {
+      const where = `operations[${i}]`;
+      if (op.operation === 'upsert') return { operation: 'upsert', request: setRequest(ref, op.request as StateSetRequest | undefined, `${where}.request`) };
+      if (op.operation === 'delete') return { operation: 'delete', request: deleteRequest(ref, op.request, `${where}.request`) };
+      throw fail(ERRORS.STATE_OPERATION_NOT_SUPPORTED, `${where}.operation "${String(op.operation).slice(0, 40)}" is not supported: use "upsert" or "delete"`);
+    });
+    checkTtl(metadata, 'metadata');
+    if (ops.length === 0) return;
+    await guarded(ref, 'ERR_STATE_TRANSACTION', () => ref.store.transact(ops, metadata));
+  }
+
   /**
-   * The query API (alpha) for both surfaces: `body` is the query as JSON text, bytes or an
-   * already-parsed value; `metadata` goes to the store (e.g. a partition key). Result keys come
-   * back without the store's key prefix. Whatever the store throws is ERR_STATE_QUERY: 400 when
-   * it refused the query as invalid, 500 otherwise.
+   * The query API (alpha): `query` is the query as a parsed JSON value; `metadata` goes to the
+   * store (e.g. a partition key). Result keys come back without the store's key prefix.
+   * Whatever the store throws is ERR_STATE_QUERY: 400 when it refused the query as invalid,
+   * 500 otherwise.
    */
-  async query(name: string, body: unknown, metadata?: Record<string, string>): Promise<{ results: QueryHit[]; token?: string; metadata?: Record<string, string> }> {
+  async query(name: string, query: unknown, metadata?: Record<string, string>): Promise<{ results: QueryHit[]; token?: string; metadata?: Record<string, string> }> {
     const ref = this.store(name);
     const store = ref.store;
-    if (!isQueryable(store)) throw badRequest('ERR_STATE_STORE_NOT_SUPPORTED', `state store "${ref.name}" does not support the query API`);
-    let query;
+    if (!isQueryable(store)) throw fail(ERRORS.STATE_NOT_SUPPORTED, `state store "${ref.name}" does not support the query API`);
+    let parsed;
     try {
-      query = parseQuery(jsonBody(body), { opaqueToken: store.opaqueQueryTokens === true });
+      parsed = parseQuery(query, { opaqueToken: store.opaqueQueryTokens === true });
     } catch (e) {
       if (e instanceof StateRequestError) throw malformed(`query: ${e.message}`);
       throw e;
     }
+    checkTtl(metadata, 'metadata');
     let result;
     try {
-      result = await store.query(query, ref.prefix, metadata ?? {});
+      result = await store.query(parsed, ref.prefix, metadata ?? {});
     } catch (e) {
-      if (e instanceof StateRequestError) throw new ApiError(400, 'ERR_STATE_QUERY', `failed ${VERB.ERR_STATE_QUERY} state store ${ref.name}: ${errorMessage(e)}`);
+      if (e instanceof StateRequestError) throw fail(ERRORS.STATE_QUERY_INVALID, `failed ${VERB.ERR_STATE_QUERY} state store ${ref.name}: ${errorMessage(e)}`);
       throw storeFailure(e, 'ERR_STATE_QUERY', ref.name);
     }
     // a pluggable store answers with the keys it holds: one outside this prefix is shown whole
     const unprefixed = (key: string) => (key.startsWith(ref.prefix) ? key.slice(ref.prefix.length) : key);
     return { results: result.results.map((r) => ({ ...r, key: unprefixed(r.key) })), token: result.token, metadata: result.metadata };
+  }
+}
+
+/** The store call's result, or what it threw as the error table's row for `code`. */
+async function guarded<T>(ref: StoreRef, code: StateErrorCode, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (e) {
+    throw storeFailure(e, code, ref.name);
+  }
+}
+
+/** The store's request: key checked and prefixed, an empty etag none, metadata's ttlInSeconds checked. */
+function setRequest(ref: StoreRef, item: StateSetRequest | null | undefined, where: string): StateSetRequest {
+  if (!item) throw malformed(`${where} is missing`);
+  const req: StateSetRequest = { key: ref.prefix + checkKeyAt(item.key, where), value: item.value };
+  if (item.etag !== undefined && item.etag !== '') req.etag = item.etag;
+  if (item.metadata) {
+    checkTtl(item.metadata, where);
+    req.metadata = item.metadata;
+  }
+  if (item.options) req.options = item.options;
+  return req;
+}
+
+function deleteRequest(ref: StoreRef, item: StateDeleteRequest | null | undefined, where: string): StateDeleteRequest {
+  const { value: _value, ...rest } = setRequest(ref, item && { ...item, value: NO_VALUE }, where);
+  return rest;
+}
+
+const NO_VALUE = new Uint8Array(0);
+
+/** A 400 naming the limit when a bulk request holds more than MAX_BULK_ITEMS entries. */
+function checkBulkSize(n: number, what: string): void {
+  if (n > MAX_BULK_ITEMS) throw malformed(`${what} holds ${n} entries; the limit is ${MAX_BULK_ITEMS} per request: split it into several requests`);
+}
+
+/** A key checked by checkKey(), the failure naming where in the request it was. */
+function checkKeyAt(key: unknown, where: string): string {
+  try {
+    return checkKey(key);
+  } catch (e) {
+    if (e instanceof ApiError) throw malformed(`${where}.key: ${e.message}`);
+    throw e;
+  }
+}
+
+/** Rejects a bad ttlInSeconds before any store sees it (pluggable stores included). */
+function checkTtl(md: Record<string, string> | undefined, where: string): void {
+  try {
+    ttlSeconds(md);
+  } catch (e) {
+    if (e instanceof StateRequestError) throw malformed(`${where}: ${e.message}`);
+    throw e;
   }
 }
 
@@ -110,10 +239,10 @@ export class StateService {
 export function storeFailure(err: unknown, code: StateErrorCode, store: string): ApiError {
   if (err instanceof ApiError) return err;
   const why = errorMessage(err);
-  if (err instanceof EtagMismatchError) return new ApiError(409, code, `failed ${VERB[code]} state store ${store}: ${why}`);
-  if (err instanceof EtagInvalidError) return new ApiError(400, code, `failed ${VERB[code]} state store ${store}: ${why}`);
+  if (err instanceof EtagMismatchError) return failAs(ERRORS.STATE_ETAG_MISMATCH, code, `failed ${VERB[code]} state store ${store}: ${why}`);
+  if (err instanceof EtagInvalidError) return failAs(ERRORS.STATE_ETAG_INVALID, code, `failed ${VERB[code]} state store ${store}: ${why}`);
   if (err instanceof StateRequestError) return malformed(`state store ${store}: ${why}`);
-  return new ApiError(500, code, `failed ${VERB[code]} state store ${store}: ${why}`);
+  return failAs(ERRORS.STATE_STORE_FAILED, code, `failed ${VERB[code]} state store ${store}: ${why}`);
 }
 
 function clip(s: string): string {

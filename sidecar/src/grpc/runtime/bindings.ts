@@ -1,14 +1,15 @@
 /**
- * InvokeBinding and the secret methods. Checks and error codes follow the HTTP routes
- * (bindings/routes.ts): unknown binding or store → 400 (INVALID_ARGUMENT) listing the loaded
- * ones, unknown operation → 400 listing the binding's operations, component failure → 500.
+ * InvokeBinding and the secret methods, on the blocks' services that the HTTP API uses too
+ * (bindings/service.ts, secrets/service.ts): they find the component, check the request and
+ * answer with the error table's rows; here the messages are only decoded and encoded.
  *
  * `data` bytes reach the binding as UTF-8 text when they are valid UTF-8 (the HTTP API's string
  * `data`, e.g. SFTP's base64 file content, arrives the same way), else as raw bytes.
  */
 import { Readable } from 'node:stream';
-import type { ComponentRegistry } from '../../components/registry.ts';
-import { ApiError, badRequest, errorMessage, malformed, notFound } from '../../http/errors.ts';
+import { ERRORS, fail } from '../../api/errors.ts';
+import type { BindingsService } from '../../bindings/service.ts';
+import { notFound } from '../../http/errors.ts';
 import type { SecretsService } from '../../secrets/service.ts';
 import { bytesOf, metadataOf } from './handler.ts';
 
@@ -41,35 +42,17 @@ async function collect(stream: Readable, limit: number): Promise<Buffer> {
     size += buf.length;
     if (size > limit) {
       stream.destroy();
-      throw new ApiError(413, 'ERR_INVOKE_OUTPUT_BINDING', `the binding's response is larger than ${limit} bytes, the gRPC message limit; use the HTTP API, which streams it`);
+      throw fail(ERRORS.BINDING_RESPONSE_TOO_LARGE, `the binding's response is larger than ${limit} bytes, the gRPC message limit; use the HTTP API, which streams it`);
     }
     chunks.push(buf);
   }
   return Buffer.concat(chunks);
 }
 
-export function bindingMethods(components: ComponentRegistry) {
+export function bindingMethods(bindings: BindingsService) {
   return {
     async InvokeBinding(req: InvokeBindingRequest): Promise<{ data: Buffer; metadata: Record<string, string> }> {
-      const name = req.name;
-      if (!name) throw malformed('"name" is required: the binding component to invoke');
-      const binding = components.outputBinding(name);
-      if (!binding) {
-        const loaded = components.namesOf('bindings');
-        throw badRequest('ERR_BINDING_NOT_FOUND', `output binding "${name.slice(0, 80)}" is not loaded; loaded bindings: ${loaded.join(', ') || 'none'}`);
-      }
-      if (!req.operation) throw malformed('"operation" is required');
-      const operations = binding.operations();
-      if (!operations.includes(req.operation)) {
-        throw badRequest('ERR_INVOKE_OUTPUT_BINDING', `binding "${name}" does not support operation "${req.operation.slice(0, 80)}"; supported: ${operations.join(', ')}`);
-      }
-      let res;
-      try {
-        res = await binding.invoke({ operation: req.operation, data: dataOf(bytesOf(req.data)), metadata: metadataOf(req.metadata) ?? {} });
-      } catch (e) {
-        if (e instanceof ApiError) throw e;
-        throw new ApiError(500, 'ERR_INVOKE_OUTPUT_BINDING', `error invoking output binding "${name}": ${errorMessage(e)}`);
-      }
+      const res = await bindings.invoke(req.name ?? '', { operation: req.operation, data: dataOf(bytesOf(req.data)), metadata: metadataOf(req.metadata) });
       let data: Buffer = Buffer.alloc(0);
       if (res.data instanceof Readable) data = await collect(res.data, MAX_BINDING_RESPONSE_BYTES);
       else if (res.data) data = bytesOf(res.data);

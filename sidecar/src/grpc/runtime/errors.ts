@@ -1,6 +1,7 @@
 /**
  * How the runtime API answers failures: every handler throws what the building blocks throw
- * (ApiError with an HTTP status, or a block's own error) and `toStatus` turns it into a gRPC
+ * (an ApiError of a row of the error table, api/errors.ts, which names its gRPC code; or one
+ * with only an HTTP status, mapped by the same table) and `toStatus` turns it into a gRPC
  * status. The message is the ApiError's message; its errorCode travels in the trailing
  * metadata `rt-error-code`, and as the reason of a google.rpc.ErrorInfo in
  * `grpc-status-details-bin` (the ecosystem's rich error model), so clients can branch on it as on
@@ -9,6 +10,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { ApiError, ERROR_DOMAIN, ERROR_INFO_TYPE, errorMessage, type ErrorInfoDetail } from '../../http/errors.ts';
 import { statusDetails } from '../../pluggable/errors.ts';
+import { grpcCodeOf } from '../../api/errors.ts';
 
 /** A failure with an explicit gRPC code (where the HTTP status does not say enough). */
 export class GrpcError extends Error {
@@ -24,33 +26,6 @@ export class GrpcError extends Error {
 
 export const invalidArgument = (errorCode: string, message: string) => new GrpcError(grpc.status.INVALID_ARGUMENT, errorCode, message);
 
-/** HTTP status of an ApiError → gRPC code. 409 is an etag mismatch in the state API: ABORTED, as the ecosystem answers. */
-export function codeForStatus(status: number): grpc.status {
-  switch (status) {
-    case 400:
-    case 422:
-      return grpc.status.INVALID_ARGUMENT;
-    case 401:
-      return grpc.status.UNAUTHENTICATED;
-    case 403:
-      return grpc.status.PERMISSION_DENIED;
-    case 404:
-      return grpc.status.NOT_FOUND;
-    case 409:
-      return grpc.status.ABORTED;
-    case 413:
-      return grpc.status.RESOURCE_EXHAUSTED;
-    case 501:
-      return grpc.status.UNIMPLEMENTED;
-    case 503:
-      return grpc.status.UNAVAILABLE;
-    case 504:
-      return grpc.status.DEADLINE_EXCEEDED;
-    default:
-      return status >= 400 && status < 500 ? grpc.status.FAILED_PRECONDITION : grpc.status.INTERNAL;
-  }
-}
-
 export function toStatus(err: unknown): Partial<grpc.StatusObject> {
   let code: grpc.status;
   let errorCode: string;
@@ -59,7 +34,7 @@ export function toStatus(err: unknown): Partial<grpc.StatusObject> {
   if (err instanceof GrpcError) {
     ({ code, errorCode, message } = err);
   } else if (err instanceof ApiError) {
-    code = codeForStatus(err.status);
+    code = grpcCodeOf(err);
     errorCode = err.errorCode;
     message = err.message;
     info = ownErrorInfo(err.details);

@@ -7,6 +7,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
+import { BindingsService } from '../../bindings/service.ts';
 import { SecretsService } from '../../secrets/service.ts';
 import { bindingMethods, secretMethods } from './bindings.ts';
 import { tolerantDecode, unary, type Unary } from './handler.ts';
@@ -23,7 +24,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   if (!state) throw new Error('the gRPC runtime API needs the state building block: list it before the runtime API in blocks.ts');
   const methods: Record<string, Unary<never, unknown>> = {
     ...stateMethods(state),
-    ...bindingMethods(ctx.components),
+    ...bindingMethods(ctx.services.bindings ?? new BindingsService(ctx.components)),
     ...secretMethods(ctx.services.secrets ?? new SecretsService(ctx.components)),
     ...metadataMethods(ctx),
     ...jobMethods(ctx),

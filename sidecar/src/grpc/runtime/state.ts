@@ -1,12 +1,12 @@
 /**
- * State methods of the runtime API. Store lookup, key prefixing, key checks, TTL checks and
- * the mapping of store errors (etag mismatch → 409 → ABORTED, invalid etag → 400 →
- * INVALID_ARGUMENT) are the state block's own (state/service.ts, keys.ts, requests.ts).
+ * State methods of the runtime API: each decodes its message, calls the operation of the state
+ * block's service (state/service.ts, shared with the HTTP API: store lookup, key prefixing, key,
+ * size and TTL checks, the error table's rows) and encodes the answer.
  */
-import type { StateDeleteRequest, StateItem, StateOptions, StateSetRequest, StateTransactionOperation } from '../../components/types.ts';
-import { ApiError, malformed } from '../../http/errors.ts';
-import { checkBulkSize, checkKeyAt, checkTtl } from '../../state/requests.ts';
-import { storeFailure, type StateService, type StoreRef } from '../../state/service.ts';
+import type { StateDeleteRequest, StateItem, StateOptions, StateSetRequest } from '../../components/types.ts';
+import { malformed } from '../../http/errors.ts';
+import { jsonBody } from '../../state/requests.ts';
+import type { StateService, TransactionRequestOperation } from '../../state/service.ts';
 import { bytesOf, metadataOf } from './handler.ts';
 
 // ---------------------------------------------------------------- wire shapes (keepCase)
@@ -100,32 +100,33 @@ function optionsOf(o: StateOptionsMsg | null | undefined, where: string): StateO
   return out.concurrency || out.consistency ? out : undefined;
 }
 
-function metadataAt(m: Record<string, string> | null | undefined, where: string): Record<string, string> | undefined {
-  const md = metadataOf(m);
-  checkTtl(md, where);
-  return md;
-}
-
 /** An empty etag is "no etag", as in the HTTP API. */
 function etagOf(e: EtagMsg | null | undefined): string | undefined {
   return e && e.value !== '' ? e.value : undefined;
 }
 
-function setRequest(ref: StoreRef, item: StateItemMsg | null | undefined, where: string): StateSetRequest {
-  if (!item) throw malformed(`${where} is missing`);
-  const req: StateSetRequest = { key: ref.prefix + checkKeyAt(item.key, where), value: bytesOf(item.value) };
+function setRequest(item: StateItemMsg | null | undefined, where: string): StateSetRequest | undefined {
+  if (!item) return undefined;
+  const req: StateSetRequest = { key: item.key ?? '', value: bytesOf(item.value) };
   const etag = etagOf(item.etag);
   if (etag !== undefined) req.etag = etag;
-  const md = metadataAt(item.metadata, where);
+  const md = metadataOf(item.metadata);
   if (md) req.metadata = md;
   const options = optionsOf(item.options, where);
   if (options) req.options = options;
   return req;
 }
 
-function deleteRequest(ref: StoreRef, item: StateItemMsg | null | undefined, where: string): StateDeleteRequest {
-  const { value: _value, ...rest } = setRequest(ref, item, where);
+function deleteRequest(item: StateItemMsg | null | undefined, where: string): StateDeleteRequest | undefined {
+  const req = setRequest(item, where);
+  if (!req) return undefined;
+  const { value: _value, ...rest } = req;
   return rest;
+}
+
+/** A list of items, where the service names a missing one. */
+function items<T>(list: (StateItemMsg | null)[] | null | undefined, decode: (item: StateItemMsg | null | undefined, where: string) => T | undefined): T[] {
+  return (list ?? []).map((item, i) => decode(item, `states[${i}]`) as T);
 }
 
 function itemMetadata(item: StateItem | undefined): Record<string, string> {
@@ -137,107 +138,54 @@ function itemMetadata(item: StateItem | undefined): Record<string, string> {
 export function stateMethods(state: StateService) {
   return {
     async GetState(req: GetStateRequest): Promise<GetStateResponse> {
-      const ref = state.store(req.store_name);
-      const key = ref.prefix + checkKeyAt(req.key, 'request');
       consistencyOf(req.consistency, 'request');
-      let item: StateItem | undefined;
-      try {
-        item = await ref.store.get(key, metadataOf(req.metadata));
-      } catch (e) {
-        throw storeFailure(e, 'ERR_STATE_GET', ref.name);
-      }
+      const item = await state.get(req.store_name, req.key ?? '', metadataOf(req.metadata));
       // absent: empty data and etag, as the ecosystem's API answers
       return { data: item ? bytesOf(item.value) : Buffer.alloc(0), etag: item?.etag ?? '', metadata: itemMetadata(item) };
     },
 
     async GetBulkState(req: GetBulkStateRequest): Promise<{ items: BulkStateItem[] }> {
-      const ref = state.store(req.store_name);
-      checkBulkSize(req.keys?.length ?? 0, 'keys');
-      const keys = (req.keys ?? []).map((k, i) => checkKeyAt(k, `keys[${i}]`));
-      if (keys.length === 0) return { items: [] };
-      let items: (StateItem | undefined)[];
-      try {
-        items = await ref.store.bulkGet(
-          keys.map((k) => ref.prefix + k),
-          metadataOf(req.metadata),
-        );
-      } catch (e) {
-        throw storeFailure(e, 'ERR_STATE_BULK_GET', ref.name);
-      }
+      const keys = req.keys ?? [];
+      const got = await state.bulkGet(req.store_name, keys, metadataOf(req.metadata));
       return {
-        items: keys.map((k, i) => {
-          const it = items[i];
-          return { key: k, data: it ? bytesOf(it.value) : Buffer.alloc(0), etag: it?.etag ?? '', error: '', metadata: itemMetadata(it) };
-        }),
+        items: got.map((it, i) => ({ key: keys[i], data: it ? bytesOf(it.value) : Buffer.alloc(0), etag: it?.etag ?? '', error: '', metadata: itemMetadata(it) })),
       };
     },
 
     async SaveState(req: SaveStateRequest): Promise<Record<string, never>> {
-      const ref = state.store(req.store_name);
-      checkBulkSize(req.states?.length ?? 0, 'states');
-      const reqs = (req.states ?? []).map((s, i) => setRequest(ref, s, `states[${i}]`));
-      if (reqs.length === 0) return {};
-      try {
-        if (reqs.length === 1) await ref.store.set(reqs[0]);
-        else await ref.store.bulkSet(reqs);
-      } catch (e) {
-        throw storeFailure(e, 'ERR_STATE_SAVE', ref.name);
-      }
+      await state.save(req.store_name, items(req.states, setRequest));
       return {};
     },
 
     async DeleteState(req: DeleteStateRequest): Promise<Record<string, never>> {
-      const ref = state.store(req.store_name);
-      const del: StateDeleteRequest = { key: ref.prefix + checkKeyAt(req.key, 'request') };
+      const del: StateDeleteRequest = { key: req.key ?? '' };
       const etag = etagOf(req.etag);
       if (etag !== undefined) del.etag = etag;
-      const md = metadataAt(req.metadata, 'request');
+      const md = metadataOf(req.metadata);
       if (md) del.metadata = md;
       const options = optionsOf(req.options, 'request');
       if (options) del.options = options;
-      try {
-        await ref.store.delete(del);
-      } catch (e) {
-        throw storeFailure(e, 'ERR_STATE_DELETE', ref.name);
-      }
+      await state.delete(req.store_name, del);
       return {};
     },
 
     async DeleteBulkState(req: SaveStateRequest): Promise<Record<string, never>> {
-      const ref = state.store(req.store_name);
-      checkBulkSize(req.states?.length ?? 0, 'states');
-      const dels = (req.states ?? []).map((s, i) => deleteRequest(ref, s, `states[${i}]`));
-      if (dels.length === 0) return {};
-      try {
-        await ref.store.bulkDelete(dels);
-      } catch (e) {
-        throw storeFailure(e, 'ERR_STATE_DELETE', ref.name);
-      }
+      await state.bulkDelete(req.store_name, items(req.states, deleteRequest));
       return {};
     },
 
     async ExecuteStateTransaction(req: ExecuteStateTransactionRequest): Promise<Record<string, never>> {
-      const ref = state.transactional(req.storeName);
-      checkBulkSize(req.operations?.length ?? 0, 'operations');
-      const ops: StateTransactionOperation[] = (req.operations ?? []).map((op, i) => {
-        const where = `operations[${i}]`;
-        if (op.operationType === 'upsert') return { operation: 'upsert', request: setRequest(ref, op.request, `${where}.request`) };
-        if (op.operationType === 'delete') return { operation: 'delete', request: deleteRequest(ref, op.request, `${where}.request`) };
-        throw new ApiError(400, 'ERR_NOT_SUPPORTED_STATE_OPERATION', `${where}.operationType "${String(op.operationType).slice(0, 40)}" is not supported: use "upsert" or "delete"`);
+      const operations = (req.operations ?? []).map((op, i): TransactionRequestOperation => {
+        const where = `operations[${i}].request`;
+        return { operation: op.operationType, request: op.operationType === 'delete' ? deleteRequest(op.request, where) : setRequest(op.request, where) };
       });
-      const md = metadataAt(req.metadata, 'request');
-      if (ops.length === 0) return {};
-      try {
-        await ref.store.transact(ops, md);
-      } catch (e) {
-        throw storeFailure(e, 'ERR_STATE_TRANSACTION', ref.name);
-      }
+      await state.transact(req.storeName, operations, metadataOf(req.metadata));
       return {};
     },
 
     /** The HTTP API's query (alpha): same language, same checks, same store call. */
     async QueryStateAlpha1(req: QueryStateRequest): Promise<QueryStateResponse> {
-      const result = await state.query(req.store_name, req.query, metadataOf(req.metadata));
+      const result = await state.query(req.store_name, jsonBody(req.query), metadataOf(req.metadata));
       return {
         results: result.results.map((r) => ({ key: r.key, data: bytesOf(r.value), etag: r.etag ?? '', error: r.error ?? '' })),
         token: result.token ?? '',

@@ -1,0 +1,81 @@
+/**
+ * The output bindings building block for both API surfaces (HTTP routes.ts, gRPC
+ * grpc/runtime/bindings.ts): finds the binding (400 listing the loaded ones), checks the
+ * operation (400 listing the binding's), checks the metadata, invokes, and turns a failure into
+ * a row of the error table (api/errors.ts). The transports decode the request and encode the
+ * answer; the HTTP API's streamed `data` (stream-body.ts) goes through `invokeStreamed`.
+ */
+import { ERRORS, fail } from '../api/errors.ts';
+import type { ComponentRegistry } from '../components/registry.ts';
+import type { BindingRequest, BindingResponse, OutputBinding, StreamedBindingRequest } from '../components/types.ts';
+import { ApiError, errorMessage, malformed } from '../http/errors.ts';
+
+/** An invocation as a transport decoded it: `operation` and `metadata` are checked here. */
+export interface InvokeRequest {
+  operation: unknown;
+  data: unknown;
+  metadata: unknown;
+}
+
+export class BindingsService {
+  private readonly components: ComponentRegistry;
+
+  constructor(components: ComponentRegistry) {
+    this.components = components;
+  }
+
+  /** The output binding called `name`, or a 400 listing the loaded ones. */
+  binding(name: string): OutputBinding {
+    if (!name) throw malformed('"name" is required: the binding component to invoke');
+    const binding = this.components.outputBinding(name);
+    if (!binding) {
+      const loaded = this.components.namesOf('bindings');
+      throw fail(ERRORS.BINDING_NOT_FOUND, `output binding "${name.slice(0, 80)}" is not loaded; loaded bindings: ${loaded.join(', ') || 'none'}`);
+    }
+    return binding;
+  }
+
+  /** The operation, checked against the binding's list. */
+  operation(name: string, binding: OutputBinding, operation: unknown): string {
+    if (typeof operation !== 'string' || operation === '') throw malformed('"operation" is required and must be a string');
+    const operations = binding.operations();
+    if (!operations.includes(operation)) {
+      throw fail(ERRORS.BINDING_OPERATION_NOT_SUPPORTED, `binding "${name}" does not support operation "${operation.slice(0, 80)}"; supported: ${operations.join(', ')}`);
+    }
+    return operation;
+  }
+
+  /** Invokes `operation` of the binding called `name`. */
+  async invoke(name: string, req: InvokeRequest): Promise<BindingResponse> {
+    const binding = this.binding(name);
+    const request: BindingRequest = { operation: this.operation(name, binding, req.operation), data: req.data, metadata: bindingMetadata(req.metadata) };
+    return guarded(name, () => binding.invoke(request));
+  }
+
+  /** Invokes a streamed operation (its `data` arriving as chunks) of a binding found with binding(). */
+  async invokeStreamed(name: string, binding: OutputBinding & Required<Pick<OutputBinding, 'invokeStreamed'>>, req: StreamedBindingRequest): Promise<BindingResponse> {
+    return guarded(name, () => binding.invokeStreamed(req));
+  }
+}
+
+/** The request's metadata: an object of strings (absent = none); a later member wins, as in JSON.parse. */
+export function bindingMetadata(value: unknown): Record<string, string> {
+  const metadata: Record<string, string> = {};
+  if (value === undefined || value === null) return metadata;
+  if (typeof value !== 'object' || Array.isArray(value)) throw malformed('"metadata" must be an object of strings');
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    if (typeof v !== 'string') throw malformed(`"metadata.${k}" must be a string`);
+    // an own "__proto__" key stays a plain entry
+    Object.defineProperty(metadata, k, { value: v, enumerable: true, writable: true, configurable: true });
+  }
+  return metadata;
+}
+
+async function guarded(name: string, fn: () => Promise<BindingResponse>): Promise<BindingResponse> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof ApiError) throw e;
+    throw fail(ERRORS.BINDING_FAILED, `error invoking output binding "${name}": ${errorMessage(e)}`);
+  }
+}

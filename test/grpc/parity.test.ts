@@ -1,0 +1,311 @@
+/**
+ * HTTP and gRPC answer alike: one table of cases (valid, invalid, missing, conflict, failure)
+ * for every state, bindings and jobs operation that both APIs serve, each sent over both to one
+ * real sidecar. Both must succeed, or both fail with the same errorCode (the HTTP body's, the
+ * gRPC status's `rt-error-code`), and with the HTTP status and gRPC code of that case's row in
+ * the error table (sidecar/src/api/errors.ts). A sidecar without a scheduler answers the jobs
+ * operations alike too.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ERRORS, type ErrorRow } from '../../sidecar/src/api/errors.ts';
+import { builtinCatalog } from '../../sidecar/src/components/catalog.ts';
+import { StateRequestError } from '../../sidecar/src/components/state/errors.ts';
+import type { QueryableStateStore } from '../../sidecar/src/components/state/query.ts';
+import type { BindingRequest, BindingResponse, OutputBinding, StateStore } from '../../sidecar/src/components/types.ts';
+import { SchedulerError, type JobKey } from '../../scheduler/src/types.ts';
+import { componentYaml, startRuntimeSidecar, type RuntimeSidecar } from './harness.ts';
+
+type Kind = 'valid' | 'invalid' | 'missing' | 'conflict' | 'failure';
+
+interface Case {
+  op: string;
+  kind: Kind;
+  what: string;
+  http: { method: 'GET' | 'POST' | 'DELETE'; path: string; body?: unknown; headers?: Record<string, string> };
+  grpc: [method: string, request: unknown];
+  /** undefined: both succeed. */
+  want?: { row: ErrorRow; code: string };
+}
+
+const err = (row: ErrorRow & { code: string }) => ({ row, code: row.code });
+const errAs = (row: ErrorRow, code: string) => ({ row, code });
+
+const STALE = '987654321'; // a well-formed etag that no item has
+const bytes = (v: unknown) => Buffer.from(JSON.stringify(v));
+const item = (key: string, extra: Record<string, unknown> = {}) => ({ key, value: bytes('v'), ...extra });
+const ctrl = 'x\u0001';
+
+/** The one table. Names prefixed p- are this suite's. */
+const CASES: Case[] = [
+  // ---- state: get
+  { op: 'state.get', kind: 'valid', what: 'a stored key', http: { method: 'GET', path: '/v1.0/state/mem/p-k1' }, grpc: ['GetState', { store_name: 'mem', key: 'p-k1' }] },
+  { op: 'state.get', kind: 'valid', what: 'an absent key', http: { method: 'GET', path: '/v1.0/state/mem/p-absent' }, grpc: ['GetState', { store_name: 'mem', key: 'p-absent' }] },
+  { op: 'state.get', kind: 'invalid', what: 'a key with ||', http: { method: 'GET', path: `/v1.0/state/mem/${encodeURIComponent('a||b')}` }, grpc: ['GetState', { store_name: 'mem', key: 'a||b' }], want: err(ERRORS.MALFORMED) },
+  { op: 'state.get', kind: 'invalid', what: 'a bad ttlInSeconds', http: { method: 'GET', path: '/v1.0/state/mem/p-k1?metadata.ttlInSeconds=soon' }, grpc: ['GetState', { store_name: 'mem', key: 'p-k1', metadata: { ttlInSeconds: 'soon' } }], want: err(ERRORS.MALFORMED) },
+  { op: 'state.get', kind: 'missing', what: 'an unknown store', http: { method: 'GET', path: '/v1.0/state/nostore/k' }, grpc: ['GetState', { store_name: 'nostore', key: 'k' }], want: err(ERRORS.STATE_STORE_NOT_FOUND) },
+  { op: 'state.get', kind: 'failure', what: 'a failing store', http: { method: 'GET', path: '/v1.0/state/broken/k' }, grpc: ['GetState', { store_name: 'broken', key: 'k' }], want: errAs(ERRORS.STATE_STORE_FAILED, 'ERR_STATE_GET') },
+
+  // ---- state: bulk get
+  { op: 'state.bulkGet', kind: 'valid', what: 'stored and absent keys', http: { method: 'POST', path: '/v1.0/state/mem/bulk', body: { keys: ['p-k1', 'p-absent'] } }, grpc: ['GetBulkState', { store_name: 'mem', keys: ['p-k1', 'p-absent'] }] },
+  { op: 'state.bulkGet', kind: 'invalid', what: 'an empty key', http: { method: 'POST', path: '/v1.0/state/mem/bulk', body: { keys: ['p-k1', ''] } }, grpc: ['GetBulkState', { store_name: 'mem', keys: ['p-k1', ''] }], want: err(ERRORS.MALFORMED) },
+  { op: 'state.bulkGet', kind: 'missing', what: 'an unknown store', http: { method: 'POST', path: '/v1.0/state/nostore/bulk', body: { keys: ['k'] } }, grpc: ['GetBulkState', { store_name: 'nostore', keys: ['k'] }], want: err(ERRORS.STATE_STORE_NOT_FOUND) },
+  { op: 'state.bulkGet', kind: 'failure', what: 'a failing store', http: { method: 'POST', path: '/v1.0/state/broken/bulk', body: { keys: ['k'] } }, grpc: ['GetBulkState', { store_name: 'broken', keys: ['k'] }], want: errAs(ERRORS.STATE_STORE_FAILED, 'ERR_STATE_BULK_GET') },
+
+  // ---- state: save
+  { op: 'state.save', kind: 'valid', what: 'two items', http: { method: 'POST', path: '/v1.0/state/mem', body: [{ key: 'p-s1', value: 'v' }, { key: 'p-s2', value: 'v' }] }, grpc: ['SaveState', { store_name: 'mem', states: [item('p-s1'), item('p-s2')] }] },
+  { op: 'state.save', kind: 'invalid', what: 'an empty key', http: { method: 'POST', path: '/v1.0/state/mem', body: [{ key: '', value: 'v' }] }, grpc: ['SaveState', { store_name: 'mem', states: [item('')] }], want: err(ERRORS.MALFORMED) },
+  { op: 'state.save', kind: 'invalid', what: 'a bad ttlInSeconds', http: { method: 'POST', path: '/v1.0/state/mem', body: [{ key: 'p-s1', value: 'v', metadata: { ttlInSeconds: '-5' } }] }, grpc: ['SaveState', { store_name: 'mem', states: [item('p-s1', { metadata: { ttlInSeconds: '-5' } })] }], want: err(ERRORS.MALFORMED) },
+  { op: 'state.save', kind: 'invalid', what: 'an etag no store makes', http: { method: 'POST', path: '/v1.0/state/mem', body: [{ key: 'p-k1', value: 'v', etag: 'abc' }] }, grpc: ['SaveState', { store_name: 'mem', states: [item('p-k1', { etag: { value: 'abc' } })] }], want: errAs(ERRORS.STATE_ETAG_INVALID, 'ERR_STATE_SAVE') },
+  { op: 'state.save', kind: 'missing', what: 'an unknown store', http: { method: 'POST', path: '/v1.0/state/nostore', body: [{ key: 'k', value: 'v' }] }, grpc: ['SaveState', { store_name: 'nostore', states: [item('k')] }], want: err(ERRORS.STATE_STORE_NOT_FOUND) },
+  { op: 'state.save', kind: 'conflict', what: 'a stale etag', http: { method: 'POST', path: '/v1.0/state/mem', body: [{ key: 'p-k1', value: 'v', etag: STALE }] }, grpc: ['SaveState', { store_name: 'mem', states: [item('p-k1', { etag: { value: STALE } })] }], want: errAs(ERRORS.STATE_ETAG_MISMATCH, 'ERR_STATE_SAVE') },
+  { op: 'state.save', kind: 'failure', what: 'a failing store', http: { method: 'POST', path: '/v1.0/state/broken', body: [{ key: 'k', value: 'v' }] }, grpc: ['SaveState', { store_name: 'broken', states: [item('k')] }], want: errAs(ERRORS.STATE_STORE_FAILED, 'ERR_STATE_SAVE') },
+
+  // ---- state: delete
+  { op: 'state.delete', kind: 'valid', what: 'an absent key', http: { method: 'DELETE', path: '/v1.0/state/mem/p-gone' }, grpc: ['DeleteState', { store_name: 'mem', key: 'p-gone' }] },
+  { op: 'state.delete', kind: 'invalid', what: 'a key with ||', http: { method: 'DELETE', path: `/v1.0/state/mem/${encodeURIComponent('a||b')}` }, grpc: ['DeleteState', { store_name: 'mem', key: 'a||b' }], want: err(ERRORS.MALFORMED) },
+  { op: 'state.delete', kind: 'missing', what: 'an unknown store', http: { method: 'DELETE', path: '/v1.0/state/nostore/k' }, grpc: ['DeleteState', { store_name: 'nostore', key: 'k' }], want: err(ERRORS.STATE_STORE_NOT_FOUND) },
+  { op: 'state.delete', kind: 'conflict', what: 'a stale etag', http: { method: 'DELETE', path: '/v1.0/state/mem/p-k1', headers: { 'if-match': STALE } }, grpc: ['DeleteState', { store_name: 'mem', key: 'p-k1', etag: { value: STALE } }], want: errAs(ERRORS.STATE_ETAG_MISMATCH, 'ERR_STATE_DELETE') },
+
+  // ---- state: transaction
+  {
+    op: 'state.transaction',
+    kind: 'valid',
+    what: 'an upsert and a delete',
+    http: { method: 'POST', path: '/v1.0/state/mem/transaction', body: { operations: [{ operation: 'upsert', request: { key: 'p-t1', value: 1 } }, { operation: 'delete', request: { key: 'p-t2' } }] } },
+    grpc: ['ExecuteStateTransaction', { storeName: 'mem', operations: [{ operationType: 'upsert', request: item('p-t1') }, { operationType: 'delete', request: item('p-t2') }] }],
+  },
+  {
+    op: 'state.transaction',
+    kind: 'invalid',
+    what: 'an operation other than upsert or delete',
+    http: { method: 'POST', path: '/v1.0/state/mem/transaction', body: { operations: [{ operation: 'merge', request: { key: 'p-t1' } }] } },
+    grpc: ['ExecuteStateTransaction', { storeName: 'mem', operations: [{ operationType: 'merge', request: item('p-t1') }] }],
+    want: err(ERRORS.STATE_OPERATION_NOT_SUPPORTED),
+  },
+  {
+    op: 'state.transaction',
+    kind: 'invalid',
+    what: 'an empty key',
+    http: { method: 'POST', path: '/v1.0/state/mem/transaction', body: { operations: [{ operation: 'delete', request: { key: '' } }] } },
+    grpc: ['ExecuteStateTransaction', { storeName: 'mem', operations: [{ operationType: 'delete', request: item('') }] }],
+    want: err(ERRORS.MALFORMED),
+  },
+  {
+    op: 'state.transaction',
+    kind: 'missing',
+    what: 'an unknown store',
+    http: { method: 'POST', path: '/v1.0/state/nostore/transaction', body: { operations: [] } },
+    grpc: ['ExecuteStateTransaction', { storeName: 'nostore', operations: [] }],
+    want: err(ERRORS.STATE_STORE_NOT_FOUND),
+  },
+  {
+    op: 'state.transaction',
+    kind: 'conflict',
+    what: 'a stale etag',
+    http: { method: 'POST', path: '/v1.0/state/mem/transaction', body: { operations: [{ operation: 'upsert', request: { key: 'p-k1', value: 1, etag: STALE } }] } },
+    grpc: ['ExecuteStateTransaction', { storeName: 'mem', operations: [{ operationType: 'upsert', request: item('p-k1', { etag: { value: STALE } }) }] }],
+    want: errAs(ERRORS.STATE_ETAG_MISMATCH, 'ERR_STATE_TRANSACTION'),
+  },
+  {
+    op: 'state.transaction',
+    kind: 'failure',
+    what: 'a store without transactions',
+    http: { method: 'POST', path: '/v1.0/state/broken/transaction', body: { operations: [] } },
+    grpc: ['ExecuteStateTransaction', { storeName: 'broken', operations: [] }],
+    want: err(ERRORS.STATE_NOT_SUPPORTED),
+  },
+
+  // ---- state: query (alpha)
+  { op: 'state.query', kind: 'valid', what: 'a filter', http: { method: 'POST', path: '/v1.0-alpha1/state/mem/query', body: { filter: { EQ: { n: 1 } } } }, grpc: ['QueryStateAlpha1', { store_name: 'mem', query: JSON.stringify({ filter: { EQ: { n: 1 } } }) }] },
+  { op: 'state.query', kind: 'invalid', what: 'an unknown filter', http: { method: 'POST', path: '/v1.0-alpha1/state/mem/query', body: { filter: { NEAR: { n: 1 } } } }, grpc: ['QueryStateAlpha1', { store_name: 'mem', query: JSON.stringify({ filter: { NEAR: { n: 1 } } }) }], want: err(ERRORS.MALFORMED) },
+  { op: 'state.query', kind: 'missing', what: 'an unknown store', http: { method: 'POST', path: '/v1.0-alpha1/state/nostore/query', body: {} }, grpc: ['QueryStateAlpha1', { store_name: 'nostore', query: '{}' }], want: err(ERRORS.STATE_STORE_NOT_FOUND) },
+  { op: 'state.query', kind: 'invalid', what: 'a query the store refuses', http: { method: 'POST', path: '/v1.0-alpha1/state/picky/query', body: { sort: [{ key: 'n' }] } }, grpc: ['QueryStateAlpha1', { store_name: 'picky', query: JSON.stringify({ sort: [{ key: 'n' }] }) }], want: err(ERRORS.STATE_QUERY_INVALID) },
+  { op: 'state.query', kind: 'failure', what: 'a failing store', http: { method: 'POST', path: '/v1.0-alpha1/state/picky/query', body: {} }, grpc: ['QueryStateAlpha1', { store_name: 'picky', query: '{}' }], want: errAs(ERRORS.STATE_STORE_FAILED, 'ERR_STATE_QUERY') },
+  { op: 'state.query', kind: 'failure', what: 'a store without the query API', http: { method: 'POST', path: '/v1.0-alpha1/state/broken/query', body: {} }, grpc: ['QueryStateAlpha1', { store_name: 'broken', query: '{}' }], want: err(ERRORS.STATE_NOT_SUPPORTED) },
+
+  // ---- bindings: invoke
+  { op: 'bindings.invoke', kind: 'valid', what: 'an operation of the binding', http: { method: 'POST', path: '/v1.0/bindings/rec', body: { operation: 'echo', data: 'hi', metadata: { a: 'b' } } }, grpc: ['InvokeBinding', { name: 'rec', operation: 'echo', data: Buffer.from('hi'), metadata: { a: 'b' } }] },
+  { op: 'bindings.invoke', kind: 'invalid', what: 'an operation the binding lacks', http: { method: 'POST', path: '/v1.0/bindings/rec', body: { operation: 'nope' } }, grpc: ['InvokeBinding', { name: 'rec', operation: 'nope' }], want: err(ERRORS.BINDING_OPERATION_NOT_SUPPORTED) },
+  { op: 'bindings.invoke', kind: 'invalid', what: 'no operation', http: { method: 'POST', path: '/v1.0/bindings/rec', body: { data: 'x' } }, grpc: ['InvokeBinding', { name: 'rec', operation: '', data: Buffer.from('x') }], want: err(ERRORS.MALFORMED) },
+  { op: 'bindings.invoke', kind: 'missing', what: 'an unknown binding', http: { method: 'POST', path: '/v1.0/bindings/nobinding', body: { operation: 'echo' } }, grpc: ['InvokeBinding', { name: 'nobinding', operation: 'echo' }], want: err(ERRORS.BINDING_NOT_FOUND) },
+  { op: 'bindings.invoke', kind: 'failure', what: 'a failing binding', http: { method: 'POST', path: '/v1.0/bindings/rec', body: { operation: 'fail' } }, grpc: ['InvokeBinding', { name: 'rec', operation: 'fail' }], want: err(ERRORS.BINDING_FAILED) },
+
+  // ---- jobs: schedule
+  { op: 'jobs.schedule', kind: 'valid', what: 'a new job, overwriting', http: { method: 'POST', path: '/v1.0-alpha1/jobs/p-new', body: { dueTime: '1h', overwrite: true } }, grpc: ['ScheduleJob', { job: { name: 'p-new', due_time: '1h' }, overwrite: true }] },
+  { op: 'jobs.schedule', kind: 'invalid', what: 'a cron field out of range', http: { method: 'POST', path: '/v1.0-alpha1/jobs/p-bad', body: { schedule: '61 * * * * *' } }, grpc: ['ScheduleJob', { job: { name: 'p-bad', schedule: '61 * * * * *' } }], want: errAs(ERRORS.JOB_INVALID, 'RT_SCHEDULER_SCHEDULE_INVALID') },
+  { op: 'jobs.schedule', kind: 'invalid', what: 'a name with |', http: { method: 'POST', path: `/v1.0-alpha1/jobs/${encodeURIComponent('a|b')}`, body: { dueTime: '1h' } }, grpc: ['ScheduleJob', { job: { name: 'a|b', due_time: '1h' } }], want: errAs(ERRORS.JOB_INVALID, 'RT_SCHEDULER_JOB_NAME') },
+  { op: 'jobs.schedule', kind: 'missing', what: 'neither schedule nor dueTime', http: { method: 'POST', path: '/v1.0-alpha1/jobs/p-when', body: {} }, grpc: ['ScheduleJob', { job: { name: 'p-when' } }], want: errAs(ERRORS.JOB_INVALID, 'RT_SCHEDULER_SCHEDULE_EMPTY') },
+  { op: 'jobs.schedule', kind: 'conflict', what: 'an existing job without overwrite', http: { method: 'POST', path: '/v1.0-alpha1/jobs/p-dup', body: { dueTime: '1h' } }, grpc: ['ScheduleJob', { job: { name: 'p-dup', due_time: '1h' } }], want: err(ERRORS.JOB_EXISTS) },
+
+  // ---- jobs: get
+  { op: 'jobs.get', kind: 'valid', what: 'an existing job', http: { method: 'GET', path: '/v1.0-alpha1/jobs/p-dup' }, grpc: ['GetJob', { name: 'p-dup' }] },
+  { op: 'jobs.get', kind: 'invalid', what: 'a control character in the name', http: { method: 'GET', path: `/v1.0-alpha1/jobs/${encodeURIComponent(ctrl)}` }, grpc: ['GetJob', { name: ctrl }], want: errAs(ERRORS.JOB_INVALID, 'RT_SCHEDULER_JOB_NAME') },
+  { op: 'jobs.get', kind: 'missing', what: 'a job that does not exist', http: { method: 'GET', path: '/v1.0-alpha1/jobs/p-none' }, grpc: ['GetJob', { name: 'p-none' }], want: errAs(ERRORS.JOB_NOT_FOUND, 'RT_SCHEDULER_GET_JOB') },
+  { op: 'jobs.get', kind: 'failure', what: 'a scheduler that fails', http: { method: 'GET', path: '/v1.0-alpha1/jobs/p-explode' }, grpc: ['GetJob', { name: 'p-explode' }], want: errAs(ERRORS.JOB_FAILED, 'RT_SCHEDULER_GET_JOB') },
+  { op: 'jobs.get', kind: 'failure', what: 'a scheduler that does not answer', http: { method: 'GET', path: '/v1.0-alpha1/jobs/p-unavailable' }, grpc: ['GetJob', { name: 'p-unavailable' }], want: errAs(ERRORS.JOB_SCHEDULER_UNAVAILABLE, 'RT_SCHEDULER_GET_JOB') },
+
+  // ---- jobs: delete
+  { op: 'jobs.delete', kind: 'valid', what: 'a job that does not exist', http: { method: 'DELETE', path: '/v1.0-alpha1/jobs/p-none' }, grpc: ['DeleteJob', { name: 'p-none' }] },
+  { op: 'jobs.delete', kind: 'invalid', what: 'a control character in the name', http: { method: 'DELETE', path: `/v1.0-alpha1/jobs/${encodeURIComponent(ctrl)}` }, grpc: ['DeleteJob', { name: ctrl }], want: errAs(ERRORS.JOB_INVALID, 'RT_SCHEDULER_JOB_NAME') },
+  { op: 'jobs.delete', kind: 'failure', what: 'a scheduler that fails', http: { method: 'DELETE', path: '/v1.0-alpha1/jobs/p-explode' }, grpc: ['DeleteJob', { name: 'p-explode' }], want: errAs(ERRORS.JOB_FAILED, 'RT_SCHEDULER_DELETE_JOB') },
+
+  // ---- jobs: list
+  { op: 'jobs.list', kind: 'valid', what: "the app's jobs", http: { method: 'GET', path: '/v1.0-alpha1/jobs' }, grpc: ['ListJobs', {}] },
+];
+
+/** Every jobs operation on a sidecar with no scheduler. */
+const NO_SCHEDULER: Case[] = (
+  [
+    ['jobs.schedule', { method: 'POST', path: '/v1.0-alpha1/jobs/p-x', body: { dueTime: '1h' } }, ['ScheduleJob', { job: { name: 'p-x', due_time: '1h' } }], 'RT_SCHEDULER_SCHEDULE_JOB'],
+    ['jobs.get', { method: 'GET', path: '/v1.0-alpha1/jobs/p-x' }, ['GetJob', { name: 'p-x' }], 'RT_SCHEDULER_GET_JOB'],
+    ['jobs.delete', { method: 'DELETE', path: '/v1.0-alpha1/jobs/p-x' }, ['DeleteJob', { name: 'p-x' }], 'RT_SCHEDULER_DELETE_JOB'],
+    ['jobs.list', { method: 'GET', path: '/v1.0-alpha1/jobs' }, ['ListJobs', {}], 'RT_SCHEDULER_LIST_JOBS'],
+  ] as const
+).map(([op, http, grpcCall, code]) => ({ op, kind: 'failure' as const, what: 'no scheduler configured', http, grpc: [...grpcCall] as Case['grpc'], want: errAs(ERRORS.JOB_NO_SCHEDULER, code) }));
+
+/** Answers `echo` and fails `fail`. */
+class TestBinding implements OutputBinding {
+  async init(): Promise<void> {}
+  capabilities(): string[] {
+    return ['OUTPUT_BINDING'];
+  }
+  operations(): string[] {
+    return ['echo', 'fail'];
+  }
+  async close(): Promise<void> {}
+  async invoke(req: BindingRequest): Promise<BindingResponse> {
+    if (req.operation === 'fail') throw new Error('the component failed');
+    return { data: Buffer.from(JSON.stringify(req.data ?? null)) };
+  }
+}
+
+/** A store whose reads and writes fail, without transactions or queries. */
+const brokenStore = (): StateStore => {
+  const onFire = async (): Promise<never> => {
+    throw new Error('disk on fire');
+  };
+  return { init: async () => {}, close: async () => {}, capabilities: () => [], features: () => [], get: onFire, bulkGet: onFire, set: onFire, bulkSet: onFire, delete: onFire, bulkDelete: onFire };
+};
+
+/** A store with the query API that refuses sorted queries and fails the others. */
+const pickyStore = (): QueryableStateStore => ({
+  ...brokenStore(),
+  features: () => ['QUERY_API'],
+  query: async (q) => {
+    if (q.sort.length > 0) throw new StateRequestError('this store cannot sort');
+    throw new Error('index on fire');
+  },
+});
+
+interface Outcome {
+  ok: boolean;
+  code?: string;
+  status: number;
+}
+
+async function overHttp(s: RuntimeSidecar, c: Case): Promise<Outcome> {
+  const headers: Record<string, string> = { ...c.http.headers };
+  let body: string | undefined;
+  if (c.http.body !== undefined) {
+    body = JSON.stringify(c.http.body);
+    headers['content-type'] = 'application/json';
+  }
+  const res = await fetch(`http://127.0.0.1:${s.sidecar.httpPort}${c.http.path}`, { method: c.http.method, headers, body });
+  const text = await res.text();
+  if (res.status < 400) return { ok: true, status: res.status };
+  const json = JSON.parse(text) as { errorCode: string; message: string };
+  expect(typeof json.message, `${c.http.path}: the error body has a message`).toBe('string');
+  return { ok: false, code: json.errorCode, status: res.status };
+}
+
+async function overGrpc(s: RuntimeSidecar, c: Case): Promise<Outcome> {
+  try {
+    await s.call(c.grpc[0], c.grpc[1]);
+    return { ok: true, status: grpc.status.OK };
+  } catch (e) {
+    const se = e as grpc.ServiceError;
+    return { ok: false, code: String(se.metadata?.get('rt-error-code')[0] ?? ''), status: se.code };
+  }
+}
+
+function expectAlike(httpOut: Outcome, grpcOut: Outcome, c: Case): void {
+  const where = `${c.op} ${c.kind} (${c.what})`;
+  if (!c.want) {
+    expect({ where, http: httpOut, grpc: grpcOut }).toEqual({ where, http: { ok: true, status: expect.any(Number) }, grpc: { ok: true, status: grpc.status.OK } });
+    return;
+  }
+  expect({ where, http: httpOut, grpc: grpcOut }).toEqual({
+    where,
+    http: { ok: false, code: c.want.code, status: c.want.row.http },
+    grpc: { ok: false, code: c.want.code, status: c.want.row.grpc },
+  });
+}
+
+let s: RuntimeSidecar;
+let bare: RuntimeSidecar;
+
+beforeAll(async () => {
+  const catalog = builtinCatalog();
+  catalog.add('bindings.test', { category: 'bindings', load: async () => () => new TestBinding() });
+  catalog.add('state.broken', { category: 'state', load: async () => brokenStore });
+  catalog.add('state.picky', { category: 'state', load: async () => pickyStore });
+  s = await startRuntimeSidecar({ catalog, extraComponents: [componentYaml('rec', 'bindings.test'), componentYaml('broken', 'state.broken'), componentYaml('picky', 'state.picky')] });
+  await s.call('SaveState', { store_name: 'mem', states: [item('p-k1')] });
+  await s.call('ScheduleJob', { job: { name: 'p-dup', due_time: '1h' } });
+  // the scheduler client fails for two names, as a broken or unreachable scheduler would
+  const client = s.sidecar.ctx.services.jobs!.client!;
+  const failFor = (key: JobKey) => {
+    if (key.name === 'p-explode') throw new Error('disk on fire');
+    if (key.name === 'p-unavailable') throw new SchedulerError('unavailable', 'RT_SCHEDULER_UNAVAILABLE', 'no scheduler answers');
+  };
+  const { get, delete: del } = client;
+  client.get = async (key) => (failFor(key), get.call(client, key));
+  client.delete = async (key) => (failFor(key), del.call(client, key));
+  bare = await startRuntimeSidecar({ mode: 'kubernetes', internalGrpcPort: 0 });
+});
+afterAll(async () => {
+  await s?.stop();
+  await bare?.stop();
+});
+
+describe('HTTP and gRPC answer every case alike', () => {
+  it.each(CASES.map((c) => [`${c.op} ${c.kind}: ${c.what}`, c] as const))('%s', async (_name, c) => {
+    expectAlike(await overHttp(s, c), await overGrpc(s, c), c);
+  });
+
+  it.each(NO_SCHEDULER.map((c) => [`${c.op}: ${c.what}`, c] as const))('%s', async (_name, c) => {
+    expectAlike(await overHttp(bare, c), await overGrpc(bare, c), c);
+  });
+
+  it("keeps the contract's HTTP statuses in the table", () => {
+    // the contract (spec/sidecar-runtime-api.md) and the settled cases of the shared ARCHITECTURE.md
+    const contract: [ErrorRow, number][] = [
+      [ERRORS.MALFORMED, 400],
+      [ERRORS.JOB_INVALID, 400],
+      [ERRORS.JOB_EXISTS, 409],
+      [ERRORS.JOB_NOT_FOUND, 500],
+      [ERRORS.JOB_NO_SCHEDULER, 500],
+      [ERRORS.JOB_SCHEDULER_UNAVAILABLE, 500],
+      [ERRORS.JOB_FAILED, 500],
+      [ERRORS.STATE_STORE_NOT_FOUND, 400],
+      [ERRORS.BINDING_NOT_FOUND, 400],
+      [ERRORS.BINDING_OPERATION_NOT_SUPPORTED, 400],
+    ];
+    for (const [row, status] of contract) expect({ row, status: row.http }).toEqual({ row, status });
+  });
+
+  it('covers valid, invalid and missing cases of every operation, and the rows of the table they use', () => {
+    const all = [...CASES, ...NO_SCHEDULER];
+    for (const op of new Set(all.map((c) => c.op))) {
+      const kinds = new Set(all.filter((c) => c.op === op).map((c) => c.kind));
+      expect({ op, valid: kinds.has('valid'), error: kinds.size > 1 }).toEqual({ op, valid: true, error: true });
+    }
+    const used = new Set(all.flatMap((c) => (c.want ? [c.want.row] : [])));
+    // rows no request of these operations can reach over both APIs: a keyPrefix the start refuses,
+    // and a binding's answer past the gRPC message size (HTTP streams it)
+    const unreachable: ErrorRow[] = [ERRORS.STATE_STORE_NOT_CONFIGURED, ERRORS.BINDING_RESPONSE_TOO_LARGE];
+    const missing = Object.entries(ERRORS).filter(([, row]) => !used.has(row) && !unreachable.includes(row));
+    expect(missing.map(([name]) => name)).toEqual([]);
+  });
+});
