@@ -11,7 +11,7 @@ import { factory as memoryFactory } from '../../sidecar/src/components/state/in-
 import { factory as sqliteFactory } from '../../sidecar/src/components/state/sqlite/index.ts';
 import type { ComponentSpec, StateStore } from '../../sidecar/src/components/types.ts';
 import { InstanceTable } from '../../sidecar/src/workflows/instances.ts';
-import type { InstanceRecord } from '../../sidecar/src/workflows/record.ts';
+import type { EngineEvent } from '../../sidecar/src/workflows/reducer.ts';
 
 const log = pino({ level: 'silent' });
 const spec = (type: string, metadata: Record<string, string> = {}): ComponentSpec => ({
@@ -30,8 +30,9 @@ async function memory(): Promise<StateStore> {
   return s;
 }
 
-function record(id: string): InstanceRecord {
-  return { v: 0, id, name: 'W', status: 'RUNNING', createdAt: 1, updatedAt: 1, executionId: 'e1', chunks: 0, inbox: [], acts: {}, timers: {}, children: [] };
+/** The event a new instance's journal starts with. */
+function begin(id: string, name = 'W'): EngineEvent {
+  return { rt: 'begin', state: { id, name, status: 'RUNNING', createdAt: 1, executionId: 'e1' } };
 }
 
 const table = (store: StateStore, shared: boolean, replicaId = 'r1') => new InstanceTable({ store, prefix: 'app||wf||', shared, replicaId, log });
@@ -44,10 +45,7 @@ describe('workflow instance table', () => {
     await Promise.all(
       Array.from({ length: 50 }, (_, i) =>
         t.mutate(`i${i}`, (d) => {
-          d.rec = record(`i${i}`);
-          d.append.push({ eventId: i, orchestratorStarted: {} });
-          d.changed = true;
-          d.index = 'add';
+          d.emit(begin(`i${i}`), { eventId: i, orchestratorStarted: {} });
         }),
       ),
     );
@@ -63,15 +61,8 @@ describe('workflow instance table', () => {
     const store = await memory();
     const a = table(store, true, 'ra');
     const b = table(store, true, 'rb');
-    await a.mutate('x', (d) => {
-      d.rec = record('x');
-      d.changed = true;
-    });
-    const push = (t: InstanceTable, n: number) =>
-      t.mutate('x', (d) => {
-        d.rec?.inbox.push({ eventId: n, eventRaised: { name: `e${n}` } });
-        d.changed = true;
-      });
+    await a.mutate('x', (d) => d.emit(begin('x')));
+    const push = (t: InstanceTable, n: number) => t.mutate('x', (d) => d.emit({ rt: 'arrived', event: { eventId: n, eventRaised: { name: `e${n}` } } }));
     await Promise.all(Array.from({ length: 40 }, (_, n) => push(n % 2 ? a : b, n)));
     const rec = await a.read('x', true);
     expect(rec?.inbox.map((e) => e.eventId).sort((p, q) => p - q)).toEqual(Array.from({ length: 40 }, (_, n) => n));
@@ -84,38 +75,25 @@ describe('workflow instance table', () => {
     const create = (t: InstanceTable, name: string) =>
       t.mutate('same', (d) => {
         if (d.rec) throw new Error(`exists (${d.rec.name})`);
-        d.rec = { ...record('same'), name };
-        d.changed = true;
+        d.emit(begin('same', name));
       });
     const results = await Promise.allSettled([create(a, 'A'), create(b, 'B')]);
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
     expect((results.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason.message).toMatch(/^exists/);
   });
 
-  it('purge deletes the record and every history batch (SQLite)', async () => {
+  it('purge deletes the record and every journal batch (SQLite)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rt-wf-inst-'));
     cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
     const store = sqliteFactory() as StateStore;
     await store.init(spec('state.sqlite', { connectionString: join(dir, 's.db') }), { appId: 'a', namespace: 'default', log });
     cleanup.push(() => store.close());
     const t = table(store, false);
-    await t.mutate('p', (d) => {
-      d.rec = record('p');
-      d.changed = true;
-    });
-    for (let n = 0; n < 3; n++) {
-      await t.mutate('p', (d) => {
-        d.append.push({ eventId: n, orchestratorStarted: {} });
-        d.changed = true;
-      });
-    }
-    const keys = ['app||wf||p||m', 'app||wf||p||h0', 'app||wf||p||h1', 'app||wf||p||h2'];
+    await t.mutate('p', (d) => d.emit(begin('p')));
+    for (let n = 0; n < 3; n++) await t.mutate('p', (d) => d.emit({ eventId: n, orchestratorStarted: {} }));
+    const keys = ['app||wf||p||m', 'app||wf||p||h0', 'app||wf||p||h1', 'app||wf||p||h2', 'app||wf||p||h3'];
     expect((await store.bulkGet(keys)).every(Boolean)).toBe(true);
-    await t.mutate('p', (d) => {
-      d.purge = true;
-      d.rec = undefined;
-      d.changed = true;
-    });
+    await t.mutate('p', (d) => d.emit({ rt: 'purged' }));
     expect((await store.bulkGet(keys)).some(Boolean)).toBe(false);
   });
 });

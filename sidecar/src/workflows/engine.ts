@@ -30,7 +30,7 @@ import {
   type StallReason,
 } from './proto.ts';
 import { patchMismatch, propagate, propagateFrom, scopeOf, versionOf } from './propagation.ts';
-import { isTerminal, shownStatus, type InstanceRecord, type ParentRef } from './record.ts';
+import { isTerminal, shownStatus, type InstanceRecord, type InstanceState, type ParentRef } from './record.ts';
 import { rerunStart } from './rerun.ts';
 import type { TimerRef, Timers } from './timers.ts';
 import type { ActivityTask, OrchestratorRun, Workers } from './workers.ts';
@@ -71,7 +71,7 @@ const RETRY_MS = 1000;
  */
 const STALL_RETRY_MS = 30_000;
 
-type Waiter = { until: (r: InstanceRecord | undefined) => boolean; resolve: (r: InstanceRecord | undefined) => void };
+type Waiter = { until: (r: InstanceState | undefined) => boolean; resolve: (r: InstanceState | undefined) => void };
 
 export class Engine {
   readonly table: InstanceTable;
@@ -143,37 +143,19 @@ export class Engine {
           scheduledStartTimestamp: delayed ? toTimestamp(req.scheduledStart as number) : undefined,
         },
       };
-      if (d.rec) {
-        // a finished instance with the same id is replaced: its old history goes
-        const old = d.rec;
-        d.resetHistory = true;
-        for (const t of Object.keys(old.timers)) this.cancelTimer(d, { instanceId: id, executionId: old.executionId, timerId: t });
-      }
-      d.rec = {
-        v: d.rec?.v ?? 0,
-        id,
-        name: req.name,
-        version: req.version,
-        status: 'PENDING',
-        createdAt: now,
-        updatedAt: now,
-        scheduledStart: delayed ? req.scheduledStart : undefined,
-        input: req.input,
-        executionId,
-        parent: req.parent,
-        propagated: req.propagated,
-        chunks: d.rec?.chunks ?? 0,
-        inbox: [started],
-        acts: {},
-        timers: {},
-        children: [],
-      };
-      d.changed = true;
-      d.index = 'add';
+      // a finished instance with the same id is replaced: its old history goes (a new journal begins)
+      if (d.rec) this.cancelTimers(d);
+      const fireAt = req.scheduledStart as number;
+      d.emit(
+        {
+          rt: 'begin',
+          state: { id, status: 'PENDING', createdAt: now, propagated: req.propagated, ...(delayed ? { scheduledStart: fireAt, timers: { start: { fireAt, owner: this.me } } } : {}) },
+        },
+        { rt: 'arrived', event: started },
+      );
       if (delayed) {
-        d.rec.timers.start = { fireAt: req.scheduledStart as number, owner: this.me };
         const ref = { instanceId: id, executionId, timerId: 'start' };
-        d.effects.push(() => void this.timers.arm(ref, req.scheduledStart as number).catch((e) => this.log.error({ err: e }, 'arming a delayed start failed')));
+        d.effects.push(() => void this.timers.arm(ref, fireAt).catch((e) => this.log.error({ err: e }, 'arming a delayed start failed')));
       } else this.makeRunnable(d);
       this.notifyAfter(d, id);
     });
@@ -185,9 +167,7 @@ export class Engine {
     await this.table.mutate(id, (d) => {
       const rec = this.existing(d, id);
       if (isTerminal(rec.status)) return; // nothing listens any more; accepted like the ecosystem does
-      rec.inbox.push({ eventId: -1, timestamp: toTimestamp(now), eventRaised: { name, input: sv(input) } });
-      rec.updatedAt = now;
-      d.changed = true;
+      d.emit({ rt: 'arrived', event: { eventId: -1, timestamp: toTimestamp(now), eventRaised: { name, input: sv(input) } } });
       this.makeRunnable(d);
     });
   }
@@ -201,12 +181,11 @@ export class Engine {
     await this.table.mutate(id, (d) => {
       const rec = this.existing(d, id);
       if (isTerminal(rec.status)) return;
+      const children = rec.children;
       this.finish(d, 'TERMINATED', output, undefined, [
         { eventId: -1, timestamp: toTimestamp(Date.now()), executionTerminated: { input: sv(output), recurse: recursive } },
       ]);
       if (!recursive) return;
-      rec.terminatedRecursively = true;
-      const children = [...rec.children];
       d.effects.push(() => {
         for (const child of children) this.terminate(child, undefined, true).catch(() => undefined);
       });
@@ -218,10 +197,7 @@ export class Engine {
       const rec = this.existing(d, id);
       if (isTerminal(rec.status)) throw new WorkflowError('PRECONDITION', `workflow instance "${id}" is ${rec.status} and cannot be suspended`);
       if (rec.status === 'SUSPENDED') return;
-      rec.status = 'SUSPENDED';
-      rec.updatedAt = Date.now();
-      rec.inbox.push({ eventId: -1, timestamp: toTimestamp(rec.updatedAt), executionSuspended: { input: sv(reason) } });
-      d.changed = true;
+      d.emit({ rt: 'arrived', event: { eventId: -1, timestamp: toTimestamp(Date.now()), executionSuspended: { input: sv(reason) } } });
       this.notifyAfter(d, id);
     });
   }
@@ -231,10 +207,7 @@ export class Engine {
       const rec = this.existing(d, id);
       if (isTerminal(rec.status)) throw new WorkflowError('PRECONDITION', `workflow instance "${id}" is ${rec.status} and cannot be resumed`);
       if (rec.status !== 'SUSPENDED') return;
-      rec.status = this.hasRun(d) ? 'RUNNING' : 'PENDING';
-      rec.updatedAt = Date.now();
-      rec.inbox.push({ eventId: -1, timestamp: toTimestamp(rec.updatedAt), executionResumed: { input: sv(reason) } });
-      d.changed = true;
+      d.emit({ rt: 'arrived', event: { eventId: -1, timestamp: toTimestamp(Date.now()), executionResumed: { input: sv(reason) } } });
       this.makeRunnable(d);
       this.notifyAfter(d, id);
     });
@@ -251,9 +224,7 @@ export class Engine {
       if (!isTerminal(rec.status)) {
         throw new WorkflowError('PRECONDITION', `workflow instance "${id}" is ${rec.status}; only COMPLETED, FAILED or TERMINATED instances can be purged`);
       }
-      d.purge = true;
-      d.changed = true;
-      d.rec = undefined;
+      d.emit({ rt: 'purged' });
       return rec.children;
     });
     this.table.evict(id);
@@ -312,47 +283,44 @@ export class Engine {
       if (d.rec && !isTerminal(d.rec.status)) {
         throw new WorkflowError('CONFLICT', `workflow instance "${id}" already exists and is ${d.rec.status}; choose another id for the rerun`);
       }
-      if (d.rec) {
-        d.resetHistory = true;
-        for (const t of Object.keys(d.rec.timers)) this.cancelTimer(d, { instanceId: id, executionId: d.rec.executionId, timerId: t });
-      }
-      const rec: InstanceRecord = {
-        v: d.rec?.v ?? 0,
-        id,
-        name: source.rec.name,
-        version: source.rec.version,
-        status: 'RUNNING',
-        createdAt: now,
-        updatedAt: now,
-        input: source.rec.input,
-        executionId,
-        // the kept history replays as it did, so the source's received history goes with it
-        propagated: source.rec.propagated,
-        chunks: d.rec?.chunks ?? 0,
-        inbox: [],
-        acts: {},
-        timers: {},
-        children: [],
-        runDue: true,
-        rerunInput: req.input && plan.fromActivity ? { taskId: eventId, input: req.input.value } : undefined,
-      };
-      d.rec = rec;
-      d.append.push(...plan.history);
-      d.changed = true;
-      d.index = 'add';
+      if (d.rec) this.cancelTimers(d);
+      const acts: InstanceState['acts'] = {};
+      for (const [taskId, a] of Object.entries(plan.acts)) acts[taskId] = { ...a, owner: this.me };
+      const timers: InstanceState['timers'] = {};
+      for (const [timerId, fireAt] of Object.entries(plan.timers)) timers[timerId] = { fireAt, owner: this.me };
+      d.emit({
+        rt: 'begin',
+        state: {
+          id,
+          name: source.rec.name,
+          version: source.rec.version,
+          status: 'RUNNING',
+          createdAt: now,
+          // it starts from a history that ran
+          startedAt: now,
+          input: source.rec.input,
+          executionId,
+          // the kept history replays as it did, so the source's received history goes with it
+          propagated: source.rec.propagated,
+          acts,
+          timers,
+          children: plan.children.map((c) => c.instanceId),
+          runDue: true,
+          rerunInput: req.input && plan.fromActivity ? { taskId: eventId, input: req.input.value } : undefined,
+        },
+        history: plan.history,
+      });
+      const rec = d.rec as InstanceState;
       for (const [taskId, a] of Object.entries(plan.acts)) {
-        rec.acts[taskId] = { ...a, owner: this.me };
         const propagatedHistory = this.propagatedAt(rec, plan.history, Number(taskId), 'taskScheduled');
         const task = { instanceId: id, executionId, taskId: Number(taskId), name: a.name, input: a.input, propagatedHistory };
         d.effects.push(() => this.workers.enqueueActivity(task));
       }
       for (const [timerId, fireAt] of Object.entries(plan.timers)) {
-        rec.timers[timerId] = { fireAt, owner: this.me };
         const ref = { instanceId: id, executionId, timerId };
         d.effects.push(() => void this.timers.arm(ref, fireAt).catch((e) => this.log.error({ err: e }, 'arming a workflow timer failed')));
       }
       for (const c of plan.children) {
-        rec.children.push(c.instanceId);
         const parent: ParentRef = { instanceId: id, executionId, taskId: c.taskId, name: rec.name, version: rec.version };
         const propagated = this.propagatedAt(rec, plan.history, c.taskId, 'subOrchestrationInstanceCreated');
         d.effects.push(() => void this.ensureChild({ instanceId: c.instanceId, name: c.name, version: c.version, input: c.input, parent, propagated }));
@@ -368,7 +336,7 @@ export class Engine {
   }
 
   /** Resolves with the record once `until` holds (or undefined when aborted). */
-  async waitFor(id: string, until: (r: InstanceRecord | undefined) => boolean, signal?: AbortSignal): Promise<InstanceRecord | undefined> {
+  async waitFor(id: string, until: (r: InstanceState | undefined) => boolean, signal?: AbortSignal): Promise<InstanceState | undefined> {
     return new Promise((resolve) => {
       let set = this.waiters.get(id);
       if (!set) this.waiters.set(id, (set = new Set()));
@@ -420,14 +388,12 @@ export class Engine {
       if (task && task.executionId !== rec.executionId) return;
       const key = String(res.taskId);
       if (!rec.acts[key]) return; // answered already (a re-dispatched copy) or from an old execution
-      delete rec.acts[key];
-      rec.inbox.push(
-        res.failureDetails
+      d.emit({
+        rt: 'arrived',
+        event: res.failureDetails
           ? { eventId: -1, timestamp: toTimestamp(now), taskFailed: { taskScheduledId: res.taskId, failureDetails: res.failureDetails } }
           : { eventId: -1, timestamp: toTimestamp(now), taskCompleted: { taskScheduledId: res.taskId, result: res.result ?? undefined } },
-      );
-      rec.updatedAt = now;
-      d.changed = true;
+      });
       this.makeRunnable(d);
     }).catch((e) => {
       // not stored: the activity runs again rather than its result being lost
@@ -443,12 +409,9 @@ export class Engine {
       if (!rec || isTerminal(rec.status) || rec.executionId !== t.executionId) return;
       const timer = rec.timers[t.timerId];
       if (!timer) return;
-      delete rec.timers[t.timerId];
       if (t.timerId !== 'start') {
-        rec.inbox.push({ eventId: -1, timestamp: toTimestamp(now), timerFired: { fireAt: toTimestamp(timer.fireAt), timerId: Number(t.timerId) } });
-      } else rec.scheduledStart = undefined;
-      rec.updatedAt = now;
-      d.changed = true;
+        d.emit({ rt: 'arrived', event: { eventId: -1, timestamp: toTimestamp(now), timerFired: { fireAt: toTimestamp(timer.fireAt), timerId: Number(t.timerId) } } });
+      } else d.emit({ rt: 'startDue', at: now });
       this.makeRunnable(d);
     });
   }
@@ -511,19 +474,11 @@ export class Engine {
       return;
     }
     const ts = toTimestamp(now);
-    const consumed = rec.inbox.slice(0, run.taken);
-    rec.inbox = rec.inbox.slice(run.taken);
     // the patches and version the run answered with stay in its OrchestratorStarted: every
     // replay sees them again (the SDK's isPatched depends on them), as in the reference runtime
     const version = versionOf(res.version);
-    d.append.push(version ? { ...run.started, orchestratorStarted: { version } } : run.started, ...consumed);
-    d.changed = true;
-    rec.updatedAt = now;
-    if (res.customStatus) rec.customStatus = res.customStatus.value;
-    if (rec.status === 'PENDING') rec.status = 'RUNNING';
-    rec.startedAt ??= now;
-    delete rec.runDue;
-    delete rec.stalled;
+    const started = version ? { ...run.started, orchestratorStarted: { version } } : run.started;
+    d.emit({ rt: 'run', started, taken: run.taken, at: now, customStatus: res.customStatus ? res.customStatus.value : undefined });
 
     // an action the engine cannot carry out fails the workflow now, rather than leaving it
     // waiting forever for a result that will never come
@@ -538,40 +493,35 @@ export class Engine {
     for (const a of res.actions ?? []) {
       if (a.scheduleTask) {
         let t = a.scheduleTask;
-        if (rec.rerunInput?.taskId === a.id) {
-          t = { ...t, input: sv(rec.rerunInput.input) };
-          delete rec.rerunInput;
-        }
+        // a rerun's new input goes to the activity it starts from (the event says so, which ends rerunInput)
+        if (rec.rerunInput?.taskId === a.id) t = { ...t, input: sv(rec.rerunInput.input) };
         const scope = scopeOf(t.historyPropagationScope);
-        d.append.push({ eventId: a.id, timestamp: ts, taskScheduled: { name: t.name, version: t.version ?? undefined, input: t.input ?? undefined, historyPropagationScope: scope || undefined } });
-        rec.acts[String(a.id)] = { name: t.name, input: t.input?.value, owner: this.me };
-        const propagatedHistory = scope ? this.propagated(rec, scope, [...d.history, ...d.append]) : undefined;
+        d.emit({ eventId: a.id, timestamp: ts, taskScheduled: { name: t.name, version: t.version ?? undefined, input: t.input ?? undefined, historyPropagationScope: scope || undefined } });
+        const propagatedHistory = scope ? this.propagated(rec, scope, d.history) : undefined;
         const task = { instanceId: id, executionId: rec.executionId, taskId: a.id, name: t.name, input: t.input?.value, propagatedHistory };
         d.effects.push(() => this.workers.enqueueActivity(task));
       } else if (a.createTimer) {
         const fireAt = fromTimestamp(a.createTimer.fireAt) ?? now;
-        d.append.push({ eventId: a.id, timestamp: ts, timerCreated: { fireAt: a.createTimer.fireAt ?? toTimestamp(fireAt) } });
-        rec.timers[String(a.id)] = { fireAt, owner: this.me };
+        d.emit({ eventId: a.id, timestamp: ts, timerCreated: { fireAt: a.createTimer.fireAt ?? toTimestamp(fireAt) } });
         const ref = { instanceId: id, executionId: rec.executionId, timerId: String(a.id) };
         d.effects.push(() => void this.timers.arm(ref, fireAt).catch((e) => this.log.error({ err: e, instanceId: id }, 'arming a workflow timer failed')));
       } else if (a.createSubOrchestration) {
         const s = a.createSubOrchestration;
         const childId = s.instanceId || `${id}:${a.id.toString(16).padStart(4, '0')}`;
         const scope = scopeOf(s.historyPropagationScope);
-        d.append.push({
+        d.emit({
           eventId: a.id,
           timestamp: ts,
           subOrchestrationInstanceCreated: { instanceId: childId, name: s.name, version: s.version ?? undefined, input: s.input ?? undefined, historyPropagationScope: scope || undefined },
         });
-        if (!rec.children.includes(childId)) rec.children.push(childId);
         const parent: ParentRef = { instanceId: id, executionId: rec.executionId, taskId: a.id, name: rec.name, version: rec.version };
-        const propagated = scope ? this.propagated(rec, scope, [...d.history, ...d.append]) : undefined;
+        const propagated = scope ? this.propagated(rec, scope, d.history) : undefined;
         const child = { instanceId: childId, name: s.name, version: s.version?.value, input: s.input?.value, parent, propagated };
         d.effects.push(() => void this.startChild(child));
       } else if (a.sendEvent) {
         const e = a.sendEvent;
         const target = e.instance?.instanceId ?? '';
-        d.append.push({ eventId: a.id, timestamp: ts, eventSent: { instanceId: target, name: e.name, input: e.data ?? undefined } });
+        d.emit({ eventId: a.id, timestamp: ts, eventSent: { instanceId: target, name: e.name, input: e.data ?? undefined } });
         d.effects.push(() => void this.raiseEvent(target, e.name, e.data?.value).catch((err) => this.log.warn({ err, target }, 'workflow event to another instance was not delivered')));
       } else if (a.terminateOrchestration) {
         const t = a.terminateOrchestration;
@@ -581,8 +531,9 @@ export class Engine {
         if (this.complete(d, a)) break;
       }
     }
-    if (isTerminal(rec.status)) return;
-    if (rec.status === 'SUSPENDED' || rec.inbox.length === 0) delete rec.lease;
+    const after = d.rec as InstanceState;
+    if (isTerminal(after.status)) return;
+    if (after.status === 'SUSPENDED' || after.inbox.length === 0) d.emit({ rt: 'released' });
     else this.makeRunnable(d);
     this.notifyAfter(d, id);
   }
@@ -594,12 +545,9 @@ export class Engine {
    * STALL_RETRY_MS passes. During a rollout that is the new replica's worker.
    */
   private stall(d: Draft, now: number, reason: StallReason, description: string): void {
-    const rec = d.rec as InstanceRecord;
+    const rec = d.rec as InstanceState;
     if (rec.stalled?.reason !== reason) {
-      rec.stalled = { reason, since: now, description };
-      rec.updatedAt = now;
-      d.append.push({ eventId: -1, timestamp: toTimestamp(now), executionStalled: { reason: StalledReason[reason], description } });
-      d.changed = true;
+      d.emit({ eventId: -1, timestamp: toTimestamp(now), executionStalled: { reason: StalledReason[reason], description } });
       this.log.warn({ instanceId: rec.id, workflow: rec.name, version: rec.version, reason }, `workflow stalled: ${description}; it runs again when a worker connects`);
       this.notifyAfter(d, rec.id);
     }
@@ -649,62 +597,48 @@ export class Engine {
   }
 
   private continueAsNew(d: Draft, input: string | undefined, carryover: HistoryEvent[], newVersion: string | undefined): void {
-    const rec = d.rec as InstanceRecord;
+    const rec = d.rec as InstanceState;
     const now = Date.now();
-    for (const t of Object.keys(rec.timers)) this.cancelTimer(d, { instanceId: rec.id, executionId: rec.executionId, timerId: t });
+    this.cancelTimers(d);
     const executionId = randomUUID();
     // events that arrived during the run and are meant for the workflow (not old task results) carry over
     const kept = rec.inbox.filter((e) => e.eventRaised || e.executionSuspended || e.executionResumed);
-    if (newVersion !== undefined) rec.version = newVersion;
     // a workflow that received history hands the next execution this one's, with the scope it got
-    if (rec.propagated) rec.propagated = this.propagated(rec, rec.propagated.scope, [...d.history, ...d.append]);
+    const propagated = rec.propagated ? this.propagated(rec, rec.propagated.scope, d.history) : undefined;
     const started: HistoryEvent = {
       eventId: -1,
       timestamp: toTimestamp(now),
       executionStarted: {
         name: rec.name,
-        version: sv(rec.version),
+        version: sv(newVersion ?? rec.version),
         input: sv(input),
         orchestrationInstance: { instanceId: rec.id, executionId: { value: executionId } },
         parentInstance: parentInfo(rec.parent),
       },
     };
     const carried = carryover.map((e) => ({ ...e, eventId: -1, eventType: undefined, timestamp: e.timestamp ?? toTimestamp(now) }));
-    d.append.length = 0;
-    d.resetHistory = true;
-    rec.executionId = executionId;
-    rec.input = input;
-    rec.inbox = [started, ...carried, ...kept];
-    rec.acts = {};
-    rec.timers = {};
-    rec.output = undefined;
-    rec.updatedAt = now;
-    if (rec.status !== 'SUSPENDED') rec.status = 'RUNNING';
+    // a new journal: what the instance keeps across executions, then the new execution's inbox
+    // (a kept suspend marker leaves it SUSPENDED)
+    d.emit(
+      {
+        rt: 'begin',
+        state: { id: rec.id, status: 'RUNNING', createdAt: rec.createdAt, startedAt: rec.startedAt, customStatus: rec.customStatus, children: rec.children, propagated, lease: rec.lease },
+      },
+      ...[started, ...carried, ...kept].map((event) => ({ rt: 'arrived' as const, event })),
+    );
     this.makeRunnable(d);
     this.notifyAfter(d, rec.id);
   }
 
   /** Moves the instance to a final status and tells its parent and waiters. */
   private finish(d: Draft, status: RuntimeStatus, output: string | undefined, failure: FailureDetails | undefined, before: HistoryEvent[]): void {
-    const rec = d.rec as InstanceRecord;
-    const now = Date.now();
-    for (const t of Object.keys(rec.timers)) this.cancelTimer(d, { instanceId: rec.id, executionId: rec.executionId, timerId: t });
-    d.append.push(...before, {
+    const rec = d.rec as InstanceState;
+    this.cancelTimers(d);
+    d.emit(...before, {
       eventId: -1,
-      timestamp: toTimestamp(now),
+      timestamp: toTimestamp(Date.now()),
       executionCompleted: { orchestrationStatus: OrchestrationStatus[status], result: sv(output), failureDetails: failure },
     });
-    rec.status = status;
-    rec.output = output;
-    rec.failure = failure;
-    rec.updatedAt = now;
-    rec.inbox = [];
-    rec.acts = {};
-    rec.timers = {};
-    delete rec.lease;
-    delete rec.stalled;
-    d.changed = true;
-    d.index = 'remove';
     const id = rec.id;
     const parent = rec.parent;
     const snapshot = { status, output, failure };
@@ -722,20 +656,20 @@ export class Engine {
       .mutate(parent.instanceId, (d) => {
         const rec = d.rec;
         if (!rec || isTerminal(rec.status) || (parent.executionId && rec.executionId !== parent.executionId)) return;
-        rec.inbox.push(
-          child.status === 'COMPLETED'
-            ? { eventId: -1, timestamp: toTimestamp(now), subOrchestrationInstanceCompleted: { taskScheduledId: parent.taskId, result: sv(child.output) } }
-            : {
-                eventId: -1,
-                timestamp: toTimestamp(now),
-                subOrchestrationInstanceFailed: {
-                  taskScheduledId: parent.taskId,
-                  failureDetails: child.failure ?? { errorType: 'SubOrchestrationTerminated', errorMessage: `sub-orchestration ${childId} ended ${child.status}` },
+        d.emit({
+          rt: 'arrived',
+          event:
+            child.status === 'COMPLETED'
+              ? { eventId: -1, timestamp: toTimestamp(now), subOrchestrationInstanceCompleted: { taskScheduledId: parent.taskId, result: sv(child.output) } }
+              : {
+                  eventId: -1,
+                  timestamp: toTimestamp(now),
+                  subOrchestrationInstanceFailed: {
+                    taskScheduledId: parent.taskId,
+                    failureDetails: child.failure ?? { errorType: 'SubOrchestrationTerminated', errorMessage: `sub-orchestration ${childId} ended ${child.status}` },
+                  },
                 },
-              },
-        );
-        rec.updatedAt = now;
-        d.changed = true;
+        });
         this.makeRunnable(d);
       })
       .catch((e) => this.log.error({ err: e, parent: parent.instanceId }, 'telling the parent workflow about a finished sub-orchestration failed'));
@@ -758,36 +692,33 @@ export class Engine {
     if (!rec || isTerminal(rec.status) || rec.status === 'SUSPENDED' || rec.timers.start || (rec.inbox.length === 0 && !rec.runDue)) return;
     const now = Date.now();
     if (rec.lease && rec.lease.owner !== this.me && now - rec.lease.at < STALE_LEASE_MS) return;
-    if (rec.lease?.owner !== this.me) {
-      rec.lease = { owner: this.me, at: now };
-      d.index = 'add';
-      d.changed = true;
-    }
+    if (rec.lease?.owner !== this.me) d.emit({ rt: 'lease', owner: this.me, at: now });
     const id = rec.id;
     d.effects.push(() => this.workers.enqueueRun(id));
   }
 
   /** The history an action with `scope` hands over: `own` is the instance's history up to its event. */
-  private propagated(rec: InstanceRecord, scope: number, own: readonly HistoryEvent[]): PropagatedHistory | undefined {
+  private propagated(rec: InstanceState, scope: number, own: readonly HistoryEvent[]): PropagatedHistory | undefined {
     return propagate({ scope, own, received: rec.propagated, appId: this.appId, instanceId: rec.id });
   }
 
   /** The same, for an activity or child created by the stored event `eventId` (recovery, rerun). */
-  private propagatedAt(rec: InstanceRecord, history: readonly HistoryEvent[], eventId: number, kind: 'taskScheduled' | 'subOrchestrationInstanceCreated'): PropagatedHistory | undefined {
+  private propagatedAt(rec: InstanceState, history: readonly HistoryEvent[], eventId: number, kind: 'taskScheduled' | 'subOrchestrationInstanceCreated'): PropagatedHistory | undefined {
     return propagateFrom(history, eventId, kind, { received: rec.propagated, appId: this.appId, instanceId: rec.id });
   }
 
-  private hasRun(d: Draft): boolean {
-    return d.history.length > 0;
-  }
-
-  private existing(d: Draft, id: string): InstanceRecord {
+  private existing(d: Draft, id: string): InstanceState {
     if (!d.rec) throw new WorkflowError('NOT_FOUND', `no workflow instance with id "${id}"`);
     return d.rec;
   }
 
-  private cancelTimer(d: Draft, ref: TimerRef): void {
-    d.effects.push(() => void this.timers.cancel(ref));
+  /** Cancels the durable timers of the instance's current execution, once the write succeeded. */
+  private cancelTimers(d: Draft): void {
+    const rec = d.rec as InstanceState;
+    const refs: TimerRef[] = Object.keys(rec.timers).map((timerId) => ({ instanceId: rec.id, executionId: rec.executionId, timerId }));
+    d.effects.push(() => {
+      for (const ref of refs) void this.timers.cancel(ref);
+    });
   }
 
   private notifyAfter(d: Draft, id: string): void {
@@ -832,38 +763,26 @@ export class Engine {
         this.table
           .mutate(id, (d) => {
             const rec = d.rec;
-            if (!rec || isTerminal(rec.status)) {
-              d.index = 'remove';
-              return;
-            }
+            // a finished or purged one leaves the list (instances.ts)
+            if (!rec || isTerminal(rec.status)) return;
             resumed++;
-            for (const [taskId, a] of Object.entries(rec.acts)) {
-              if (!owners.has(a.owner)) continue;
-              if (a.owner !== this.me) {
-                rec.acts[taskId] = { ...a, owner: this.me };
-                d.changed = true;
-              }
-              const propagatedHistory = this.propagatedAt(rec, d.history, Number(taskId), 'taskScheduled');
-              const task = { instanceId: id, executionId: rec.executionId, taskId: Number(taskId), name: a.name, input: a.input, propagatedHistory };
+            // what a dead replica owned is this replica's now (the instance joins its list)
+            const from = [...owners].filter((o) => o !== this.me);
+            if (from.length) d.emit({ rt: 'adopted', from, by: this.me, at: Date.now() });
+            const now = d.rec as InstanceState;
+            for (const [taskId, a] of Object.entries(now.acts)) {
+              if (a.owner !== this.me) continue;
+              const propagatedHistory = this.propagatedAt(now, d.history, Number(taskId), 'taskScheduled');
+              const task = { instanceId: id, executionId: now.executionId, taskId: Number(taskId), name: a.name, input: a.input, propagatedHistory };
               d.effects.push(() => this.workers.enqueueActivity(task));
             }
-            for (const [timerId, t] of Object.entries(rec.timers)) {
-              if (!owners.has(t.owner)) continue;
-              if (t.owner !== this.me) {
-                rec.timers[timerId] = { ...t, owner: this.me };
-                d.changed = true;
-              }
-              const ref = { instanceId: id, executionId: rec.executionId, timerId };
+            for (const [timerId, t] of Object.entries(now.timers)) {
+              if (t.owner !== this.me) continue;
+              const ref = { instanceId: id, executionId: now.executionId, timerId };
               d.effects.push(() => void this.timers.arm(ref, t.fireAt).catch((e) => this.log.error({ err: e }, 're-arming a workflow timer failed')));
             }
-            if (rec.lease && owners.has(rec.lease.owner)) {
-              if (rec.lease.owner !== this.me) {
-                rec.lease = { owner: this.me, at: Date.now() };
-                d.changed = true;
-              }
-              d.effects.push(() => this.workers.enqueueRun(id));
-            } else this.makeRunnable(d);
-            d.index = 'add';
+            if (now.lease?.owner === this.me) d.effects.push(() => this.workers.enqueueRun(id));
+            else this.makeRunnable(d);
             // a parent terminated just before a crash may not have reached this child
             if (rec.parent) {
               const parentId = rec.parent.instanceId;
@@ -933,7 +852,7 @@ function parentInfo(parent: ParentRef | undefined): NonNullable<HistoryEvent['ex
 }
 
 /** The OrchestrationState message of a record. */
-export function toStateMessage(rec: InstanceRecord, withPayloads: boolean): OrchestrationStateMsg {
+export function toStateMessage(rec: InstanceState, withPayloads: boolean): OrchestrationStateMsg {
   return {
     instanceId: rec.id,
     name: rec.name,

@@ -2,11 +2,15 @@
  * The instance table: a cache of instance records and histories in front of the actor state
  * store, and the only place that writes them.
  *
- * Every change is a *mutation* — a function applied to a draft of the record. Mutations of
- * all instances that arrive while a write is in flight are applied together and written in one
- * store transaction (group commit), so the per-event cost is one shared transaction, not one
- * per event. Effects (dispatching work, arming timers, answering waiters) run only after the
- * write succeeded.
+ * Every change is a *mutation*: a function that reads a draft of the instance and emits
+ * events (reducer.ts), which change the draft and are appended to the instance's journal. A
+ * mutation that emits nothing writes nothing. Mutations of all instances that arrive while a
+ * write is in flight are applied together and written in one store transaction (group commit),
+ * so the per-event cost is one shared transaction, not one per event. Effects (dispatching
+ * work, arming timers, answering waiters) run only after the write succeeded.
+ *
+ * A write stores the events as one new journal batch plus the record, the state they lead to
+ * (a cache: `rebuild` derives it from the batches again).
  *
  * Shared stores (a component with `actorStateStore: "true"`, possibly used by several sidecar
  * replicas) are written with etags: before a write the current items are read, a record that
@@ -17,28 +21,62 @@ import type { Logger } from 'pino';
 import type { StateItem, StateStore, StateTransactionOperation } from '../components/types.ts';
 import { Catalog } from './catalog.ts';
 import type { HistoryEvent } from './proto.ts';
-import type { InstanceRecord } from './record.ts';
+import { isTerminal, type InstanceRecord, type InstanceState } from './record.ts';
+import { JOURNAL_FORMAT, applyEvent, draftOf, isEngineEvent, replay, stateOf, type Instance, type InstanceEvent } from './reducer.ts';
 
+/** What a mutation sees and does. */
 export interface Draft {
-  /** Working copy; undefined when the instance does not exist (a mutation may create it). */
-  rec: InstanceRecord | undefined;
-  /** Committed history of the current execution (read-only). */
+  /** The state after the events emitted so far; undefined when the instance does not exist. */
+  readonly rec: Readonly<InstanceState> | undefined;
+  /** The history shown to workers, after the events emitted so far. */
   readonly history: readonly HistoryEvent[];
-  /** Set by a mutation that changed something. */
-  changed: boolean;
-  /** History events added by this write. */
-  append: HistoryEvent[];
-  /** Drop the stored history (continue-as-new, restart of a finished id). */
-  resetHistory: boolean;
-  /** Delete every key of the instance. */
-  purge: boolean;
+  /** Applies events to the draft; they are written with the next group commit. */
+  emit(...events: InstanceEvent[]): void;
   /** Run after the write succeeded, in order. */
-  effects: (() => void)[];
-  /** Index change of this replica's list of active instances. */
-  index?: 'add' | 'remove';
+  readonly effects: (() => void)[];
 }
 
 export type Mutation<T> = (d: Draft) => T;
+
+/**
+ * The draft one write's mutations share. The committed record and history are copied on the
+ * first event, so mutations that only read cost no copy and a failed write leaves the cache as
+ * it was.
+ */
+class WorkingCopy implements Draft {
+  private inst: Instance;
+  private copied = false;
+  /** The events emitted, in order: the journal batch of this write. */
+  readonly events: InstanceEvent[] = [];
+  readonly effects: (() => void)[] = [];
+
+  constructor(rec: InstanceRecord | undefined, history: HistoryEvent[]) {
+    this.inst = { rec, history };
+  }
+
+  get rec(): Readonly<InstanceState> | undefined {
+    return this.inst.rec;
+  }
+
+  get history(): readonly HistoryEvent[] {
+    return this.inst.history;
+  }
+
+  get state(): Instance {
+    return this.inst;
+  }
+
+  emit(...events: InstanceEvent[]): void {
+    if (!this.copied) {
+      this.inst = { rec: this.inst.rec && draftOf(this.inst.rec), history: [...this.inst.history] };
+      this.copied = true;
+    }
+    for (const e of events) {
+      this.inst = applyEvent(this.inst, e);
+      this.events.push(e);
+    }
+  }
+}
 
 interface Pending {
   fn: Mutation<unknown>;
@@ -63,6 +101,8 @@ export interface CachedInstance {
 }
 
 const INDEX_SHARDS = 32;
+/** Journal batches read per round trip while rebuilding a record. */
+const PROBE = 8;
 const MAX_FLUSHES = 4;
 const enc = (v: unknown) => Buffer.from(JSON.stringify(v));
 
@@ -199,6 +239,40 @@ export class InstanceTable {
     return c.history ?? [];
   }
 
+  /**
+   * Derives an instance's record from its journal again and stores it (the record is a cache of
+   * the journal's state). Undefined when there is no journal, or only an older version's batches.
+   */
+  async rebuild(id: string): Promise<InstanceRecord | undefined> {
+    const journal: InstanceEvent[] = [];
+    // the store cannot list keys: batches are numbered from 0 without gaps, read until one is missing
+    let chunks = 0;
+    for (let missing = false; !missing; ) {
+      const items = await this.store.bulkGet(Array.from({ length: PROBE }, (_, i) => this.chunkKey(id, chunks + i)));
+      for (const it of items) {
+        if (!it) {
+          missing = true;
+          break;
+        }
+        journal.push(...(JSON.parse(Buffer.from(it.value).toString('utf8')) as InstanceEvent[]));
+        chunks++;
+      }
+    }
+    const first = journal[0];
+    if (!first || !isEngineEvent(first) || first.rt !== 'begin') return undefined;
+    const { rec } = replay(journal);
+    if (!rec) return undefined;
+    const stored: InstanceRecord = { ...rec, v: chunks, chunks, fmt: JOURNAL_FORMAT };
+    await this.store.set({ key: this.metaKey(id), value: enc(stored) });
+    const c = this.cache.get(id);
+    if (c) {
+      c.loaded = false;
+      c.bytes = undefined;
+      c.history = undefined;
+    }
+    return stored;
+  }
+
   /** Applies fn to the instance in the next group commit; resolves after the write. */
   mutate<T>(id: string, fn: Mutation<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error('workflow engine is shutting down'));
@@ -296,12 +370,14 @@ export class InstanceTable {
     const items = keys.length ? await this.store.bulkGet(keys) : [];
     let k = 0;
     want.forEach((c, i) => {
-      const h: HistoryEvent[] = [];
-      const chunks = (c.rec as InstanceRecord).chunks;
-      for (let n = 0; n < chunks; n++) {
+      const rec = c.rec as InstanceRecord;
+      const batches: unknown[][] = [];
+      for (let n = 0; n < rec.chunks; n++) {
         const it = items[k++];
-        if (it) h.push(...(JSON.parse(Buffer.from(it.value).toString('utf8')) as HistoryEvent[]));
+        if (it) batches.push(JSON.parse(Buffer.from(it.value).toString('utf8')) as unknown[]);
       }
+      // a journal replays to the history; an older version's batches are the history
+      const h = rec.fmt === JOURNAL_FORMAT ? replay(batches.flat() as InstanceEvent[]).history : (batches.flat() as HistoryEvent[]);
       // a commit in the meantime already set the newer history (or will reload it)
       if (c.gen === gens[i] && !c.history) c.history = h;
     });
@@ -379,56 +455,65 @@ export class InstanceTable {
 
   private plan(c: CachedInstance): Plan {
     const pending = c.pending.splice(0);
-    const history = c.history ?? [];
-    const d: Draft = { rec: c.rec ? draftOf(c.rec) : undefined, history, changed: false, append: [], resetHistory: false, purge: false, effects: [] };
+    const w = new WorkingCopy(c.rec, c.history ?? []);
     for (const p of pending) {
       try {
-        p.result = p.fn(d);
+        p.result = p.fn(w);
         p.ok = true;
       } catch (e) {
         p.error = e;
         p.ok = false;
       }
     }
+    const { rec } = w.state;
     const ops: StateTransactionOperation[] = [];
-    if (d.purge || (d.changed && !d.rec)) d.index = 'remove';
-    if (d.changed && d.rec && !c.rec && !d.purge) this.catalog.created(c.id);
-    if (d.index) {
-      const shard = shardOf(c.id);
-      const set = this.indexShards[shard];
-      if (d.index === 'add' && !set.has(c.id)) {
-        set.add(c.id);
-        this.dirtyShards.add(shard);
-      } else if (d.index === 'remove' && set.delete(c.id)) this.dirtyShards.add(shard);
-    }
-    if (!d.changed) return { c, d, pending, ops };
+    // this replica's list of active instances: those it wrote, until they finish
+    if (!rec || isTerminal(rec.status)) this.index(c.id, false);
+    else if (w.events.length) this.index(c.id, true);
+    if (w.events.length === 0) return { c, w, pending, ops };
+    if (rec && !c.rec) this.catalog.created(c.id);
     const oldChunks = c.rec?.chunks ?? 0;
     const etag = this.shared ? c.etag : undefined;
-    if (d.purge || !d.rec) {
+    if (!rec) {
       if (c.rec) {
         ops.push({ operation: 'delete', request: { key: this.metaKey(c.id), etag } });
         for (let n = 0; n < oldChunks; n++) ops.push({ operation: 'delete', request: { key: this.chunkKey(c.id, n) } });
       }
-    } else {
-      const rec = d.rec;
-      if (d.resetHistory) rec.chunks = 0;
-      if (d.append.length) {
-        ops.push({ operation: 'upsert', request: { key: this.chunkKey(c.id, rec.chunks), value: enc(d.append) } });
-        rec.chunks++;
-      }
-      // after a reset, old batches past the new end go (the ones before it were just rewritten)
-      if (d.resetHistory) for (let n = rec.chunks; n < oldChunks; n++) ops.push({ operation: 'delete', request: { key: this.chunkKey(c.id, n) } });
-      rec.v = (c.rec?.v ?? 0) + 1;
-      const bytes = enc(rec);
-      ops.unshift({
-        operation: 'upsert',
-        request: c.rec
-          ? { key: this.metaKey(c.id), value: bytes, etag }
-          : { key: this.metaKey(c.id), value: bytes, options: { concurrency: this.shared ? 'first-write' : 'last-write' } },
-      });
-      (d as DraftWithBytes).bytes = bytes;
+      return { c, w, pending, ops };
     }
-    return { c, d, pending, ops };
+    // a begin starts a new journal (continue-as-new, a finished id started again): the batches
+    // before it go. A record of an older version, whose batches hold only the shown history,
+    // gets a journal that begins with its state.
+    let batch = w.events;
+    const at = batch.findLastIndex((e) => isEngineEvent(e) && e.rt === 'begin');
+    let reset = at >= 0;
+    if (at > 0) batch = batch.slice(at);
+    else if (!reset && c.rec && c.rec.fmt !== JOURNAL_FORMAT) {
+      batch = [{ rt: 'begin', state: stateOf(c.rec), history: c.history ?? [] }, ...batch];
+      reset = true;
+    }
+    const first = reset ? 0 : oldChunks;
+    ops.push({ operation: 'upsert', request: { key: this.chunkKey(c.id, first), value: enc(batch) } });
+    if (reset) for (let n = first + 1; n < oldChunks; n++) ops.push({ operation: 'delete', request: { key: this.chunkKey(c.id, n) } });
+    const stored: InstanceRecord = { ...rec, v: (c.rec?.v ?? 0) + 1, chunks: first + 1, fmt: JOURNAL_FORMAT };
+    const bytes = enc(stored);
+    ops.unshift({
+      operation: 'upsert',
+      request: c.rec
+        ? { key: this.metaKey(c.id), value: bytes, etag }
+        : { key: this.metaKey(c.id), value: bytes, options: { concurrency: this.shared ? 'first-write' : 'last-write' } },
+    });
+    return { c, w, pending, ops, stored, bytes };
+  }
+
+  /** Adds an instance to this replica's list of active instances, or removes it. */
+  private index(id: string, on: boolean): void {
+    const shard = shardOf(id);
+    const set = this.indexShards[shard];
+    if (on && !set.has(id)) {
+      set.add(id);
+      this.dirtyShards.add(shard);
+    } else if (!on && set.delete(id)) this.dirtyShards.add(shard);
   }
 
   private indexOps(shards: number[]): StateTransactionOperation[] {
@@ -437,26 +522,24 @@ export class InstanceTable {
   }
 
   private finish(p: Plan): void {
-    const { c, d, pending } = p;
-    if (d.changed) {
+    const { c, w, pending } = p;
+    if (w.events.length) {
       c.gen++;
-      if (d.purge || !d.rec) {
+      if (!p.stored) {
         c.rec = undefined;
         c.history = undefined;
         c.bytes = undefined;
         c.etag = undefined;
       } else {
-        const h = d.resetHistory ? [] : (c.history ?? []);
-        if (d.append.length) h.push(...d.append);
-        c.history = h;
-        c.rec = d.rec;
-        c.bytes = (d as DraftWithBytes).bytes;
+        c.history = w.state.history;
+        c.rec = p.stored;
+        c.bytes = p.bytes;
         // the store made a new etag we do not know: the next shared write reads it first
         c.etag = undefined;
       }
       c.loaded = true;
     }
-    for (const fx of d.effects) {
+    for (const fx of w.effects) {
       try {
         fx();
       } catch (e) {
@@ -495,29 +578,12 @@ export class InstanceTable {
 
 interface Plan {
   c: CachedInstance;
-  d: Draft;
+  w: WorkingCopy;
   pending: Pending[];
   ops: StateTransactionOperation[];
-}
-
-interface DraftWithBytes extends Draft {
+  /** The record written (absent: none, or the instance was deleted). */
+  stored?: InstanceRecord;
   bytes?: Buffer;
-}
-
-/**
- * A copy mutations may change: the containers they modify are copied; events and failure
- * details are never changed in place, so they are shared with the committed record.
- */
-function draftOf(r: InstanceRecord): InstanceRecord {
-  return {
-    ...r,
-    inbox: [...r.inbox],
-    acts: { ...r.acts },
-    timers: { ...r.timers },
-    children: [...r.children],
-    lease: r.lease ? { ...r.lease } : undefined,
-    parent: r.parent ? { ...r.parent } : undefined,
-  };
 }
 
 export function parseRecord(item: StateItem): InstanceRecord | undefined {

@@ -1,8 +1,9 @@
 /**
- * What the engine stores per workflow instance. One small JSON record (`…||m`) holds the
- * status, the inbox of events not yet shown to the orchestrator, pending activities and timers
- * and the lease; the history is append-only in batches (`…||h0`, `…||h1`, one key per
- * orchestrator step), so a step writes the record plus one new key.
+ * What the engine knows about one workflow instance. `InstanceState` is its runtime state, a
+ * function of the instance's journal (see reducer.ts: nothing else changes it).
+ * `InstanceRecord` is that state as cached in the store (`…||m`), with the storage bookkeeping
+ * the table adds; the journal itself is stored in batches (`…||h0`, `…||h1`, one key per write),
+ * and the record can always be rebuilt from them.
  */
 import type { FailureDetails, HistoryEvent, PropagatedHistory, RuntimeStatus, StallReason } from './proto.ts';
 
@@ -14,9 +15,7 @@ export interface ParentRef {
   version?: string;
 }
 
-export interface InstanceRecord {
-  /** Bumped on every write; lets a replica tell whether its cached copy is current. */
-  v: number;
+export interface InstanceState {
   id: string;
   name: string;
   /** The orchestration version asked for at start (CreateInstanceRequest / sub-orchestration action). */
@@ -39,15 +38,13 @@ export interface InstanceRecord {
    * from its previous execution after a continue-as-new); sent with every run.
    */
   propagated?: PropagatedHistory;
-  /** Number of history batches stored (keys h0 … h<chunks-1>). */
-  chunks: number;
   /** Events waiting for the next orchestrator run, in arrival order. */
   inbox: HistoryEvent[];
   /** Who may dispatch the orchestrator: set while a run is queued or in flight. */
   lease?: { owner: string; at: number };
   /** Activities scheduled and not yet answered, by task id; owner = replica that dispatches them. */
   acts: Record<string, { name: string; input?: string; owner: string }>;
-  /** Durable timers not yet fired, by timer id. */
+  /** Durable timers not yet fired, by timer id (`start`: a delayed start). */
   timers: Record<string, { fireAt: number; owner: string }>;
   /** Sub-orchestrations created (for recursive terminate and purge). */
   children: string[];
@@ -66,6 +63,19 @@ export interface InstanceRecord {
   rerunInput?: { taskId: number; input?: string };
 }
 
+/** The cached state as stored, with the table's bookkeeping. */
+export interface InstanceRecord extends InstanceState {
+  /** Bumped on every write; lets a replica tell whether its cached copy is current. */
+  v: number;
+  /** Number of journal batches stored (keys h0 … h<chunks-1>). */
+  chunks: number;
+  /**
+   * JOURNAL_FORMAT when the batches are a journal (reducer.ts); absent in records written by
+   * versions that kept the state by hand, whose batches hold only the shown history.
+   */
+  fmt?: number;
+}
+
 export const TERMINAL: ReadonlySet<RuntimeStatus> = new Set<RuntimeStatus>(['COMPLETED', 'FAILED', 'TERMINATED', 'CANCELED']);
 
 export function isTerminal(status: RuntimeStatus): boolean {
@@ -76,6 +86,6 @@ export function isTerminal(status: RuntimeStatus): boolean {
  * The status gRPC shows: the reference runtime's STALLED while a RUNNING (or not yet started)
  * instance is stalled, else the stored one. The HTTP API shows the stored one.
  */
-export function shownStatus(rec: InstanceRecord): RuntimeStatus | 'STALLED' {
+export function shownStatus(rec: InstanceState): RuntimeStatus | 'STALLED' {
   return rec.stalled && (rec.status === 'RUNNING' || rec.status === 'PENDING') ? 'STALLED' : rec.status;
 }

@@ -8,7 +8,7 @@ import { ApiError, badRequest } from '../http/errors.ts';
 import { rawBodyRoutes } from '../http/server.ts';
 import { WorkflowError, type Engine } from './engine.ts';
 import { checkInstanceId } from './ids.ts';
-import type { InstanceRecord } from './record.ts';
+import type { InstanceState } from './record.ts';
 
 export const API_VERSIONS = ['v1.0', 'v1.0-beta1', 'v1.0-alpha1'];
 const COMPONENTS = new Set(['rt', 'dapr']);
@@ -52,7 +52,7 @@ function bodyText(req: FastifyRequest): string | undefined {
   return JSON.stringify(b);
 }
 
-export function toHttpInstance(rec: InstanceRecord): Record<string, unknown> {
+export function toHttpInstance(rec: InstanceState): Record<string, unknown> {
   const props: Record<string, string> = {};
   const put = (k: string, v: string | undefined) => {
     if (v === undefined) return;
