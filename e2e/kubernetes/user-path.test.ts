@@ -99,6 +99,15 @@ function component(name: string, type: string, metadata: Array<Record<string, un
 }
 const redisMetadata = () => [{ name: 'redisHost', value: redisForPods }, { name: 'redisDB', value: String(redis.db) }, ...(redis.password ? [{ name: 'redisPassword', value: redis.password }] : [])];
 const redisComponent = (extra: Array<Record<string, unknown>> = []) => component('orders', 'state.redis', [...redisMetadata(), ...extra]);
+const sftpMetadata = (withAddress: boolean) => [
+  { name: 'rootPath', value: sshd!.root },
+  ...(withAddress ? [{ name: 'address', value: sshdForPods }] : []),
+  { name: 'username', value: sshd!.username },
+  { name: 'password', secretKeyRef: { name: 'sftp', key: 'password' } },
+  { name: 'hostPublicKey', value: sshd!.hostKeys.ed25519 },
+];
+/** An SFTP binding the operator finds invalid (no address) until it is fixed. */
+const brokenComponent = (fixed = false) => component('archive', 'bindings.sftp', sftpMetadata(fixed));
 
 /**
  * The app: calls the sidecar on localhost for all three components, writes what it got, then
@@ -211,18 +220,15 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
     const s = sshd!;
     await apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'sftp', namespace: NS }, stringData: { password: s.password } });
     await apply(redisComponent());
-    await apply(component('files', 'bindings.sftp', [
-      { name: 'rootPath', value: s.root },
-      { name: 'address', value: sshdForPods },
-      { name: 'username', value: s.username },
-      { name: 'password', secretKeyRef: { name: 'sftp', key: 'password' } },
-      { name: 'hostPublicKey', value: s.hostKeys.ed25519 },
-    ]));
+    await apply(component('files', 'bindings.sftp', sftpMetadata(true)));
     await apply(component('memstore', 'state.memstore', [], { 'rt.io/component-container': JSON.stringify(componentContainer()) }));
     await apply(component('bus', 'pubsub.redis', redisMetadata()));
     for (const name of ['orders', 'files', 'memstore', 'bus']) {
       await ok(cluster!.kubectl(['wait', '-n', NS, '--for=condition=Ready', '--timeout=60s', `component/${name}`]), `wait for Component ${name} Ready`);
     }
+    // a typo: an SFTP binding without its address, unscoped, so in every sidecar's scope
+    await apply(brokenComponent());
+    await ok(cluster!.kubectl(['wait', '-n', NS, '--for=condition=Ready=False', '--timeout=60s', 'component/archive']), 'wait for Component archive Ready=False');
   });
 
   it('3-4. an annotated Deployment runs component, sidecar and app in that order; the app reads and writes all three through localhost, and Redis and sshd hold the values', { timeout: 300_000 }, async () => {
@@ -248,6 +254,12 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
     });
     expect(JSON.parse(got.redisGet.body)).toEqual({ item: 'book', qty: 2 });
     expect(JSON.parse(got.memGet.body)).toBe('v1');
+    // the invalid Component did not stop the sidecar: it is reported, with the operator's reason
+    const md = (await (await fetch(`${sidecarOf(appPod)}/v1.0/metadata`)).json()) as { components: Array<{ name: string }>; componentsNotLoaded: Array<{ name: string; type: string; reason: string }> };
+    expect(md.components.map((x) => x.name)).not.toContain('archive');
+    expect(md.componentsNotLoaded).toEqual([{ name: 'archive', type: 'bindings.sftp', reason: expect.stringMatching(/address/) }]);
+    const call = await fetch(`${sidecarOf(appPod)}/v1.0/bindings/archive`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ operation: 'list' }) });
+    expect(call.status).toBe(400);
     // read back from the servers themselves
     await redisClient!.connect();
     expect(JSON.parse((await redisClient!.hget('checkout||order-1', 'data'))!)).toEqual({ item: 'book', qty: 2 });
@@ -287,8 +299,19 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
     expect(logs).toMatch(/rt sidecar ready/);
   });
 
-  it('5. a changed Component reaches the running sidecar within a second; a deleted one leaves it', { timeout: 300_000 }, async () => {
+  it('5. a changed Component reaches the running sidecar within a second; a deleted one leaves it; a fixed one is hot-loaded', { timeout: 300_000 }, async () => {
     const sidecar = sidecarOf(appPod);
+    await apply(brokenComponent(true));
+    await vi.waitFor(
+      async () => {
+        const md = (await (await fetch(`${sidecar}/v1.0/metadata`)).json()) as { components: Array<{ name: string }>; componentsNotLoaded: unknown[] };
+        expect(md.components.map((x) => x.name)).toContain('archive');
+        expect(md.componentsNotLoaded).toEqual([]);
+      },
+      { timeout: 15_000, interval: 200 },
+    );
+    const listed = await fetch(`${sidecar}/v1.0/bindings/archive`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ operation: 'list' }) });
+    expect(listed.status, await listed.text()).toBe(200);
     await apply(redisComponent([{ name: 'keyPrefix', value: 'none' }]));
     // the injector gave the sidecar the chart's scheduler: the jobs API works in the pod
     const job = await fetch(`${sidecar}/v1.0-alpha1/jobs/e2e-later`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ dueTime: '1h', data: { n: 1 } }) });

@@ -288,7 +288,7 @@ export class Operator {
     for (const p of snap.problems) this.log.warn({ appId }, `left out of the resources sent to the sidecar: ${p}`);
     if (snap.digest === sub.digest) return;
     sub.digest = snap.digest;
-    sub.send({ resources: snap.resources, appId, version: String(++sub.version) });
+    sub.send({ resources: snap.resources, withheld: snap.withheld, appId, version: String(++sub.version) });
   }
 
   /** A namespace changed: its sidecars get a new snapshot (changes within a few ms are merged). */

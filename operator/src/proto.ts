@@ -15,10 +15,19 @@ export interface WireResource {
   json: Buffer;
 }
 
+/** A Component in scope that is not sent, and why (invalid, or its Secrets unresolvable). */
+export interface WireWithheld {
+  kind: string;
+  name: string;
+  type: string;
+  reason: string;
+}
+
 export interface ResourceSnapshot {
   resources: WireResource[];
   appId: string;
   version: string;
+  withheld: WireWithheld[];
 }
 
 let pkg: grpc.GrpcObject | undefined;

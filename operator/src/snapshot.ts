@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto';
 import type * as k8s from '@kubernetes/client-node';
 import type { ComponentObject, HttpEndpointObject, MetadataEntry, RtResourceObject } from '../../crds/types.ts';
-import type { WireResource } from './proto.ts';
+import { checkComponent } from './check.ts';
+import type { WireResource, WireWithheld } from './proto.ts';
 
 /** Marks the metadata entries whose values came from Secrets, so the sidecar never logs them. */
 export const RESOLVED_SECRETS_ANNOTATION = 'rt.io/resolved-secrets';
@@ -18,6 +19,8 @@ export interface SnapshotInputs {
 
 export interface Snapshot {
   resources: WireResource[];
+  /** Components not sent, with why: one bad Component never reaches (and never stops) a sidecar. */
+  withheld: WireWithheld[];
   /** Equal digests: nothing to send. */
   digest: string;
   /** Objects left out, with why (no secret values in it). */
@@ -26,21 +29,32 @@ export interface Snapshot {
 
 export function buildSnapshot(inputs: SnapshotInputs, namespace: string, appId: string): Snapshot {
   const resources: WireResource[] = [];
+  const withheld: WireWithheld[] = [];
   const problems: string[] = [];
   const objs = inputs.objects(namespace).filter((o) => !o.scopes || o.scopes.length === 0 || o.scopes.includes(appId));
   objs.sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`));
   for (const o of objs) {
+    if (o.kind === 'Component') {
+      // the same check that writes its Ready condition: an invalid Component is not served
+      const v = checkComponent(o);
+      if (!v.ready) {
+        withheld.push({ kind: o.kind, name: o.metadata.name, type: o.spec?.type ?? '', reason: `invalid (${v.reason}): ${v.message}` });
+        continue;
+      }
+    }
     try {
       const out = o.kind === 'Component' ? resolveComponent(o, inputs) : o.kind === 'HTTPEndpoint' ? resolveHeaders(o, inputs) : o;
       const wire = { apiVersion: out.apiVersion, kind: out.kind, metadata: { name: out.metadata.name, namespace, annotations: out.metadata.annotations ?? {} }, scopes: out.scopes, spec: out.spec, auth: (out as ComponentObject).auth };
       resources.push({ kind: o.kind, name: o.metadata.name, json: Buffer.from(JSON.stringify(wire)) });
     } catch (e) {
       problems.push(`${o.kind} ${namespace}/${o.metadata.name}: ${(e as Error).message}`);
+      if (o.kind === 'Component') withheld.push({ kind: o.kind, name: o.metadata.name, type: o.spec?.type ?? '', reason: (e as Error).message });
     }
   }
   const h = createHash('sha256');
   for (const r of resources) h.update(r.json).update('\0');
-  return { resources, digest: h.digest('hex'), problems };
+  for (const w of withheld) h.update(JSON.stringify(w)).update('\0');
+  return { resources, withheld, digest: h.digest('hex'), problems };
 }
 
 function secretValue(inputs: SnapshotInputs, namespace: string, ref: { name: string; key?: string }, where: string): string {

@@ -94,6 +94,8 @@ async function drained(c: Component, maxMs: number): Promise<void> {
 
 export class ComponentRegistry {
   private readonly loaded = new Map<string, LoadedComponent>();
+  /** Components the resource source withheld, with why (see ResourceApplier.withhold). */
+  private withheld: { name: string; type: string; reason: string }[] = [];
   private readonly listeners: Listener[] = [];
   private readonly queues = new Map<string, Promise<void>>();
   private readonly retiring = new Set<Promise<void>>();
@@ -263,6 +265,21 @@ export class ComponentRegistry {
   actorStateStore(): { name: string; store: StateStore } | undefined {
     const c = this.all().find((x) => ComponentCatalog.categoryOf(x.spec.type) === 'state' && x.spec.metadata.actorStateStore?.toLowerCase() === 'true');
     return c ? { name: c.spec.name, store: c.instance as StateStore } : undefined;
+  }
+
+  setNotLoaded(list: { name: string; type: string; reason: string }[]): void {
+    this.withheld = list.map((w) => ({ ...w }));
+  }
+
+  /** Components in scope that are not loaded, and why (for the metadata). */
+  notLoaded(): { name: string; type: string; reason: string }[] {
+    return this.withheld.map((w) => ({ ...w }));
+  }
+
+  /** For a not-found answer: why `name` is not loaded, when the source said so ('' otherwise). */
+  notLoadedNote(name: string): string {
+    const w = this.withheld.find((x) => x.name === name);
+    return w ? `; "${w.name}" (${w.type}) was not loaded: ${w.reason}` : '';
   }
 
   info(): ComponentInfo[] {

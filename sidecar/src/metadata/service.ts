@@ -21,6 +21,8 @@ export interface MetadataResponse {
   actors: ActorTypeCount[];
   extended: Record<string, string>;
   components: { name: string; type: string; version: string; capabilities: string[] }[];
+  /** Components in scope that were not loaded, with why (rt's own field: the operator withheld them as invalid). */
+  componentsNotLoaded: { name: string; type: string; reason: string }[];
   httpEndpoints: { name: string }[];
   subscriptions: (Omit<SubscriptionInfo, 'rules'> & { rules: { match: string; path: string }[] })[];
   appConnectionProperties: {
@@ -122,6 +124,7 @@ export class MetadataService {
       actors: this.actorProviders.flatMap((p) => p()),
       extended: Object.fromEntries(this.extended),
       components: this.components.info(),
+      componentsNotLoaded: this.components.notLoaded(),
       httpEndpoints: this.httpEndpoints.map((e) => ({ name: e.name })),
       subscriptions: this.subscriptionProviders.flatMap((p) => p()).map((s) => ({
         pubsubname: s.pubsubname,

@@ -17,5 +17,5 @@ export function requirePubsub(components: ComponentRegistry, name: string): PubS
   if (p) return p;
   if (!name) throw new ApiError(404, 'ERR_PUBSUB_EMPTY', 'the pub/sub name is empty');
   const loaded = components.namesOf('pubsub');
-  throw new ApiError(404, 'ERR_PUBSUB_NOT_FOUND', `pub/sub "${name}" is not loaded; loaded pub/subs: ${loaded.join(', ') || 'none'}`);
+  throw new ApiError(404, 'ERR_PUBSUB_NOT_FOUND', `pub/sub "${name}" is not loaded; loaded pub/subs: ${loaded.join(', ') || 'none'}${components.notLoadedNote(name)}`);
 }

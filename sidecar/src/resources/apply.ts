@@ -45,6 +45,21 @@ export class ResourceApplier {
     this.defaultSecretStore = defaultSecretStore;
   }
 
+  /**
+   * Components the source withheld (the operator found them invalid): never loaded, so one bad
+   * Component does not stop this sidecar; reported in the metadata and in not-found answers, and
+   * logged once per reason. One that was loaded before it turned invalid is unloaded below, as
+   * it is no longer wanted.
+   */
+  private withhold(list: NonNullable<Resources['withheld']>): void {
+    const before = this.registry.notLoaded();
+    this.registry.setNotLoaded(list);
+    for (const w of list) {
+      if (before.find((b) => b.name === w.name)?.reason === w.reason) continue;
+      this.log.warn({ component: w.name, type: w.type }, `component not loaded: the operator withheld it: ${w.reason}`);
+    }
+  }
+
   /** Applies now; with strict, the first component that fails (and does not ignore errors) throws. */
   async apply(desired: Resources, strict = false): Promise<ApplyResult> {
     const result: ApplyResult = { added: [], updated: [], removed: [], failed: [] };
@@ -54,6 +69,7 @@ export class ResourceApplier {
     this.resources.components = desired.components;
     this.metadata.setFeatures(desired.configuration?.features ?? []);
     this.metadata.setHttpEndpoints(desired.httpEndpoints);
+    this.withhold(desired.withheld ?? []);
 
     const wanted = new Map(desired.components.map((c) => [c.spec.name, c]));
     for (const name of [...this.loaded.keys()].filter((n) => !wanted.has(n)).sort()) {

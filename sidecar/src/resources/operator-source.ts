@@ -144,6 +144,7 @@ export class OperatorSource implements ResourceSource {
         this.log.error(`resource from the operator left out: ${e.message}`);
       }
     }
+    out.withheld = (snap.withheld ?? []).filter((w) => w.kind === 'Component').map((w) => ({ name: w.name, type: w.type, reason: w.reason }));
     return out;
   }
 }

@@ -78,11 +78,20 @@ export interface RawComponent {
   secretStore?: string;
 }
 
+/** A Component the source did not send, and why (the operator found it invalid, or its Secrets unresolvable). */
+export interface WithheldComponent {
+  name: string;
+  type: string;
+  reason: string;
+}
+
 export interface Resources {
   components: RawComponent[];
   configuration?: ConfigurationResource;
   subscriptions: SubscriptionInfo[];
   httpEndpoints: HttpEndpointResource[];
+  /** Components in scope that were not sent (operator source only); never loaded, reported instead. */
+  withheld?: WithheldComponent[];
 }
 
 /** A resource file or field is wrong: names the file, the resource and the field. */

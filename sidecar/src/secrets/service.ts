@@ -17,7 +17,7 @@ export class SecretsService {
     const store = name ? this.components.secretStore(name) : undefined;
     if (!store) {
       const loaded = this.components.namesOf('secretstores');
-      throw badRequest('ERR_SECRET_STORE_NOT_FOUND', `secret store "${name.slice(0, 80)}" is not found; loaded secret stores: ${loaded.join(', ') || 'none'}`);
+      throw badRequest('ERR_SECRET_STORE_NOT_FOUND', `secret store "${name.slice(0, 80)}" is not found; loaded secret stores: ${loaded.join(', ') || 'none'}${this.components.notLoadedNote(name)}`);
     }
     return store;
   }
