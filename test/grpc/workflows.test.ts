@@ -99,11 +99,17 @@ describe('workflows over the gRPC API', () => {
     const purgeRunning = await s.fail('PurgeWorkflowAlpha1', { instance_id: id, workflow_component: 'rt' });
     expect(purgeRunning.code).toBe(grpc.status.FAILED_PRECONDITION);
     expect(purgeRunning.details).toContain('RUNNING');
+    // the errorCode HTTP answers for the same purge (and the reference runtime over both)
+    expect(purgeRunning.metadata.get('rt-error-code')).toEqual(['ERR_PURGE_WORKFLOW']);
+    const httpPurge = await fetch(`http://127.0.0.1:${s.sidecar.httpPort}/v1.0/workflows/rt/${id}/purge`, { method: 'POST' });
+    expect(httpPurge.status).toBe(409);
+    expect(((await httpPurge.json()) as { errorCode: string }).errorCode).toBe('ERR_PURGE_WORKFLOW');
 
     await s.call('TerminateWorkflowAlpha1', { instance_id: id, workflow_component: 'rt' });
     expect((await waitStatus(id, 'TERMINATED')).instance_id).toBe(id);
     const pauseDone = await s.fail('PauseWorkflowBeta1', { instance_id: id, workflow_component: 'rt' });
     expect(pauseDone.code).toBe(grpc.status.FAILED_PRECONDITION);
+    expect(pauseDone.metadata.get('rt-error-code')).toEqual(['ERR_PAUSE_WORKFLOW']);
     expect((await get(id, 'GetWorkflowAlpha1')).runtime_status).toBe('TERMINATED');
   });
 

@@ -9,6 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { WorkflowError } from './errors.ts';
 import type { Draft, InstanceTable } from './instances.ts';
 import {
   OrchestrationStatus,
@@ -34,20 +35,6 @@ import { isTerminal, shownStatus, type InstanceRecord, type InstanceState, type 
 import { rerunStart } from './rerun.ts';
 import type { TimerRef, Timers } from './timers.ts';
 import type { ActivityTask, OrchestratorRun, Workers } from './workers.ts';
-
-export type WorkflowErrorCode = 'NOT_FOUND' | 'CONFLICT' | 'INVALID' | 'PRECONDITION';
-
-export class WorkflowError extends Error {
-  readonly code: WorkflowErrorCode;
-  /** The API error code when it is not the one `code` maps to (e.g. ERR_INSTANCE_ID_TOO_LONG). */
-  readonly errorCode?: string;
-  constructor(code: WorkflowErrorCode, message: string, errorCode?: string) {
-    super(message);
-    this.name = 'WorkflowError';
-    this.code = code;
-    this.errorCode = errorCode;
-  }
-}
 
 export interface StartRequest {
   instanceId?: string;

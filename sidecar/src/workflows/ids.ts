@@ -3,7 +3,7 @@
  * and `-`, at most 64 characters (ARCHITECTURE). Other calls also accept what the engine and
  * the SDKs generate themselves: sub-orchestration ids are `<parent>:<hex task id>`.
  */
-import { WorkflowError } from './engine.ts';
+import { WorkflowError } from './errors.ts';
 
 const START_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const ANY_ID = /^[A-Za-z0-9_\-:.]{1,256}$/;

@@ -3,7 +3,7 @@
  * filter): the catalog's ids in sorted order, each checked against its stored record. A page
  * continues after the last id of the previous one.
  */
-import { WorkflowError } from './engine.ts';
+import { WorkflowError } from './errors.ts';
 import type { InstanceTable } from './instances.ts';
 import { STALLED_STATUS, STATUS_BY_NUMBER, fromTimestamp, type RuntimeStatus, type Timestamp } from './proto.ts';
 import { isTerminal, shownStatus, type InstanceRecord } from './record.ts';

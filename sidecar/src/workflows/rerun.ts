@@ -6,7 +6,7 @@
  * at the cut (activities scheduled earlier whose results came later, timers, sub-orchestrations)
  * is pending again.
  */
-import { WorkflowError } from './engine.ts';
+import { WorkflowError } from './errors.ts';
 import { fromTimestamp, type HistoryEvent } from './proto.ts';
 
 export interface RerunStart {

@@ -6,7 +6,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, badRequest } from '../http/errors.ts';
 import { rawBodyRoutes } from '../http/server.ts';
-import { WorkflowError, type Engine } from './engine.ts';
+import type { Engine } from './engine.ts';
+import { WorkflowError, errorCodeOf, type WorkflowOperation } from './errors.ts';
 import { checkInstanceId } from './ids.ts';
 import type { InstanceState } from './record.ts';
 
@@ -16,17 +17,11 @@ const COMPONENTS = new Set(['rt', 'dapr']);
 type Params = Record<string, string>;
 
 /** Maps engine errors to the HTTP statuses and codes of the contract and ARCHITECTURE. */
-function httpError(e: unknown, op: string): unknown {
+const HTTP_STATUS: Record<WorkflowError['code'], number> = { NOT_FOUND: 404, INVALID: 400, CONFLICT: 409, PRECONDITION: 409 };
+
+function httpError(e: unknown, op: WorkflowOperation): unknown {
   if (!(e instanceof WorkflowError)) return e instanceof ApiError ? e : new ApiError(500, `ERR_${op}_WORKFLOW`, (e as Error)?.message ?? String(e));
-  switch (e.code) {
-    case 'NOT_FOUND':
-      return new ApiError(404, 'ERR_INSTANCE_ID_NOT_FOUND', e.message);
-    case 'INVALID':
-      return new ApiError(400, e.errorCode ?? 'ERR_INSTANCE_ID_INVALID', e.message);
-    case 'CONFLICT':
-    case 'PRECONDITION':
-      return new ApiError(409, `ERR_${op}_WORKFLOW`, e.message);
-  }
+  return new ApiError(HTTP_STATUS[e.code], errorCodeOf(e, op), e.message);
 }
 
 function component(p: Params): void {
@@ -101,7 +96,7 @@ export async function registerRoutes(http: FastifyInstance, engine: Engine): Pro
         }
       });
 
-      const op = (path: string, code: string, fn: (id: string, req: FastifyRequest) => Promise<unknown>) =>
+      const op = (path: string, code: WorkflowOperation, fn: (id: string, req: FastifyRequest) => Promise<unknown>) =>
         scope.post(`${base}/:instanceId/${path}`, async (req: FastifyRequest, reply: FastifyReply) => {
           const p = req.params as Params;
           component(p);

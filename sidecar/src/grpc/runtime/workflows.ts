@@ -4,11 +4,13 @@
  * (workflows/ids.ts); the answer of GetWorkflow carries the HTTP API's properties.
  * Engine errors: NOT_FOUND → NOT_FOUND, INVALID → INVALID_ARGUMENT, CONFLICT (start of an id
  * that still runs) → ALREADY_EXISTS, PRECONDITION (purge of a running instance, pause of a
- * finished one) → FAILED_PRECONDITION.
+ * finished one) → FAILED_PRECONDITION; the errorCode is the one HTTP answers
+ * (ERR_PURGE_WORKFLOW, ERR_PAUSE_WORKFLOW, …: workflows/errors.ts).
  */
 import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
-import { WorkflowError, type Engine } from '../../workflows/engine.ts';
+import type { Engine } from '../../workflows/engine.ts';
+import { WorkflowError, errorCodeOf, type WorkflowOperation } from '../../workflows/errors.ts';
 import { checkInstanceId } from '../../workflows/ids.ts';
 import { toTimestamp } from '../../workflows/proto.ts';
 import { toHttpInstance } from '../../workflows/routes.ts';
@@ -22,21 +24,19 @@ interface InstanceReq {
   workflow_component: string;
 }
 
-const CODES: Record<WorkflowError['code'], [grpc.status, string]> = {
-  NOT_FOUND: [grpc.status.NOT_FOUND, 'ERR_INSTANCE_ID_NOT_FOUND'],
-  INVALID: [grpc.status.INVALID_ARGUMENT, 'ERR_INSTANCE_ID_INVALID'],
-  CONFLICT: [grpc.status.ALREADY_EXISTS, 'ERR_START_WORKFLOW'],
-  PRECONDITION: [grpc.status.FAILED_PRECONDITION, 'ERR_WORKFLOW_STATE'],
+const CODES: Record<WorkflowError['code'], grpc.status> = {
+  NOT_FOUND: grpc.status.NOT_FOUND,
+  INVALID: grpc.status.INVALID_ARGUMENT,
+  CONFLICT: grpc.status.ALREADY_EXISTS,
+  PRECONDITION: grpc.status.FAILED_PRECONDITION,
 };
 
-async function run<T>(fn: () => Promise<T>): Promise<T> {
+/** Engine errors with the errorCode HTTP answers for the same operation (workflows/errors.ts). */
+async function run<T>(op: WorkflowOperation, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (e) {
-    if (e instanceof WorkflowError) {
-      const [code, errorCode] = CODES[e.code];
-      throw new GrpcError(code, e.errorCode ?? errorCode, e.message);
-    }
+    if (e instanceof WorkflowError) throw new GrpcError(CODES[e.code], errorCodeOf(e, op), e.message);
     throw e;
   }
 }
@@ -64,14 +64,14 @@ export function workflowMethods(ctx: SidecarContext) {
     checkInstanceId(req.instance_id ?? '', 'lookup');
     return req.instance_id;
   };
-  const op = (fn: (e: Engine, id: string) => Promise<unknown>) => async (req: InstanceReq) => {
-    await run(async () => fn(engine(), lookup(req)));
+  const op = (name: WorkflowOperation, fn: (e: Engine, id: string) => Promise<unknown>) => async (req: InstanceReq) => {
+    await run(name, async () => fn(engine(), lookup(req)));
     return {};
   };
 
   const methods = {
     StartWorkflowBeta1: async (req: InstanceReq & { workflow_name: string; input: Buffer }) =>
-      run(async () => {
+      run('START', async () => {
         component(req.workflow_component);
         if (!req.workflow_name) throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'ERR_WORKFLOW_NAME_MISSING', 'workflow_name is required');
         const instanceId = req.instance_id || undefined;
@@ -81,7 +81,7 @@ export function workflowMethods(ctx: SidecarContext) {
       }),
 
     GetWorkflowBeta1: async (req: InstanceReq) =>
-      run(async () => {
+      run('GET', async () => {
         const id = lookup(req);
         const rec = await engine().get(id);
         if (!rec) throw new GrpcError(grpc.status.NOT_FOUND, 'ERR_INSTANCE_ID_NOT_FOUND', `no workflow instance with id "${id}"`);
@@ -96,13 +96,13 @@ export function workflowMethods(ctx: SidecarContext) {
         };
       }),
 
-    TerminateWorkflowBeta1: op((e, id) => e.terminate(id, undefined)),
-    PauseWorkflowBeta1: op((e, id) => e.suspend(id)),
-    ResumeWorkflowBeta1: op((e, id) => e.resume(id)),
-    PurgeWorkflowBeta1: op((e, id) => e.purge(id)),
+    TerminateWorkflowBeta1: op('TERMINATE', (e, id) => e.terminate(id, undefined)),
+    PauseWorkflowBeta1: op('PAUSE', (e, id) => e.suspend(id)),
+    ResumeWorkflowBeta1: op('RESUME', (e, id) => e.resume(id)),
+    PurgeWorkflowBeta1: op('PURGE', (e, id) => e.purge(id)),
 
     RaiseEventWorkflowBeta1: async (req: InstanceReq & { event_name: string; event_data: Buffer }) => {
-      await run(async () => {
+      await run('RAISE_EVENT', async () => {
         const id = lookup(req);
         if (!req.event_name) throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'ERR_WORKFLOW_EVENT_NAME_MISSING', 'event_name is required');
         await engine().raiseEvent(id, req.event_name, text(req.event_data));
