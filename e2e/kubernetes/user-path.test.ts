@@ -260,6 +260,7 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
     expect(md.componentsNotLoaded).toEqual([{ name: 'archive', type: 'bindings.sftp', reason: expect.stringMatching(/address/) }]);
     const call = await fetch(`${sidecarOf(appPod)}/v1.0/bindings/archive`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ operation: 'list' }) });
     expect(call.status).toBe(400);
+    expect(((await call.json()) as { message: string }).message).toMatch(/"archive" \(bindings\.sftp\) was not loaded: invalid.*address/);
     // read back from the servers themselves
     await redisClient!.connect();
     expect(JSON.parse((await redisClient!.hget('checkout||order-1', 'data'))!)).toEqual({ item: 'book', qty: 2 });

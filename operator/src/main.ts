@@ -1,8 +1,15 @@
 /** `rt operator`: the operator as a process of its own (a Deployment on a cluster). */
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { Logger } from 'pino';
+import { reviewConversion } from './conversion.ts';
 import { parseArgs } from 'node:util';
 import { createLogger, isLogLevel } from '../../sidecar/src/util/logger.ts';
 import { DEFAULT_GRPC_PORT, Operator } from './operator.ts';
+
+/** The API server sends at most a few objects per review; a larger body is refused. */
+const MAX_REVIEW_BYTES = 8 * 1024 * 1024;
 
 export const OPERATOR_HELP = `usage: rt operator [options]
 
@@ -17,6 +24,9 @@ options:
   --tls-key-file PATH             and this PEM key (env RT_OPERATOR_TLS_KEY_FILE); sidecars verify it
                                   with the CA in their env RT_OPERATOR_CA_FILE
   --metrics-port N                Prometheus metrics on GET /metrics (default 0 = off)
+  --conversion-port N             HTTPS POST /convert: the Subscription CRD's conversion webhook between
+                                  v1alpha1 (route) and v2alpha1 (routes), with the --tls-* certificate
+                                  (env RT_OPERATOR_CONVERSION_PORT; default 0 = off)
   --health-port N                 HTTP GET /readyz (200 once the caches are filled and sidecars are
                                   served, 503 before and while stopping) and GET /healthz (200 while the
                                   process answers) for the kubelet's probes (default 0 = off)
@@ -35,6 +45,7 @@ const FLAGS = {
   'tls-key-file': { type: 'string' },
   'metrics-port': { type: 'string' },
   'health-port': { type: 'string' },
+  'conversion-port': { type: 'string' },
   'watchdog-delete-uninjected': { type: 'boolean' },
   'leader-election-namespace': { type: 'string' },
   'log-level': { type: 'string' },
@@ -66,11 +77,13 @@ export async function operatorCommand(argv: string[]): Promise<number> {
   let grpcPort: number;
   let metricsPort: number;
   let healthPort: number;
+  let conversionPort: number;
   try {
     if (!isLogLevel(logLevel)) throw new Error(`--log-level must be debug, info, warn or error, got "${logLevel}"`);
     grpcPort = port(v['grpc-port'] ?? env.RT_OPERATOR_GRPC_PORT, 'grpc-port', DEFAULT_GRPC_PORT);
     metricsPort = port(v['metrics-port'] ?? env.RT_OPERATOR_METRICS_PORT, 'metrics-port', 0);
     healthPort = port(v['health-port'] ?? env.RT_OPERATOR_HEALTH_PORT, 'health-port', 0);
+    conversionPort = port(v['conversion-port'] ?? env.RT_OPERATOR_CONVERSION_PORT, 'conversion-port', 0);
   } catch (e) {
     console.error(`rt operator: ${(e as Error).message}`);
     return 2;
@@ -79,6 +92,10 @@ export async function operatorCommand(argv: string[]): Promise<number> {
   const tlsKeyFile = v['tls-key-file'] ?? env.RT_OPERATOR_TLS_KEY_FILE;
   if (!!tlsCertFile !== !!tlsKeyFile) {
     console.error('rt operator: --tls-cert-file and --tls-key-file go together');
+    return 2;
+  }
+  if (conversionPort > 0 && !tlsCertFile) {
+    console.error('rt operator: --conversion-port needs --tls-cert-file and --tls-key-file (the API server calls webhooks over HTTPS)');
     return 2;
   }
   const log = createLogger({ level: logLevel, json: v['log-as-json'], base: { scope: 'rt-operator' } });
@@ -94,7 +111,10 @@ export async function operatorCommand(argv: string[]): Promise<number> {
   });
   let metrics: Server | undefined;
   // up before the caches fill: the readiness probe then reads 503, not a refused connection
-  const health = healthPort > 0 ? await serveHealth(healthPort, v['listen-address'] ?? env.RT_OPERATOR_LISTEN_ADDRESS ?? '0.0.0.0', operator) : undefined;
+  const listenAddress = v['listen-address'] ?? env.RT_OPERATOR_LISTEN_ADDRESS ?? '0.0.0.0';
+  const health = healthPort > 0 ? await serveHealth(healthPort, listenAddress, operator) : undefined;
+  // conversion does not wait for the caches: it needs none, and the API server needs it for every v1alpha1 write
+  const conversion = conversionPort > 0 ? await serveConversion(conversionPort, listenAddress, tlsCertFile!, tlsKeyFile!, log) : undefined;
   try {
     const bound = await operator.start();
     // the line tests and the chart's probes look for
@@ -102,6 +122,7 @@ export async function operatorCommand(argv: string[]): Promise<number> {
     if (metricsPort > 0) metrics = await serveMetrics(metricsPort, operator);
   } catch (e) {
     health?.close();
+    conversion?.close();
     await operator.close();
     throw e;
   }
@@ -112,8 +133,41 @@ export async function operatorCommand(argv: string[]): Promise<number> {
   metrics?.close();
   const closing = operator.close();
   health?.close();
+  conversion?.close();
   await closing;
   return 0;
+}
+
+/** The Subscription CRD's conversion webhook (conversion.ts) over HTTPS. */
+async function serveConversion(port: number, host: string, certFile: string, keyFile: string, log: Logger): Promise<HttpsServer> {
+  const server = createHttpsServer({ cert: readFileSync(certFile), key: readFileSync(keyFile) }, (req, res) => {
+    const send = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    if ((req.url ?? '').split('?')[0] !== '/convert') return send(404, { errorCode: 'ERR_NOT_FOUND', message: 'the conversion webhook answers POST /convert' });
+    if (req.method !== 'POST') return send(405, { errorCode: 'ERR_METHOD_NOT_ALLOWED', message: 'use POST /convert with a ConversionReview' });
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size <= MAX_REVIEW_BYTES) chunks.push(c);
+    });
+    req.on('end', () => {
+      if (size > MAX_REVIEW_BYTES) return send(413, { errorCode: 'ERR_MALFORMED_REQUEST', message: `a ConversionReview larger than ${MAX_REVIEW_BYTES} bytes` });
+      let body: unknown;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch {
+        return send(400, { errorCode: 'ERR_MALFORMED_REQUEST', message: 'the body is not JSON' });
+      }
+      const review = reviewConversion(body);
+      if (review.response.result && (review.response.result as { status: string }).status !== 'Success') log.warn((review.response.result as { message: string }).message);
+      send(200, review);
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return server;
 }
 
 /** The kubelet's probes: /readyz follows the operator's readiness, /healthz that the process answers. */

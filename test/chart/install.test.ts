@@ -82,6 +82,17 @@ describe.skipIf(!available)('helm install, upgrade and uninstall of charts/rt on
     await k.createNamespace('chart-app');
     expect(await injectedContainers(k, 'chart-app')).toEqual(['rt-sidecar', 'app']);
 
+    // Subscriptions: the operator's conversion webhook turns v1alpha1 (route) and v2alpha1 (routes) into each other
+    const sub = (version: string, name: string, spec: Record<string, unknown>) => JSON.stringify({ apiVersion: `rt.io/${version}`, kind: 'Subscription', metadata: { name, namespace: 'chart-app' }, spec: { pubsubname: 'bus', topic: 'orders', ...spec } });
+    const get = async (version: string, name: string) => (JSON.parse(await ok(k.kubectl(['get', `subscriptions.${version}.rt.io`, name, '-n', 'chart-app', '-o', 'json']), `get ${version}`)) as { spec: Record<string, unknown> }).spec;
+    await vi.waitFor(async () => ok(k.kubectl(['apply', '-f', '-'], { input: sub('v1alpha1', 'old-style', { route: '/orders' }) }), 'apply v1alpha1'), { timeout: 60_000, interval: 1000 });
+    expect(await get('v2alpha1', 'old-style')).toMatchObject({ routes: { default: '/orders' } });
+    expect(await get('v1alpha1', 'old-style')).toMatchObject({ route: '/orders' });
+    const routes = { rules: [{ match: 'event.type == "big"', path: '/big' }], default: '/all' };
+    await ok(k.kubectl(['apply', '-f', '-'], { input: sub('v2alpha1', 'new-style', { routes }) }), 'apply v2alpha1');
+    expect(await get('v1alpha1', 'new-style')).toMatchObject({ route: '/all' });
+    expect(await get('v2alpha1', 'new-style')).toMatchObject({ routes });
+
     const before = await certificates(k);
     expect(Buffer.from(before.caBundle, 'base64').toString()).toBe(Buffer.from(before.secrets['rt-ca']['tls.crt'], 'base64').toString());
 

@@ -50,6 +50,30 @@ describe.skipIf(!available)('rt sidecar --mode kubernetes with rt operator', () 
   };
   const names = async (base: string) => (((await (await fetch(`${base}/v1.0/metadata`)).json()) as { components: { name: string }[] }).components ?? []).map((c) => c.name).sort();
 
+  it('starts beside an invalid Component: serves the good one, reports the invalid one with the operator\'s reason, hot-loads it once fixed', async () => {
+    const ns = 'one-bad';
+    await bed.namespace(ns);
+    // unscoped, so in every sidecar's scope: a state store without its connection string
+    await bed.apply(component(ns, 'good', 'state.in-memory', []), component(ns, 'typo', 'state.sqlite', []));
+    const token = await bed.identity(ns, 'shop-0', 'shop');
+    const { s, base } = await startSidecar(ns, 'shop-0', 'shop', token, `127.0.0.1:${bed.port}`);
+    await vi.waitFor(async () => expect(await names(base)).toEqual(['good']), { timeout: 15_000 });
+    const md = (await (await fetch(`${base}/v1.0/metadata`)).json()) as { componentsNotLoaded: Array<{ name: string; type: string; reason: string }> };
+    expect(md.componentsNotLoaded).toEqual([{ name: 'typo', type: 'state.sqlite', reason: expect.stringMatching(/^invalid \(Invalid\): .*connectionString/) }]);
+    const call = await fetch(`${base}/v1.0/state/typo/k`);
+    expect(call.status).toBe(400);
+    expect(((await call.json()) as { errorCode: string; message: string })).toMatchObject({ errorCode: 'ERR_STATE_STORE_NOT_FOUND', message: expect.stringContaining('"typo" (state.sqlite) was not loaded: invalid') });
+    // said once in the log, not once per snapshot
+    await bed.apply(component(ns, 'another', 'state.in-memory', []));
+    await vi.waitFor(async () => expect(await names(base)).toEqual(['another', 'good']), { timeout: 15_000 });
+    expect(s.out().match(/component not loaded: the operator withheld it/g)).toHaveLength(1);
+    // fixed: sent, and hot-loaded
+    await bed.apply(component(ns, 'typo', 'state.sqlite', [{ name: 'connectionString', value: join(dataDir, 'typo.db') }]));
+    await vi.waitFor(async () => expect(await names(base)).toEqual(['another', 'good', 'typo']), { timeout: 15_000 });
+    expect(((await (await fetch(`${base}/v1.0/metadata`)).json()) as { componentsNotLoaded: unknown[] }).componentsNotLoaded).toEqual([]);
+    expect((await fetch(`${base}/v1.0/state/typo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([{ key: 'k', value: 1 }]) })).status).toBe(204);
+  });
+
   it('applies an add, an update and a removal to the running sidecar, shown in /v1.0/metadata', async () => {
     const ns = 'hot';
     await bed.namespace(ns);

@@ -48,6 +48,13 @@ describe('resources loader', () => {
     expect(r.httpEndpoints).toEqual([{ name: 'ext', baseUrl: 'https://example.invalid', headers: { x: 'y' } }]);
   });
 
+  it('reads a v1alpha1 Subscription served as v2alpha1 by a CRD without conversion (route kept, no routes)', () => {
+    const text = stringify({ apiVersion: 'dapr.io/v2alpha1', kind: 'Subscription', metadata: { name: 'legacy' }, spec: { pubsubname: 'bus', topic: 'orders', route: '/orders' } });
+    expect(parseResources(text, 'operator Subscription/legacy', opts).subscriptions).toEqual([expect.objectContaining({ pubsubname: 'bus', topic: 'orders', rules: [{ match: '', path: '/orders' }] })]);
+    // a v2alpha1 object with neither is still refused
+    expect(() => parseResources(stringify({ apiVersion: 'rt.io/v2alpha1', kind: 'Subscription', metadata: { name: 'x' }, spec: { pubsubname: 'bus', topic: 'orders' } }), 'f.yaml', opts)).toThrow(/spec.routes/);
+  });
+
   it('skips resources scoped to other apps and other namespaces', () => {
     const text = [
       stringify(component('mine', { scopes: ['app1', 'app2'] })),

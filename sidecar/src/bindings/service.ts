@@ -30,7 +30,7 @@ export class BindingsService {
     const binding = this.components.outputBinding(name);
     if (!binding) {
       const loaded = this.components.namesOf('bindings');
-      throw fail(ERRORS.BINDING_NOT_FOUND, `output binding "${name.slice(0, 80)}" is not loaded; loaded bindings: ${loaded.join(', ') || 'none'}`);
+      throw fail(ERRORS.BINDING_NOT_FOUND, `output binding "${name.slice(0, 80)}" is not loaded; loaded bindings: ${loaded.join(', ') || 'none'}${this.components.notLoadedNote(name)}`);
     }
     return binding;
   }

@@ -153,7 +153,13 @@ function parseOne(doc: Record<string, unknown>, file: string, index: number, opt
   const scopes = stringList(doc.scopes, () => fail('scopes', 'must be a list of app ids'));
   // a resource scoped to other apps is never loaded
   if (scopes.length > 0 && !scopes.includes(opts.appId)) return;
-  const spec = doc.spec;
+  let spec = doc.spec;
+  // a v1alpha1 Subscription read as v2alpha1 through a CRD without conversion (dapr.io's, whose
+  // schema keeps unknown fields) still has its route and no routes: its route is the default
+  if (kind === 'Subscription' && String(doc.apiVersion).endsWith('/v2alpha1') && isObject(spec) && spec.routes === undefined && typeof spec.route === 'string') {
+    const { route, ...rest } = spec;
+    spec = doc.spec = { ...rest, routes: { default: route } };
+  }
   // the CRDs' rules (crds/*.yaml), after this parser's own checks so its messages come first
   const crdRules = () => {
     const [first] = validateResource(doc);

@@ -68,7 +68,7 @@ export class StateService {
     if (!loaded || !store) {
       const names = this.components.namesOf('state');
       const known = names.length ? `loaded state stores: ${names.join(', ')}` : 'no state store is loaded';
-      throw fail(ERRORS.STATE_STORE_NOT_FOUND, `state store "${clip(name)}" is not found (${known})`, [{ loaded: names }]);
+      throw fail(ERRORS.STATE_STORE_NOT_FOUND, `state store "${clip(name)}" is not found (${known})${this.components.notLoadedNote(name)}`, [{ loaded: names }]);
     }
     let prefix: string;
     try {
