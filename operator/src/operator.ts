@@ -23,6 +23,7 @@ import { MANAGED_BY, MANAGED_BY_LABEL, ServiceReconciler } from './services.ts';
 import { buildSnapshot } from './snapshot.ts';
 import { Watched, type WatchEvent } from './watched.ts';
 import { Watchdog } from './watchdog.ts';
+import { ReferencedSecrets, referencedSecrets } from './secrets.ts';
 
 export const GROUP = 'rt.io';
 export const DEFAULT_GRPC_PORT = 6500;
@@ -54,7 +55,8 @@ export class Operator {
   private readonly opts: OperatorOptions;
   private readonly log: Logger;
   private readonly kinds = new Map<string, Watched<RtResourceObject>>();
-  private readonly secrets: Watched<k8s.V1Secret>;
+  /** Values of the Secrets resources reference, and a metadata-only watch of all (secrets.ts). */
+  private readonly secrets: ReferencedSecrets;
   private readonly pods: Watched<k8s.V1Pod>;
   private readonly services: Watched<k8s.V1Service>;
   private readonly serviceReconciler: ServiceReconciler;
@@ -98,7 +100,7 @@ export class Operator {
         this.kinds.set(`${group}/${k.kind}`, w);
       }
     }
-    this.secrets = new Watched<k8s.V1Secret>(this.client, 'secrets', '/api/v1/secrets', this.log, (_t, s) => this.touch(s.metadata?.namespace));
+    this.secrets = new ReferencedSecrets(this.client, this.log, (ns) => this.touch(ns));
     this.pods = new Watched<k8s.V1Pod>(this.client, 'pods', '/api/v1/pods', this.log, (t, p) => this.onPod(t, p), { trim: trimPod });
     this.services = new Watched<k8s.V1Service>(this.client, 'services', '/api/v1/services', this.log, (_t, s) => this.serviceReconciler.onService(s), {
       labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY}`,
@@ -119,7 +121,7 @@ export class Operator {
     }
     // only the leader writes; the first attempt is made before the caches fill, so a lone replica writes at once
     await this.elector.start();
-    const all = [...this.kinds.values(), this.secrets, this.pods, this.services];
+    const all = [...this.kinds.values(), this.secrets.watched, this.pods, this.services];
     for (const w of all) w.start();
     await Promise.all(all.map((w) => w.whenSynced()));
     this.synced = true;
@@ -155,7 +157,7 @@ export class Operator {
     this.watchdog.stop();
     await this.elector.stop();
     clearTimeout(this.flushTimer);
-    await Promise.all([...this.kinds.values(), this.secrets, this.pods, this.services].map((w) => w.stop().catch(() => undefined)));
+    await Promise.all([...this.kinds.values(), this.secrets.watched, this.pods, this.services].map((w) => w.stop().catch(() => undefined)));
     // sidecars' watch streams never end by themselves: cut them (they reconnect to another replica)
     this.server?.forceShutdown();
     this.subscribers.clear();
@@ -272,15 +274,17 @@ export class Operator {
     call.on('close', drop);
     call.on('error', drop);
     this.log.info({ pod: `${caller.namespace}/${caller.podName}`, appId: caller.appId }, 'sidecar connected');
-    this.push(sub);
+    void this.push(sub).catch((e: Error) => this.log.error({ appId: caller.appId }, `sending resources failed: ${e.message}`));
   }
 
-  private push(sub: Subscriber): void {
+  private async push(sub: Subscriber): Promise<void> {
     const { namespace, appId } = sub.caller;
+    // the values of the Secrets this namespace's resources reference, read now if not held yet
+    await this.secrets.want(namespace, referencedSecrets(this.objectsOf(namespace)));
     const snap = buildSnapshot(
       {
         objects: (ns) => this.objectsOf(ns),
-        secret: (ns, name) => this.secrets.get(name, ns),
+        secret: (ns, name) => this.secrets.get(ns, name),
       },
       namespace,
       appId,
@@ -299,7 +303,7 @@ export class Operator {
       this.flushTimer = undefined;
       const dirty = new Set(this.dirtyNamespaces);
       this.dirtyNamespaces.clear();
-      for (const s of this.subscribers) if (dirty.has(s.caller.namespace)) this.push(s);
+      for (const s of this.subscribers) if (dirty.has(s.caller.namespace)) void this.push(s).catch((e: Error) => this.log.error({ appId: s.caller.appId }, `sending resources failed: ${e.message}`));
     }, 10);
   }
 

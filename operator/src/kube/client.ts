@@ -62,8 +62,8 @@ export class KubeClient {
     });
   }
 
-  get<T>(path: string, query?: Query): Promise<T> {
-    return this.request<T>('GET', path, { query });
+  get<T>(path: string, query?: Query, accept?: string): Promise<T> {
+    return this.request<T>('GET', path, { query, accept });
   }
 
   create<T>(path: string, body: unknown): Promise<T> {
@@ -92,13 +92,14 @@ export class KubeClient {
     return new KubeClient(this.access, { shareAgentWith: this, fence: allowed });
   }
 
-  request<T>(method: string, path: string, opts: { query?: Query; body?: unknown; contentType?: string; timeoutMs?: number } = {}): Promise<T> {
+  request<T>(method: string, path: string, opts: { query?: Query; body?: unknown; contentType?: string; timeoutMs?: number; accept?: string } = {}): Promise<T> {
     if (this.fence && method !== 'GET' && !this.fence()) return Promise.reject(new NotLeaderError(`${method} ${path}`));
     const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const timeoutMs = opts.timeoutMs ?? REQUEST_TIMEOUT_MS;
     return new Promise<T>((resolvePromise, reject) => {
       // an explicit length: Node sends a DELETE's body without one, and the server then reads it as the next request
       const headers: Record<string, string> = payload ? { 'content-type': opts.contentType ?? 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {};
+      if (opts.accept) headers.accept = opts.accept;
       const req = request(this.url(path, opts.query), this.options(method, headers), (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -123,9 +124,9 @@ export class KubeClient {
    * One watch request: `onEvent` for each event line; resolves when the server ends the watch
    * (its timeoutSeconds), rejects on an HTTP error, a network error or `signal`.
    */
-  watch<T>(path: string, query: Query, onEvent: (e: WatchEventLine<T>) => void, signal: AbortSignal): Promise<void> {
+  watch<T>(path: string, query: Query, onEvent: (e: WatchEventLine<T>) => void, signal: AbortSignal, accept?: string): Promise<void> {
     return new Promise<void>((resolvePromise, reject) => {
-      const req = request(this.url(path, { ...query, watch: true }), { ...this.options('GET', {}), signal }, (res) => {
+      const req = request(this.url(path, { ...query, watch: true }), { ...this.options('GET', accept ? { accept } : {}), signal }, (res) => {
         if ((res.statusCode ?? 0) >= 300) {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
