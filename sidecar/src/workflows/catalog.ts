@@ -8,7 +8,9 @@
  * still exists. Instances created before the catalog existed are not listed.
  */
 import type { Logger } from 'pino';
+import { EtagInvalidError } from '../components/state/errors.ts';
 import type { StateStore, StateTransactionOperation } from '../components/types.ts';
+import { isConflict } from './etag-retry.ts';
 
 const enc = (v: unknown) => Buffer.from(JSON.stringify(v));
 const REGISTER_ATTEMPTS = 20;
@@ -55,8 +57,7 @@ export class Catalog {
         });
         return;
       } catch (e) {
-        const name = (e as Error)?.name;
-        if (name !== 'EtagMismatchError' && name !== 'EtagInvalidError') throw e;
+        if (!isConflict(e) && !(e instanceof EtagInvalidError)) throw e;
         // another replica registered at the same moment: read again
       }
     }

@@ -5,7 +5,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { GrpcServer } from '../grpc/server.ts';
 import { isTerminal } from './record.ts';
-import { toStateMessage, type Engine } from './engine.ts';
+import type { Engine } from './engine.ts';
+import { toStateMessage } from './messages.ts';
 import { WorkflowError } from './errors.ts';
 import { fromTimestamp, sv, type ActivityResponse, type HistoryEvent, type OrchestratorResponse, type RuntimeStatus, type StringValue, type Timestamp, type WorkItem } from './proto.ts';
 import { checkInstanceId } from './ids.ts';

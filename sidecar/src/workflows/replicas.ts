@@ -8,6 +8,7 @@
  */
 import type { Logger } from 'pino';
 import type { StateStore } from '../components/types.ts';
+import { isConflict } from './etag-retry.ts';
 
 export const HEARTBEAT_MS = 2000;
 export const DEAD_AFTER_MS = 10_000;
@@ -60,7 +61,7 @@ export class ReplicaRegistry {
       return dead;
     } catch (e) {
       // an etag conflict means another replica wrote at the same moment: the next beat retries
-      if ((e as Error)?.name !== 'EtagMismatchError') this.log.warn({ err: e }, 'workflow replica heartbeat failed');
+      if (!isConflict(e)) this.log.warn({ err: e }, 'workflow replica heartbeat failed');
       return [];
     }
   }
@@ -78,7 +79,7 @@ export class ReplicaRegistry {
         await this.store.set({ key: this.key, value: Buffer.from(JSON.stringify(seen)), etag: item.etag });
         return;
       } catch (e) {
-        if ((e as Error)?.name !== 'EtagMismatchError') return;
+        if (!isConflict(e)) return;
       }
     }
   }
