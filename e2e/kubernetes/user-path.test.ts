@@ -94,8 +94,8 @@ async function pods(ns: string, selector: string): Promise<Pod[]> {
   return (JSON.parse(await ok(cluster!.kubectl(['get', 'pods', '-n', ns, '-l', selector, '-o', 'json']), 'get pods')) as { items: Pod[] }).items;
 }
 
-function component(name: string, type: string, metadata: Array<Record<string, unknown>>, annotations?: Record<string, string>) {
-  return { apiVersion: 'rt.io/v1alpha1', kind: 'Component', metadata: { name, namespace: NS, ...(annotations ? { annotations } : {}) }, spec: { type, version: 'v1', metadata } };
+function component(name: string, type: string, metadata: Array<Record<string, unknown>>, annotations?: Record<string, string>, scopes?: string[]) {
+  return { apiVersion: 'rt.io/v1alpha1', kind: 'Component', metadata: { name, namespace: NS, ...(annotations ? { annotations } : {}) }, spec: { type, version: 'v1', metadata }, ...(scopes ? { scopes } : {}) };
 }
 const redisMetadata = () => [{ name: 'redisHost', value: redisForPods }, { name: 'redisDB', value: String(redis.db) }, ...(redis.password ? [{ name: 'redisPassword', value: redis.password }] : [])];
 const redisComponent = (extra: Array<Record<string, unknown>> = []) => component('orders', 'state.redis', [...redisMetadata(), ...extra]);
@@ -343,6 +343,33 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
     const r = await fetch(`${sidecar}/v1.0/bindings/files`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ operation: 'list' }) });
     expect(r.status).toBeGreaterThanOrEqual(400);
     expect(r.status).toBeLessThan(500);
+  });
+
+  it('5b. a sidecar that cannot start says why: in its log, and in a SidecarFailed Event on the pod, well inside its startup probe\'s budget', { timeout: 300_000 }, async () => {
+    const c = cluster!;
+    // its state store's server does not answer (a closed port on the host): the sidecar stops with the reason
+    await apply(component('deadstore', 'state.redis', [{ name: 'redisHost', value: `${c.hostAddress ?? '127.0.0.1'}:1` }], undefined, ['stuck']));
+    const started = Date.now();
+    await apply({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'stuck', namespace: NS }, spec: { replicas: 1, selector: { matchLabels: { app: 'stuck' } }, template: podTemplate('stuck', { outName: 'stuck' }) } });
+    const event = await vi.waitFor(async () => {
+      const p = (await pods(NS, 'app=stuck'))[0];
+      expect(p).toBeDefined();
+      const events = JSON.parse(await ok(c.kubectl(['get', 'events', '-n', NS, '--field-selector', `involvedObject.uid=${p.metadata.uid}`, '-o', 'json']), 'get events')) as { items: Array<{ reason: string; type: string; message: string }> };
+      const e = events.items.find((x) => x.reason === 'SidecarFailed');
+      expect(e, JSON.stringify(events.items.map((x) => x.reason))).toBeDefined();
+      return { pod: p, event: e! };
+    }, { timeout: 120_000, interval: 1000 });
+    expect(event.event).toMatchObject({ type: 'Warning', message: expect.stringMatching(/rt-sidecar stopped \(exit code 1, restart \d+\): rt sidecar could not start: component "deadstore" \(state\.redis\/v1/) });
+    // the injected startup probe allows 300 s; the reason is there long before
+    expect(Date.now() - started).toBeLessThan(120_000);
+    // the app never started: the pod waits for its sidecar
+    expect(event.pod.status?.containerStatuses?.[0]?.state.running).toBeUndefined();
+    // and its log says the same (this run's or the one before)
+    const logs = await c.kubectl(['logs', '-n', NS, event.pod.metadata.name, '-c', 'rt-sidecar']);
+    const previous = await c.kubectl(['logs', '-n', NS, event.pod.metadata.name, '-c', 'rt-sidecar', '--previous']);
+    expect(logs.stdout + previous.stdout).toMatch(/deadstore.*failed to initialise/);
+    await ok(c.kubectl(['delete', 'deployment', 'stuck', '-n', NS, '--wait=true', '--timeout=60s']), 'delete stuck');
+    await ok(c.kubectl(['delete', 'component', 'deadstore', '-n', NS]), 'delete deadstore');
   });
 
   it('6. an annotated Job completes when its app exits, beside the running Deployments, on the same default sidecar ports in its own pod network', { timeout: 300_000 }, async () => {

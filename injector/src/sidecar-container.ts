@@ -82,6 +82,9 @@ export function sidecarContainer(s: SidecarSettings): Container {
     env: allEnv,
     ports,
     volumeMounts,
+    // why it stopped: the sidecar writes it to /dev/termination-log, else the log's last lines
+    // count; the operator turns it into an Event on the pod (SidecarFailed)
+    terminationMessagePolicy: 'FallbackToLogsOnError',
     readinessProbe: probe(c.httpPort, c.readinessDelay, c.readinessTimeout, c.readinessPeriod, c.readinessThreshold),
     livenessProbe: probe(c.httpPort, c.livenessDelay, c.livenessTimeout, c.livenessPeriod, c.livenessThreshold),
     securityContext: {

@@ -22,7 +22,7 @@ import { WorkQueue } from './queue.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, ServiceReconciler } from './services.ts';
 import { buildSnapshot } from './snapshot.ts';
 import { Watched, type WatchEvent } from './watched.ts';
-import { Watchdog } from './watchdog.ts';
+import { SIDECAR_CONTAINER, Watchdog } from './watchdog.ts';
 import { ReferencedSecrets, referencedSecrets } from './secrets.ts';
 
 export const GROUP = 'rt.io';
@@ -322,5 +322,12 @@ function fail(call: grpc.ServerWritableStream<unknown, unknown>, code: grpc.stat
 /** What the operator reads of a pod (its cache holds thousands on a big cluster): metadata, container names, phase. */
 function trimPod(p: k8s.V1Pod): k8s.V1Pod {
   const names = (cs: { name: string }[] | undefined) => cs?.map((c) => ({ name: c.name }) as k8s.V1Container);
-  return { metadata: p.metadata, spec: p.spec && { containers: names(p.spec.containers) ?? [], initContainers: names(p.spec.initContainers) }, status: { phase: p.status?.phase } };
+  // of the container statuses only the sidecar's, and only how it last ended (watchdog: SidecarFailed)
+  const sidecar = (cs: k8s.V1ContainerStatus[] | undefined) =>
+    cs?.filter((c) => c.name === SIDECAR_CONTAINER).map((c) => ({ name: c.name, restartCount: c.restartCount, state: { terminated: c.state?.terminated }, lastState: { terminated: c.lastState?.terminated } }) as k8s.V1ContainerStatus);
+  return {
+    metadata: p.metadata,
+    spec: p.spec && { containers: names(p.spec.containers) ?? [], initContainers: names(p.spec.initContainers) },
+    status: { phase: p.status?.phase, initContainerStatuses: sidecar(p.status?.initContainerStatuses), containerStatuses: sidecar(p.status?.containerStatuses) },
+  };
 }

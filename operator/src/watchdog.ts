@@ -25,6 +25,8 @@ export class Watchdog {
   private readonly deleteUninjected: boolean;
   private readonly deleteIntervalMs: number;
   private readonly reported = new Set<string>();
+  /** Sidecar runs already reported as failed: pod uid / restart count / finish time. */
+  private readonly failed = new Set<string>();
   private readonly deleteQueue: k8s.V1Pod[] = [];
   private deleteTimer: NodeJS.Timeout | undefined;
   private lastDelete = 0;
@@ -39,7 +41,29 @@ export class Watchdog {
     this.deleteIntervalMs = deleteIntervalMs;
   }
 
+  /**
+   * A sidecar that stopped with an error: its termination message (what it wrote to
+   * /dev/termination-log, else its last log lines) becomes a Warning Event `SidecarFailed` on the
+   * pod, once per run that failed, so `kubectl describe pod` says why a pod waits in
+   * PodInitializing without anyone reading the sidecar's log.
+   */
+  private async sidecarFailed(pod: k8s.V1Pod): Promise<void> {
+    const uid = pod.metadata?.uid;
+    const status = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].find((c) => c.name === SIDECAR_CONTAINER);
+    const ended = status?.state?.terminated ?? status?.lastState?.terminated;
+    if (!uid || !status || !ended || ended.exitCode === 0 || !this.canWrite()) return;
+    const key = `${uid}/${status.restartCount}/${ended.finishedAt ?? ''}`;
+    if (this.failed.has(key)) return;
+    this.failed.add(key);
+    const ns = pod.metadata!.namespace!;
+    const why = (ended.message ?? '').trim() || `exit code ${ended.exitCode}${ended.reason ? ` (${ended.reason})` : ''}`;
+    const message = `${SIDECAR_CONTAINER} stopped (exit code ${ended.exitCode}, restart ${status.restartCount}): ${why}`.slice(0, 1024);
+    this.log.warn({ pod: `${ns}/${pod.metadata!.name}` }, message);
+    await this.event(pod, message, 'SidecarFailed').catch((e: Error) => this.log.warn({ pod: `${ns}/${pod.metadata!.name}` }, `could not write the Event: ${e.message}`));
+  }
+
   async observe(pod: k8s.V1Pod): Promise<void> {
+    await this.sidecarFailed(pod);
     const uid = pod.metadata?.uid;
     if (!uid || !uninjected(pod) || this.reported.has(uid) || !this.canWrite()) return;
     this.reported.add(uid);
@@ -61,7 +85,10 @@ export class Watchdog {
   }
 
   forget(pod: k8s.V1Pod): void {
-    if (pod.metadata?.uid) this.reported.delete(pod.metadata.uid);
+    const uid = pod.metadata?.uid;
+    if (!uid) return;
+    this.reported.delete(uid);
+    for (const k of this.failed) if (k.startsWith(`${uid}/`)) this.failed.delete(k);
   }
 
   stop(): void {
@@ -69,13 +96,13 @@ export class Watchdog {
     this.deleteQueue.length = 0;
   }
 
-  private event(pod: k8s.V1Pod, message: string): Promise<unknown> {
+  private event(pod: k8s.V1Pod, message: string, reason = 'SidecarNotInjected'): Promise<unknown> {
     const now = new Date();
     const ns = pod.metadata!.namespace!;
     return this.client.create(`/api/v1/namespaces/${encodeURIComponent(ns)}/events`, {
       metadata: { generateName: `${pod.metadata!.name}.rt-`, namespace: ns },
       involvedObject: { kind: 'Pod', apiVersion: 'v1', name: pod.metadata!.name, namespace: ns, uid: pod.metadata!.uid },
-      reason: 'SidecarNotInjected',
+      reason,
       type: 'Warning',
       message,
       source: { component: 'rt-operator' },

@@ -210,6 +210,8 @@ describe('injector: pluggable components', () => {
     expect(init[0].startupProbe).toBeUndefined();
     expect(init[1].startupProbe).toBeUndefined();
     expect(init[2].startupProbe?.httpGet).toMatchObject({ path: '/v1.0/healthz', port: 3500 });
+    // why it stopped reaches the pod's status (and the operator's SidecarFailed Event) even without a termination log
+    expect(init[2].terminationMessagePolicy).toBe('FallbackToLogsOnError');
     expect(a.pod.spec.containers.map((c) => c.name)).toEqual(['app']);
     expect(arg(init[2], 'wait-for-sockets')).toBe('queue,store-sock');
     // socket volume in the sidecar and every component container
