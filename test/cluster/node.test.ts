@@ -11,13 +11,13 @@
  * Deleting the Deployment stops both containers (rt handles SIGTERM as PID 1 and exits 0).
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { requireService } from '../services/ci.ts';
 import { OPERATOR_AUDIENCE, type KubeCluster } from '../services/kube.ts';
 import { clusterWithImagesUnavailable, startClusterWithImages, type ClusterWithImages } from '../services/kube-node.ts';
-import { existingSlots, routeOf } from '../services/kube/network.ts';
+import { routeOf } from '../services/kube/network.ts';
 
 const why = clusterWithImagesUnavailable();
 const available = requireService('Kubernetes node (kubelet, containerd, Docker engine)', why === undefined, why ?? '');
@@ -299,13 +299,18 @@ describe.skipIf(!available)('a real node', () => {
   it('stops without leaving its network namespace, veth, routes, processes or folder', async () => {
     const k = kube!;
     const net = k.network!;
+    // what is this cluster's: a parallel suite's cluster may take the same slot (names) as soon as it is free
+    const nsInode = statSync(net.netnsPath).ino;
+    const ifindex = () => (existsSync(`/sys/class/net/${net.hostInterface}`) ? Number(readFileSync(`/sys/class/net/${net.hostInterface}/ifindex`, 'utf8')) : undefined);
+    const ours = ifindex();
     await cluster!.stop();
-    expect(await existingSlots()).not.toContain(net.slot);
+    expect(existsSync(net.netnsPath) ? statSync(net.netnsPath).ino : undefined).not.toBe(nsInode);
+    expect(ifindex()).not.toBe(ours);
     for (const address of [net.nodeAddress, net.apiServiceAddress, net.podGateway]) {
-      // the host's route for these goes back to its default one: nothing of the run's ranges is left
-      expect((await routeOf(address)).dev).not.toBe(net.hostInterface);
+      // the host's route for these is no longer through this cluster's veth
+      const route = await routeOf(address);
+      if (route.dev === net.hostInterface) expect(ifindex()).not.toBe(ours);
     }
-    expect(existsSync(`/sys/class/net/${net.hostInterface}`)).toBe(false);
     // kube-proxy's rules lived in the node's namespace: the host's tables never had any
     const hostRules = await new Promise<string>((resolve) => {
       const p = spawn('iptables-save', [], { stdio: ['ignore', 'pipe', 'ignore'] });

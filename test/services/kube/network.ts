@@ -73,7 +73,10 @@ const ip = (args: string[]) => run('/usr/sbin/ip', args);
 
 /** Claims a free slot and builds its namespace, veth pair, addresses and host routes. */
 export async function createNodeNetwork(runDir: string, log: (s: string) => void = () => {}): Promise<NodeNetwork> {
-  for (let k = 0; k < SLOTS; k++) {
+  // start at a slot of this process's own, so clusters that follow each other rarely reuse one
+  const first = process.pid % SLOTS;
+  for (let i = 0; i < SLOTS; i++) {
+    const k = (first + i) % SLOTS;
     const a = slotAddresses(k);
     // claim in the run folder first, so a concurrent sweep never takes the namespace for an orphan
     writeFileSync(join(runDir, NETWORK_FILE), JSON.stringify({ slot: k, netns: a.netns, hostInterface: a.hostInterface }));
