@@ -30,6 +30,22 @@ const DAPR_COMPONENT_CRD = {
   },
 };
 
+/**
+ * The ecosystem's Subscription CRD as a cluster that once ran the reference runtime may have it:
+ * v1alpha1 (route) and v2alpha1 (routes) served, no conversion, unknown fields kept.
+ */
+const DAPR_SUBSCRIPTION_CRD = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: 'subscriptions.dapr.io' },
+  spec: {
+    group: 'dapr.io',
+    scope: 'Namespaced',
+    names: { kind: 'Subscription', listKind: 'SubscriptionList', plural: 'subscriptions', singular: 'subscription' },
+    versions: ['v2alpha1', 'v1alpha1'].map((name) => ({ name, served: true, storage: name === 'v2alpha1', schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } })),
+  },
+};
+
 export interface OperatorBed {
   kube: KubeCluster;
   ca: TestCa;
@@ -65,8 +81,8 @@ export async function startOperatorBed(opts: { watchdogDeleteUninjected?: boolea
     await kubectl(['apply', '-f', CRDS]);
     await kubectl(['wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/components.rt.io', 'crd/configurations.rt.io', 'crd/subscriptions.rt.io', 'crd/httpendpoints.rt.io']);
     // the ecosystem's Component CRD as clusters that ran it have it (loose schema), so dapr.io objects exist too
-    await kubectl(['apply', '-f', '-'], stringify(DAPR_COMPONENT_CRD));
-    await kubectl(['wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/components.dapr.io']);
+    await kubectl(['apply', '-f', '-'], `${stringify(DAPR_COMPONENT_CRD)}---\n${stringify(DAPR_SUBSCRIPTION_CRD)}`);
+    await kubectl(['wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/components.dapr.io', 'crd/subscriptions.dapr.io']);
     writeFileSync(join(dir, 'tls.crt'), ca.cert);
     writeFileSync(join(dir, 'tls.key'), ca.key);
     operator = new Operator({

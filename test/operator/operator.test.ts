@@ -12,6 +12,7 @@ import pino from 'pino';
 import { KubeClient } from '../../operator/src/kube/client.ts';
 import { loadKubeconfig } from '../../operator/src/kube/config.ts';
 import { type KubeObject, Watched } from '../../operator/src/watched.ts';
+import { parseResources } from '../../sidecar/src/resources/loader.ts';
 import { component, type OperatorBed, restartApiServer, startOperatorBed, watchAs } from './helpers.ts';
 
 const why = kubeUnavailable();
@@ -95,6 +96,22 @@ describe.skipIf(!available)('rt operator on a real kube-apiserver', () => {
       await vi.waitFor(() => expect(w.latest().has('Component/theirs')).toBe(true), { timeout: 15_000 });
       await bed.kubectl(['delete', 'components.rt.io', 'everyone', '-n', ns]);
       await vi.waitFor(() => expect(w.latest().has('Component/everyone')).toBe(false), { timeout: 15_000 });
+    } finally {
+      w.close();
+    }
+  });
+
+  it('serves a dapr.io v1alpha1 Subscription (stored through a CRD without conversion) so that the sidecar reads its route', async () => {
+    const ns = 'legacy-subs';
+    await bed.namespace(ns);
+    await bed.apply({ apiVersion: 'dapr.io/v1alpha1', kind: 'Subscription', metadata: { name: 'old', namespace: ns }, spec: { pubsubname: 'bus', topic: 'orders', route: '/orders' } });
+    const token = readFileSync(await bed.identity(ns, 'app-pod', 'app'), 'utf8');
+    const w = watchAs(bed, token);
+    try {
+      await vi.waitFor(() => expect(w.latest().has('Subscription/old')).toBe(true), { timeout: 15_000 });
+      const raw = w.snapshots.at(-1)!.resources.find((r) => r.kind === 'Subscription')!;
+      const parsed = parseResources(Buffer.from(raw.json).toString('utf8'), 'operator Subscription/old', { appId: 'app', namespace: ns });
+      expect(parsed.subscriptions).toEqual([expect.objectContaining({ pubsubname: 'bus', topic: 'orders', rules: [{ match: '', path: '/orders' }] })]);
     } finally {
       w.close();
     }
