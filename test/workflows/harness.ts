@@ -46,8 +46,11 @@ export function timerKey(t: TimerRef): string {
 
 export type EngineHarness = Awaited<ReturnType<typeof engineHarness>>;
 
-/** An engine on `existing` (a restart) or on a new store in memory, with one worker stream connected. */
-export async function engineHarness(existing?: StateStore) {
+/**
+ * An engine on `existing` (a restart) or on a new store in memory, with one worker stream
+ * connected; `shared`: written as a store other replicas share (etag checks).
+ */
+export async function engineHarness(existing?: StateStore, opts: { shared?: boolean } = {}) {
   const store = existing ?? (memoryFactory() as StateStore);
   if (!existing) await store.init(spec, { appId: 'a', namespace: 'default', log });
   // writes can be held back (`slow.until`) to widen the windows where runs could overlap
@@ -60,7 +63,7 @@ export async function engineHarness(existing?: StateStore) {
     await slow.until;
     return raw(ops);
   };
-  const table = new InstanceTable({ store, prefix: PREFIX, shared: false, replicaId: 'local', log });
+  const table = new InstanceTable({ store, prefix: PREFIX, shared: opts.shared ?? false, replicaId: 'local', log });
   const workers = new Workers(log, 100);
   const timers = new HeldTimers();
   const engine = new Engine(table, workers, timers as unknown as Timers, log, 'a');

@@ -12,9 +12,11 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { StateStore } from '../../sidecar/src/components/types.ts';
 import { toTimestamp, type HistoryEvent, type OrchestratorAction, type OrchestratorRequest } from '../../sidecar/src/workflows/proto.ts';
-import type { InstanceRecord } from '../../sidecar/src/workflows/record.ts';
+import type { InstanceRecord, InstanceState } from '../../sidecar/src/workflows/record.ts';
+import { InstanceTable } from '../../sidecar/src/workflows/instances.ts';
+import { SHOWN } from '../../sidecar/src/workflows/journal.ts';
 import { JOURNAL_FORMAT, isEngineEvent, replay, stateOf, type InstanceEvent } from '../../sidecar/src/workflows/reducer.ts';
-import { PEER, PREFIX, engineHarness, kindOf, timerKey, type EngineHarness } from './harness.ts';
+import { PEER, PREFIX, engineHarness, kindOf, log, timerKey, type EngineHarness } from './harness.ts';
 
 const engines: EngineHarness[] = [];
 afterEach(() => {
@@ -22,8 +24,8 @@ afterEach(() => {
 });
 
 /** A harness that also knows every instance id the test has seen. */
-async function harness() {
-  const h = await engineHarness();
+async function harness(shared = false) {
+  const h = await engineHarness(undefined, { shared });
   engines.push(h);
   const ids = new Set<string>();
   return { ...h, ids };
@@ -31,40 +33,56 @@ async function harness() {
 
 type Harness = Awaited<ReturnType<typeof harness>>;
 
-/** The stored record and journal of an instance, straight from the store. */
-async function stored(store: StateStore, id: string): Promise<{ rec?: InstanceRecord; journal: InstanceEvent[]; batches: number }> {
+const parse = <T>(v: Uint8Array): T => JSON.parse(Buffer.from(v).toString('utf8')) as T;
+
+/** The stored record and journal of an instance, straight from the store (h0 is the journal's first batch, or says where it starts). */
+async function stored(store: StateStore, id: string): Promise<{ rec?: InstanceRecord; journal: InstanceEvent[]; from: number; end: number }> {
   const m = await store.get(`${PREFIX}${id}||m`);
+  const rec = m ? parse<InstanceRecord>(m.value) : undefined;
+  const head = await store.get(`${PREFIX}${id}||h0`);
+  const pointer = head && parse<unknown[] | { journalFrom: number }>(head.value);
+  const from = !pointer || Array.isArray(pointer) ? 0 : pointer.journalFrom;
   const journal: InstanceEvent[] = [];
-  let batches = 0;
-  for (;;) {
-    const it = await store.get(`${PREFIX}${id}||h${batches}`);
-    if (!it) break;
-    journal.push(...(JSON.parse(Buffer.from(it.value).toString('utf8')) as InstanceEvent[]));
-    batches++;
-  }
-  return { rec: m ? (JSON.parse(Buffer.from(m.value).toString('utf8')) as InstanceRecord) : undefined, journal, batches };
+  let end = from;
+  for (let it = head && from === 0 ? head : await store.get(`${PREFIX}${id}||h${from}`); it; it = await store.get(`${PREFIX}${id}||h${++end}`)) journal.push(...parse<InstanceEvent[]>(it.value));
+  return { rec, journal, from, end: head ? end : 0 };
 }
+
+/** What readers of a stored record see. */
+const shownOf = (r: InstanceState | undefined) => r && Object.fromEntries(SHOWN.map((k) => [k, r[k]]));
 
 const json = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 const shown = (h: readonly HistoryEvent[]) => h.filter((e) => !e.orchestratorCompleted);
 
-/** Every instance's stored record is its journal replayed; the history shown is the journal's too. */
+/**
+ * Every instance is its journal replayed: the state the engine holds, the state a fresh table
+ * loads from the store, the history shown; the stored record shows what the replay shows (it is
+ * rewritten when that changes, so its `chunks` may be behind the journal's end).
+ */
 async function checkAll(h: Harness, kinds: Set<string>): Promise<void> {
+  const fresh = new InstanceTable({ store: h.store, prefix: PREFIX, shared: h.table.shared, replicaId: 'other', log });
   for (const id of h.ids) {
-    const { rec, journal, batches } = await stored(h.store, id);
+    const { rec, journal, from, end } = await stored(h.store, id);
     if (!rec) {
-      expect(batches, `${id}: no record, so no journal`).toBe(0);
+      expect(end, `${id}: no record, so no journal`).toBe(0);
       continue;
     }
     expect(rec.fmt).toBe(JOURNAL_FORMAT);
-    expect(rec.chunks).toBe(batches);
+    expect(rec.from ?? 0).toBe(from);
+    expect(rec.chunks).toBeLessThanOrEqual(end);
     const first = journal[0];
     expect(first && isEngineEvent(first) && first.rt).toBe('begin');
     for (const e of journal) kinds.add(isEngineEvent(e) ? e.rt : kindOf(e));
     const replayed = replay(json(journal));
-    expect(json(replayed.rec), `${id}: replayed state`).toEqual(stateOf(rec));
+    expect(json(shownOf(replayed.rec)), `${id}: stored record`).toEqual(shownOf(rec));
     const cached = h.table.peek(id);
-    if (cached?.loaded && cached.rec) expect(json(stateOf(cached.rec)), `${id}: cached state`).toEqual(stateOf(rec));
+    if (cached?.loaded && cached.rec) {
+      expect(json(stateOf(cached.rec)), `${id}: cached state`).toEqual(json(replayed.rec));
+      expect(cached.rec.chunks).toBe(end);
+    }
+    const c = fresh.get(id);
+    await fresh.history(c);
+    expect(json(c.rec && stateOf(c.rec)), `${id}: state loaded from the store`).toEqual(json(replayed.rec));
     expect(json(await h.engine.history(id)), `${id}: history shown`).toEqual(shown(replayed.history));
   }
 }
@@ -185,11 +203,11 @@ async function perform(h: Harness, s: Step, seq: { next: number }): Promise<void
 }
 
 describe('workflow state is a function of its journal', () => {
-  it('property: after every step of a generated history, each stored record is its journal replayed', async () => {
+  it('property: after every step of a generated history, each instance is its journal replayed', async () => {
     const kinds = new Set<string>();
     await fc.assert(
-      fc.asyncProperty(fc.array(step, { minLength: 5, maxLength: 40 }), async (steps) => {
-        const h = await harness();
+      fc.asyncProperty(fc.array(step, { minLength: 5, maxLength: 40 }), fc.boolean(), async (steps, shared) => {
+        const h = await harness(shared);
         const seq = { next: 1 };
         try {
           for (const s of [{ op: 'start', n: 0, delayed: false } as Step, ...steps]) {
@@ -200,11 +218,11 @@ describe('workflow state is a function of its journal', () => {
           }
           // the record is a cache: without it, the journal gives it back
           for (const id of h.ids) {
-            const { rec } = await stored(h.store, id);
+            const { rec, journal } = await stored(h.store, id);
             if (!rec) continue;
             await h.store.delete({ key: `${PREFIX}${id}||m` });
             const rebuilt = await h.table.rebuild(id);
-            expect(rebuilt && stateOf(json(rebuilt)), `${id}: rebuilt`).toEqual(stateOf(rec));
+            expect(rebuilt && stateOf(json(rebuilt)), `${id}: rebuilt`).toEqual(json(replay(json(journal)).rec));
           }
         } finally {
           h.engine.close();
@@ -234,6 +252,23 @@ describe('workflow state is a function of its journal', () => {
     expect(h.writes()).toBe(before);
   });
 
+  it('a record found missing is rebuilt from the journal when the instance is next used', async () => {
+    const h = await harness();
+    await h.engine.start({ instanceId: 'lost', name: 'W' });
+    await h.settle();
+    await h.engine.completeOrchestrator({ instanceId: 'lost', actions: [{ id: 1, scheduleTask: { name: 'a' } }] }, PEER);
+    await h.settle();
+    await h.store.delete({ key: `${PREFIX}lost||m` });
+    // a sidecar that starts on this store: the activity's result finds the instance
+    h.engine.close();
+    const again = await engineHarness(h.store);
+    engines.push(again);
+    await again.engine.completeActivity({ instanceId: 'lost', taskId: 1, result: { value: '"r"' } }, PEER);
+    await again.settle();
+    expect(again.open.get('lost')?.newEvents.map(kindOf)).toEqual(['orchestratorStarted', 'taskCompleted']);
+    expect((await again.engine.get('lost'))?.status).toBe('RUNNING');
+  });
+
   it('rebuilds a deleted record from the journal, and the instance goes on from it', async () => {
     const h = await harness();
     await h.engine.start({ instanceId: 'k', name: 'W', input: '"in"' });
@@ -244,7 +279,7 @@ describe('workflow state is a function of its journal', () => {
     await h.store.delete({ key: `${PREFIX}k||m` });
     expect((await stored(h.store, 'k')).rec).toBeUndefined();
     const rebuilt = await h.table.rebuild('k');
-    expect(stateOf(json(rebuilt as InstanceRecord))).toEqual(stateOf(before.rec as InstanceRecord));
+    expect(stateOf(json(rebuilt as InstanceRecord))).toEqual(json(replay(before.journal).rec));
     expect((await h.engine.get('k'))?.customStatus).toBe('half');
     await h.engine.completeActivity({ instanceId: 'k', taskId: 1, result: { value: '"r"' } }, PEER);
     await h.settle();
@@ -296,7 +331,8 @@ describe('workflow state is a function of its journal', () => {
     await h.settle();
     const after = await stored(h.store, 'old');
     expect(after.rec?.fmt).toBe(JOURNAL_FORMAT);
-    expect(after.batches).toBe(1);
+    // the journal begins after the old batch, which h0 now points past
+    expect([after.from, after.end]).toEqual([1, 2]);
     await checkAll(h, new Set());
     const run = h.open.get('old') as OrchestratorRequest;
     expect(run.pastEvents.map(kindOf)).toEqual(['orchestratorStarted', 'executionStarted', 'taskScheduled']);

@@ -1,17 +1,20 @@
 /**
- * The instances in memory: each one's record and shown history as last read or written, the
- * etag it was read with, and the mutations waiting for its next write. Records are read in
- * bulk; a history is read only when a run or a mutation needs it, by replaying the journal.
+ * The instances in memory: each one's state and shown history as last read or written, the
+ * etag its record was read with, and the mutations waiting for its next write. Records are read
+ * in bulk, and the journal of each one that is new or changed is replayed (journal.ts).
  */
 import type { StateItem, StateStore } from '../components/types.ts';
 import type { PendingMutation } from './draft.ts';
-import { decode, type Keys } from './keys.ts';
+import { isConflict } from './etag-retry.ts';
+import { readInstance, readJournal } from './journal.ts';
+import { decode, encode, type Keys } from './keys.ts';
 import type { HistoryEvent } from './proto.ts';
 import type { InstanceRecord } from './record.ts';
-import { JOURNAL_FORMAT, replay, type InstanceEvent } from './reducer.ts';
+import { JOURNAL_FORMAT, replay } from './reducer.ts';
 
 export interface CachedInstance {
   id: string;
+  /** The state (with the true end of its journal), once loaded. */
   rec?: InstanceRecord;
   history?: HistoryEvent[];
   loaded: boolean;
@@ -66,58 +69,89 @@ export class InstanceCache {
     c.history = undefined;
   }
 
-  /** Reads the records of `list` into the cache. */
+  /**
+   * Reads the instances of `list` into the cache: each record, and, for one that is new or
+   * changed, its journal replayed (the record is where the journal ended when it was written).
+   */
   async load(list: CachedInstance[]): Promise<void> {
     if (list.length === 0) return;
     const gens = list.map((c) => c.gen);
-    const items = await this.store.bulkGet(list.map((c) => this.keys.record(c.id)));
+    // an instance read for the first time: its journal's first batch too, in the same round trip
+    const fresh = list.filter((c) => !c.loaded);
+    const items = await this.store.bulkGet([...list.map((c) => this.keys.record(c.id)), ...fresh.map((c) => this.keys.batch(c.id, 0))]);
+    const heads = new Map(fresh.map((c, i) => [c, items[list.length + i]]));
+    const changed: { c: CachedInstance; gen: number; rec: InstanceRecord | undefined }[] = [];
     list.forEach((c, i) => {
-      if (c.gen === gens[i]) absorb(c, items[i]);
+      if (c.gen !== gens[i]) return;
+      const rec = absorb(c, items[i]);
+      // no record, but a journal: the record (a cache) is rebuilt from it
+      if (rec || (!items[i] && heads.get(c))) changed.push({ c, gen: gens[i], rec });
     });
+    await Promise.all(
+      changed.map(async ({ c, gen, rec }) => {
+        const inst = rec ? await readInstance(this.store, this.keys, rec) : await this.rebuild(c.id);
+        // a commit in the meantime already set the newer state
+        if (c.gen !== gen || !inst) return;
+        if (!rec) {
+          // the rebuilt record's etag and bytes, as for one read
+          const item = await this.store.get(this.keys.record(c.id));
+          if (c.gen !== gen || !item) return;
+          c.etag = item.etag;
+          c.bytes = Buffer.from(item.value);
+        }
+        c.rec = inst.rec;
+        c.history = inst.history;
+        c.loaded = true;
+      }),
+    );
   }
 
-  /** Reads the histories of the instances of `list` that exist and have none in memory. */
-  async loadHistories(list: CachedInstance[]): Promise<void> {
-    const want = list.filter((c) => c.rec && !c.history);
-    if (want.length === 0) return;
-    const gens = want.map((c) => c.gen);
-    const keys: string[] = [];
-    for (const c of want) for (let n = 0; n < (c.rec as InstanceRecord).chunks; n++) keys.push(this.keys.batch(c.id, n));
-    const items = keys.length ? await this.store.bulkGet(keys) : [];
-    let k = 0;
-    want.forEach((c, i) => {
-      const rec = c.rec as InstanceRecord;
-      const batches: unknown[][] = [];
-      for (let n = 0; n < rec.chunks; n++) {
-        const it = items[k++];
-        if (it) batches.push(decode<unknown[]>(it.value));
-      }
-      // a journal replays to the history; an older version's batches are the history
-      const h = rec.fmt === JOURNAL_FORMAT ? replay(batches.flat() as InstanceEvent[]).history : (batches.flat() as HistoryEvent[]);
-      // a commit in the meantime already set the newer history (or will reload it)
-      if (c.gen === gens[i] && !c.history) c.history = h;
-    });
+  /**
+   * Stores an instance's record again, derived from its journal (first-write: a record written
+   * meanwhile, by another replica too, is newer). Undefined when there is no journal.
+   */
+  async rebuild(id: string): Promise<{ rec: InstanceRecord; history: HistoryEvent[] } | undefined> {
+    const journal = await readJournal(this.store, this.keys, id);
+    const inst = journal && replay(journal.events);
+    if (!journal || !inst?.rec) return undefined;
+    const rec: InstanceRecord = { ...inst.rec, v: journal.end - journal.from, chunks: journal.end, from: journal.from || undefined, fmt: JOURNAL_FORMAT };
+    try {
+      await this.store.set({ key: this.keys.record(id), value: encode(rec), options: { concurrency: 'first-write' } });
+    } catch (e) {
+      if (!isConflict(e)) throw e;
+    }
+    this.invalidate(id);
+    return { rec, history: inst.history };
   }
 }
 
-/** Takes a read item into the cache; a changed record drops the cached history. */
-function absorb(c: CachedInstance, item: StateItem | undefined): void {
+/**
+ * Takes a read record into the cache. Returns it when the instance must be read (its journal):
+ * it is new to the cache or changed in the store; undefined when the cache is current or the
+ * instance does not exist.
+ */
+function absorb(c: CachedInstance, item: StateItem | undefined): InstanceRecord | undefined {
   if (!item) {
-    if (c.loaded && c.rec) c.history = undefined;
     c.rec = undefined;
+    c.history = undefined;
     c.bytes = undefined;
     c.etag = undefined;
     c.loaded = true;
-    return;
+    return undefined;
   }
   const bytes = Buffer.from(item.value);
   c.etag = item.etag;
-  if (c.loaded && c.bytes && c.bytes.equals(bytes)) return;
-  const rec = parseRecord(item);
-  if (!c.rec || !rec || rec.executionId !== c.rec.executionId || rec.chunks !== c.rec.chunks) c.history = undefined;
-  c.rec = rec;
+  if (c.loaded && c.bytes && c.bytes.equals(bytes)) return undefined;
   c.bytes = bytes;
+  const rec = parseRecord(item);
+  if (rec) {
+    c.loaded = false;
+    return rec;
+  }
+  c.rec = undefined;
+  c.history = undefined;
   c.loaded = true;
+  return undefined;
 }
 
 export function parseRecord(item: StateItem): InstanceRecord | undefined {

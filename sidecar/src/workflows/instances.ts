@@ -24,11 +24,10 @@ import { WorkingCopy, type Mutation } from './draft.ts';
 import { commitWrites, isConflict } from './etag-retry.ts';
 import { GroupCommit } from './group-commit.ts';
 import { InstanceCache, parseRecord, type CachedInstance } from './instance-cache.ts';
-import { journalWrite, readJournal, type JournalWrite } from './journal.ts';
-import { Keys, encode } from './keys.ts';
+import { journalWrite, type JournalWrite } from './journal.ts';
+import { Keys } from './keys.ts';
 import type { HistoryEvent } from './proto.ts';
 import { isTerminal, type InstanceRecord } from './record.ts';
-import { JOURNAL_FORMAT, replay } from './reducer.ts';
 
 export type { Draft, Mutation } from './draft.ts';
 export type { CachedInstance } from './instance-cache.ts';
@@ -119,11 +118,14 @@ export class InstanceTable {
     this.cache.evict(id);
   }
 
-  /** Records as stored now, read without caching them (listings). */
+  /** Records for listings: as stored now (the cached state where this sidecar alone writes), without caching them. */
   async readMany(ids: string[]): Promise<(InstanceRecord | undefined)[]> {
     if (ids.length === 0) return [];
     const items = await this.store.bulkGet(ids.map((id) => this.keys.record(id)));
-    return items.map((it) => (it ? parseRecord(it) : undefined));
+    return items.map((it, i) => {
+      const c = this.shared ? undefined : this.cache.peek(ids[i]);
+      return c?.loaded ? c.rec : it ? parseRecord(it) : undefined;
+    });
   }
 
   /** The record as stored now (fresh read for shared stores, cache otherwise). */
@@ -134,25 +136,19 @@ export class InstanceTable {
     return item ? parseRecord(item) : undefined;
   }
 
-  /** Makes sure the cached history of a loaded instance is present. */
+  /** Loads an instance into the cache if needed; its history. */
   async history(c: CachedInstance): Promise<HistoryEvent[]> {
     if (!c.loaded) await this.cache.load([c]);
-    if (!c.history) await this.cache.loadHistories([c]);
     return c.history ?? [];
   }
 
   /**
    * Derives an instance's record from its journal again and stores it (the record is a cache of
-   * the journal's state). Undefined when there is no journal, or only an older version's batches.
+   * the journal's state; a record found missing is rebuilt this way when the instance is read).
+   * Undefined when there is no journal, or only an older version's batches.
    */
   async rebuild(id: string): Promise<InstanceRecord | undefined> {
-    const journal = await readJournal(this.store, this.keys, id);
-    const rec = journal && replay(journal.events).rec;
-    if (!journal || !rec) return undefined;
-    const stored: InstanceRecord = { ...rec, v: journal.batches, chunks: journal.batches, fmt: JOURNAL_FORMAT };
-    await this.store.set({ key: this.keys.record(id), value: encode(stored) });
-    this.cache.invalidate(id);
-    return stored;
+    return (await this.cache.rebuild(id))?.rec;
   }
 
   /** Applies fn to the instance in the next group commit; resolves after the write. */
@@ -178,7 +174,6 @@ export class InstanceTable {
   private async flush(batch: CachedInstance[]): Promise<void> {
     // read unknown records; for shared stores every record (etag + freshness)
     await this.cache.load(this.shared ? batch : batch.filter((c) => !c.loaded));
-    await this.cache.loadHistories(batch);
     const plans = batch.map((c) => this.plan(c));
     // the index and the catalog go in the same transaction, by one write at a time
     const index = this.indexWriting ? undefined : this.index.takeOps();
@@ -231,9 +226,11 @@ export class InstanceTable {
       c.gen++;
       c.rec = p.stored;
       c.history = p.stored ? w.state.history : undefined;
-      c.bytes = p.bytes;
-      // the store made a new etag we do not know: the next shared write reads it first
-      c.etag = undefined;
+      if (p.bytes || !p.stored) {
+        c.bytes = p.bytes;
+        // the store made a new etag we do not know: the next shared write reads it first
+        c.etag = undefined;
+      }
       c.loaded = true;
     }
     for (const fx of w.effects) {

@@ -67,8 +67,14 @@ export interface InstanceState {
 export interface InstanceRecord extends InstanceState {
   /** Bumped on every write; lets a replica tell whether its cached copy is current. */
   v: number;
-  /** Number of journal batches stored (keys h0 … h<chunks-1>). */
+  /**
+   * Where the journal ends (batches `h<from>` … `h<chunks-1>`). In the cache, the end; in a stored
+   * record, the end when it was written: batches of writes that did not change what the record
+   * shows may follow (journal.ts).
+   */
   chunks: number;
+  /** The journal's first batch, when it is not h0 (after a continue-as-new; h0 then points at it). */
+  from?: number;
   /**
    * JOURNAL_FORMAT when the batches are a journal (reducer.ts); absent in records written by
    * versions that kept the state by hand, whose batches hold only the shown history.

@@ -113,22 +113,18 @@ export function replay(journal: Iterable<InstanceEvent>): Instance {
   return s;
 }
 
-/** A working copy of a state: the containers the reducer changes are copied, events are shared. */
+/**
+ * A working copy of a state: the containers the reducer changes in place are copied; events and
+ * the objects it replaces whole (lease, parent, failure, stall) are shared, so a changed one is a
+ * different object (journal.ts relies on it).
+ */
 export function draftOf<T extends InstanceState>(r: T): T {
-  return {
-    ...r,
-    inbox: [...r.inbox],
-    acts: { ...r.acts },
-    timers: { ...r.timers },
-    children: [...r.children],
-    lease: r.lease ? { ...r.lease } : undefined,
-    parent: r.parent ? { ...r.parent } : undefined,
-  };
+  return { ...r, inbox: [...r.inbox], acts: { ...r.acts }, timers: { ...r.timers }, children: [...r.children] };
 }
 
 /** The state part of a stored record (without the table's bookkeeping). */
 export function stateOf(r: InstanceRecord): InstanceState {
-  const { v: _v, chunks: _chunks, fmt: _fmt, ...state } = r;
+  const { v: _v, chunks: _chunks, from: _from, fmt: _fmt, ...state } = r;
   return state;
 }
 
