@@ -90,12 +90,13 @@ describe.skipIf(!available)('Secrets in the operator', () => {
       console.log(`[secrets] operator RSS ${(before / 1024).toFixed(1)} MB → ${(after / 1024).toFixed(1)} MB with ${NOISE} unrelated Secrets of ${SIZE / 1024} KB (+${grewMb.toFixed(1)} MB)`);
       expect(grewMb).toBeLessThan(10);
 
-      // a change to the referenced Secret reaches the sidecar in under a second
+      // a change to the referenced Secret reaches the sidecar in under a second (from the API call that changes it)
       const t0 = performance.now();
-      await bed.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'db', namespace: ns }, stringData: { password: 'two' } });
+      const changed = await bed.kube.request('PATCH', `/api/v1/namespaces/${ns}/secrets/db`, { stringData: { password: 'two' } });
+      expect(changed.status, changed.text).toBe(200);
       await vi.waitFor(() => expect(password()).toBe('two'), { timeout: 5_000, interval: 10 });
       const ms = performance.now() - t0;
-      console.log(`[secrets] a referenced Secret's change reached the sidecar in ${ms.toFixed(0)} ms (kubectl apply included)`);
+      console.log(`[secrets] a referenced Secret's change reached the sidecar in ${ms.toFixed(0)} ms`);
       expect(ms).toBeLessThan(1000);
     } finally {
       w.close();

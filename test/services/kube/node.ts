@@ -181,6 +181,9 @@ function kubeletConfig(dir: string, cp: ControlPlane, socket: string, ports: { p
     imageGCHighThresholdPercent: 100,
     imageGCLowThresholdPercent: 99,
     serializeImagePulls: false,
+    // no KUBE-FIREWALL / KUBE-KUBELET-CANARY chains: on the host (--host-network) the kubelet would
+    // leave them in the machine's own tables, dropping non-loopback traffic to 127.0.0.0/8
+    makeIPTablesUtilChains: false,
     syncFrequency: '10s',
     fileCheckFrequency: '10s',
     nodeStatusUpdateFrequency: '5s',
