@@ -16,6 +16,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import * as esbuild from 'esbuild';
 import { eagerModuleBodies } from './eager-module-bodies.ts';
 import { memoizedToEsm } from './memoized-to-esm.ts';
+import { precompiledModule } from './validators.ts';
 
 const root = join(import.meta.dirname, '..');
 /** dist/, or the folder named as the first argument (test/build/bundle.test.ts builds into a temp one). */
@@ -77,6 +78,8 @@ const LAZY: Record<string, { spec: string; from?: string; topLevel?: boolean }> 
   yaml: { spec: 'yaml' },
   'pino-pretty': { spec: 'pino-pretty' },
   'ajv-compiler': { spec: '@fastify/ajv-compiler', from: 'fastify/lib/schema-controller.js' },
+  // the routes' validators are compiled at build time (validators.ts); ajv itself only for the sources
+  ajv: { spec: 'ajv' },
   'fast-json-stringify-compiler': { spec: '@fastify/fast-json-stringify-compiler', from: 'fastify/lib/schema-controller.js' },
   'light-my-request': { spec: 'light-my-request', from: 'fastify/fastify.js' },
   'llhttp-wasm': { spec: '../llhttp/llhttp-wasm.js', from: 'undici/lib/dispatcher/client-h1.js' },
@@ -301,6 +304,18 @@ async function entryWithoutStaticChunkImports(file: string): Promise<void> {
   await writeFile(file, out);
 }
 
+/**
+ * The HTTP routes' validators compiled now, not at the sidecar's start: ajv's standalone code
+ * (images/validators.ts) in place of sidecar/src/http/precompiled.ts.
+ */
+const precompiledValidators: esbuild.Plugin = {
+  name: 'precompiled-validators',
+  setup(build) {
+    const file = join(root, 'sidecar', 'src', 'http', 'precompiled.ts');
+    build.onLoad({ filter: /precompiled\.ts$/ }, (args) => (args.path === file ? { contents: precompiledModule(), loader: 'js', resolveDir: dirname(file) } : undefined));
+  },
+};
+
 await rm(dist, { recursive: true, force: true });
 const result = await esbuild.build({
   absWorkingDir: root,
@@ -313,7 +328,7 @@ const result = await esbuild.build({
   platform: 'node',
   target: 'node22',
   external: EXTERNAL,
-  plugins: [ownImportMeta, lazyEntries, builtinsAsRequire, lazyGrpc, undiciWithoutHttp2, dependencyRequiresOnFirstUse],
+  plugins: [precompiledValidators, ownImportMeta, lazyEntries, builtinsAsRequire, lazyGrpc, undiciWithoutHttp2, dependencyRequiresOnFirstUse],
   // dependencies written in CommonJS call require(); and the helpers the plugin's code uses.
   // Every chunk sits one folder below dist/, as the entry does (dist/cli, dist/chunks).
   banner: {

@@ -11,6 +11,7 @@ import { ComponentRegistry } from './components/registry.ts';
 import type { SidecarContext, SidecarOptions } from './context.ts';
 import { GrpcServer } from './grpc/server.ts';
 import { createHttpServer } from './http/server.ts';
+import { HEALTHZ, HEALTHZ_OUTBOUND } from './http/route-schemas.ts';
 import { rtHome } from './invoke/registry/local.ts';
 import { MetadataService } from './metadata/service.ts';
 import { openResources } from './resources/setup.ts';
@@ -131,9 +132,9 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
     await res.applier.apply(res.initial, true);
 
     // 4. building blocks: routes, gRPC services, background work
-    http.get('/v1.0/healthz', async (_req, reply) => reply.status(204).send());
+    http.get('/v1.0/healthz', { schema: HEALTHZ }, async (_req, reply) => reply.status(204).send());
     // outbound: the components the sidecar talks to answer their ping (pluggable ones, stores with a ping)
-    http.get('/v1.0/healthz/outbound', async (_req, reply) => {
+    http.get('/v1.0/healthz/outbound', { schema: HEALTHZ_OUTBOUND }, async (_req, reply) => {
       const bad = await components.unhealthy();
       const sourceProblem = res.source.problem();
       if (sourceProblem) bad.push({ name: 'resources', reason: sourceProblem });

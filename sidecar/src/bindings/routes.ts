@@ -15,8 +15,9 @@ import { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import type { SidecarContext } from '../context.ts';
 import type { BindingResponse, OutputBinding } from '../components/types.ts';
-import { malformed } from '../http/errors.ts';
+import { checkBody } from '../http/schema.ts';
 import { parseJsonBody } from './body.ts';
+import { INVOKE } from './schemas.ts';
 import { bindingMetadata, BindingsService } from './service.ts';
 import { BodySource, readHead } from './stream-body.ts';
 
@@ -30,7 +31,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     scope.removeAllContentTypeParsers();
     // the route reads the body itself: it knows the binding, and so whether to stream
     scope.addContentTypeParser('*', (_req: unknown, payload: Readable, done: (err: null, body: Readable) => void) => done(null, payload));
-    scope.post<{ Params: { name: string } }>('/v1.0/bindings/:name', async (req, reply) => {
+    scope.post<{ Params: { name: string } }>('/v1.0/bindings/:name', { schema: INVOKE }, async (req, reply) => {
       const name = req.params.name;
       const binding = bindings.binding(name);
       const payload = req.body instanceof Readable ? req.body : undefined;
@@ -46,11 +47,9 @@ export async function setup(ctx: SidecarContext): Promise<void> {
           throw e;
         }
       }
-      const body = whole.length === 0 ? undefined : parseJsonBody(whole);
-      if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-        throw malformed('the body must be a JSON object with "operation", and optionally "data" and "metadata"');
-      }
-      const b = body as Record<string, unknown>;
+      const body = whole.length === 0 ? null : parseJsonBody(whole);
+      checkBody(INVOKE['x-body']!, body);
+      const b = body as { operation: string; data?: unknown; metadata?: Record<string, string> | null };
       return send(reply, await bindings.invoke(name, { operation: b.operation, data: b.data, metadata: b.metadata }));
     });
   });

@@ -11,6 +11,10 @@ import { ApiError, errorBody } from './errors.ts';
 import { SERVED_BLOCKS, unimplementedBlock } from './unimplemented.ts';
 import { tokenMatches } from './auth.ts';
 import { REQUEST_TIMEOUT_MS, decodeContentEncoding, useDepthLimitedJson } from './body.ts';
+import { openApiDocument, recordRoutes } from './openapi.ts';
+import { OPENAPI } from './route-schemas.ts';
+import { validatorCompiler } from './schema.ts';
+import { RUNTIME_VERSION } from '../version.ts';
 
 export interface HttpServerOptions {
   log: Logger;
@@ -50,8 +54,9 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    // no route declares a JSON schema: fastify's default compilers (ajv, fast-json-stringify)
-    // would still be built for every server at start (~10% of it); these load them on first use
+    // routes validate with schema.ts's compiler and declare no response schemas: fastify's default
+    // compilers (ajv, fast-json-stringify) would still be built for every server at start (~10%
+    // of it); these load them on first use, which never comes
     schemaController: { compilersFactory: { buildValidator: lazyCompiler(() => require('@fastify/ajv-compiler')), buildSerializer: lazyCompiler(() => require('@fastify/fast-json-stringify-compiler')) } },
     // requests Node's parser refuses (a method outside its list, a malformed header, a body that
     // never arrives) get our shape too, and a debug line
@@ -79,6 +84,16 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
   });
 
   rawOptions.set(app as unknown as FastifyInstance, opts);
+
+  // every route's schema is validated with the validators of schema.ts (compiled at build time);
+  // the routes registered from now on make the OpenAPI document
+  app.setValidatorCompiler(validatorCompiler);
+  const routes = recordRoutes(app as unknown as FastifyInstance);
+  let openapi: string | undefined;
+  app.get('/v1.0/openapi.json', { schema: OPENAPI }, async (_req, reply) => {
+    openapi ??= JSON.stringify(openApiDocument(routes, RUNTIME_VERSION));
+    return reply.type('application/json').send(openapi);
+  });
 
   app.setErrorHandler((err: FastifyError | ApiError | Error, req: FastifyRequest, reply: FastifyReply) => {
     const body = toErrorBody(err);

@@ -11,6 +11,7 @@ import { rawRoute } from '../http/server.ts';
 import { requestHeaders } from './headers.ts';
 import { sendAnswer } from './internal-http.ts';
 import type { InvokeAnswer, InvokeCall } from './invoker.ts';
+import * as schemas from './schemas.ts';
 
 /** Sends one call on to wherever its target names (an app id, an HTTPEndpoint, a URL). */
 export type Dispatch = (target: string, call: InvokeCall) => Promise<InvokeAnswer>;
@@ -30,13 +31,13 @@ export async function invokeRoutes(http: FastifyInstance, dispatch: Dispatch): P
 
     // an encoded body goes to the app as sent, with its Content-Encoding and length (http/body.ts)
     const config = { encodedBody: true };
-    scope.all('/v1.0/invoke/*', { config }, async (req, reply) => {
+    scope.all('/v1.0/invoke/*', { config, schema: schemas.INVOKE }, async (req, reply) => {
       const [target, path, query] = invokeTarget(req.method, req.url);
       return forward(req, reply, dispatch, target, path, query);
     });
 
     // any other path with rt-app-id / dapr-app-id is a call to that app's same path
-    scope.all('/*', { config }, async (req, reply) => {
+    scope.all('/*', { config, schema: schemas.BY_HEADER }, async (req, reply) => {
       const id = header(req, 'rt-app-id') ?? header(req, 'dapr-app-id');
       if (id === undefined) return reply.callNotFound();
       const [path, query] = splitUrl(req.url);

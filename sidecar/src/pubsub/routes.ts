@@ -3,13 +3,16 @@
  *   POST /v1.0/publish/<pubsub>/<topic>               body = the event (any content type)
  *   POST /v1.0-alpha1/publish/bulk/<pubsub>/<topic>   body = [{entryId, event, contentType?, metadata?}]
  * Request metadata comes as `metadata.<key>=<value>` query parameters (rawPayload, ttlInSeconds,
- * and whatever the component reads).
+ * and whatever the component reads; http/query.ts). Schemas: schemas.ts.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { isJsonType } from './cloudevent.ts';
-import { errorBody, malformed } from '../http/errors.ts';
+import { errorBody } from '../http/errors.ts';
 import { parseJsonText } from '../http/body.ts';
+import { queryMetadata } from '../http/query.ts';
+import { checkBody } from '../http/schema.ts';
 import { rawBodyRoutes } from '../http/server.ts';
+import * as schemas from './schemas.ts';
 import type { BulkEntry, PublishService } from './publish.ts';
 
 type Params = { Params: { pubsub: string; topic: string }; Querystring: Record<string, string | string[]> };
@@ -19,29 +22,29 @@ export async function publishRoutes(http: FastifyInstance, service: PublishServi
     // a child logger per request (for its request id) is a measurable share of a publish; it is
     // only worth it when debug lines, which carry it, are written
     scope.setChildLoggerFactory((logger, bindings, opts) => (logger.level === 'debug' || logger.level === 'trace' ? logger.child(bindings, opts) : logger));
-    scope.post<Params>('/v1.0/publish/:pubsub/*', async (req, reply) => {
+    scope.post<Params>('/v1.0/publish/:pubsub/*', { schema: schemas.PUBLISH }, async (req, reply) => {
       const { pubsub, topic } = target(req);
       await service.publish({
         pubsubname: pubsub,
         topic,
         data: bodyOf(req),
         contentType: header(req, 'content-type'),
-        metadata: metadataOf(req),
+        metadata: queryMetadata(req.query) ?? {},
         traceparent: header(req, 'traceparent'),
         tracestate: header(req, 'tracestate'),
       });
       return reply.status(204).send();
     });
-    scope.post<Params>('/v1.0-alpha1/publish/bulk/:pubsub/*', async (req, reply) => {
+    scope.post<Params>('/v1.0-alpha1/publish/bulk/:pubsub/*', { schema: schemas.BULK_PUBLISH }, async (req, reply) => {
       const { pubsub, topic } = target(req);
       const body = bodyOf(req);
-      if (body.length === 0) throw malformed('the body must be a JSON array of {entryId, event, contentType, metadata}');
-      const list = parseJsonText(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')); // a view: no copy of the body
+      // a view: no copy of the body; none is checked (and refused) as an empty body
+      const list = body.length === 0 ? null : parseJsonText(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
       const failed = await service.bulkPublish({
         pubsubname: pubsub,
         topic,
         entries: bulkEntries(list),
-        metadata: metadataOf(req),
+        metadata: queryMetadata(req.query) ?? {},
         traceparent: header(req, 'traceparent'),
       });
       if (failed.length === 0) return reply.status(204).send();
@@ -68,15 +71,6 @@ function header(req: FastifyRequest, name: string): string | undefined {
   return typeof v === 'string' && v !== '' ? v : undefined;
 }
 
-function metadataOf(req: FastifyRequest<Params>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(req.query ?? {})) {
-    if (!k.startsWith('metadata.') || k.length === 'metadata.'.length) continue;
-    Object.defineProperty(out, k.slice('metadata.'.length), { value: Array.isArray(v) ? v[v.length - 1] : v, enumerable: true, writable: true, configurable: true });
-  }
-  return out;
-}
-
 const MEMBERS = ['entryId', 'event', 'contentType', 'metadata'];
 function canonical(k: string): string {
   return MEMBERS.find((m) => m.toLowerCase() === k.toLowerCase()) ?? k;
@@ -90,28 +84,29 @@ function canonicalKeys(e: Record<string, unknown>): Record<string, unknown> {
 
 /** The bulk body's entries as bytes: JSON events become their JSON text, strings their UTF-8. */
 export function bulkEntries(list: unknown): BulkEntry[] {
-  if (!Array.isArray(list)) throw malformed('the body must be a JSON array of {entryId, event, contentType, metadata}');
-  return list.map((e: unknown, i) => {
-    if (typeof e !== 'object' || e === null || Array.isArray(e)) throw malformed(`entries[${i}] must be an object with entryId and event`);
-    // JSON member names match case-insensitively, as clients of the ecosystem's API rely on (entryID)
-    const o = canonicalKeys(e as Record<string, unknown>);
-    if (typeof o.entryId !== 'string' || o.entryId === '') throw malformed(`entries[${i}].entryId is required and must be a string`);
-    if (!('event' in o)) throw malformed(`entries[${i}].event is required`);
-    if (o.contentType !== undefined && typeof o.contentType !== 'string') throw malformed(`entries[${i}].contentType must be a string`);
-    const contentType = (o.contentType as string | undefined) || (typeof o.event === 'string' ? 'text/plain' : 'application/json');
+  // JSON member names match case-insensitively, as clients of the ecosystem's API rely on (entryID)
+  const entries = Array.isArray(list) ? list.map((e: unknown) => (typeof e === 'object' && e !== null && !Array.isArray(e) ? canonicalKeys(e as Record<string, unknown>) : e)) : list;
+  checkBody(schemas.BULK_PUBLISH['x-body']!, entries);
+  return (entries as BulkEntryJson[]).map((o) => {
+    const contentType = o.contentType || (typeof o.event === 'string' ? 'text/plain' : 'application/json');
     let metadata = NO_METADATA;
-    if (o.metadata !== undefined && o.metadata !== null) {
+    if (o.metadata) {
       metadata = {};
-      if (typeof o.metadata !== 'object' || Array.isArray(o.metadata)) throw malformed(`entries[${i}].metadata must be an object of strings`);
-      for (const [k, v] of Object.entries(o.metadata as Record<string, unknown>)) {
-        if (typeof v !== 'string') throw malformed(`entries[${i}].metadata.${k} must be a string`);
-        Object.defineProperty(metadata, k, { value: v, enumerable: true, writable: true, configurable: true });
-      }
+      // an own "__proto__" key stays a plain entry
+      for (const [k, v] of Object.entries(o.metadata)) Object.defineProperty(metadata, k, { value: v, enumerable: true, writable: true, configurable: true });
     }
     if (typeof o.event === 'string' && !isJsonType(contentType)) return { entryId: o.entryId, data: Buffer.from(o.event), contentType, metadata };
     // the JSON value goes on as parsed: the envelope does not parse its text again
     return new JsonEntry(o.entryId, o.event ?? null, contentType, metadata);
   });
+}
+
+/** An entry as its schema lets it through. */
+interface BulkEntryJson {
+  entryId: string;
+  event: unknown;
+  contentType?: string | null;
+  metadata?: Record<string, string> | null;
 }
 
 /** An entry without metadata shares this one (publishing only reads it). */

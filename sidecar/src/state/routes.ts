@@ -6,21 +6,25 @@
  *   POST   /v1.0/state/<store>/bulk          bulk get          → 200 [{key, data, etag}]
  *   POST   /v1.0/state/<store>/transaction   all-or-nothing    → 204
  *   POST   /v1.0-alpha1/state/<store>/query  query (stores with QUERY_API) → 200 {results, token?}
- * Each route decodes (requests.ts), calls the operation of the state service (service.ts, shared
- * with the gRPC API) and encodes its answer; the service checks and maps errors.
+ * Each route declares its schema (schemas.ts), decodes (requests.ts), calls the operation of the
+ * state service (service.ts, shared with the gRPC API) and encodes its answer; the service
+ * checks what the values mean and maps errors.
  */
-import type { FastifyRequest } from 'fastify';
 import type { SidecarContext } from '../context.ts';
 import type { StateItem } from '../components/types.ts';
+import { queryMetadata } from '../http/query.ts';
+import { jsonOfAnyContentType } from '../http/schema.ts';
 import { keyPrefixFor } from './keys.ts';
-import { deleteRequestOf, jsonBody, optionsOf, parseBulkGetBody, parseSaveBody, parseTransactionBody, queryMetadata, queryParam } from './requests.ts';
+import { deleteRequestOf, saveItems, transactionOf, type ItemJson } from './requests.ts';
+import * as schemas from './schemas.ts';
 import { StateService } from './service.ts';
 
 const HEADER_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 const HEADER_VALUE = /^[\x20-\x7e]{0,4096}$/;
 
-type StoreParams = { Params: { storename: string } };
-type KeyParams = { Params: { storename: string; key: string } };
+type Query = Record<string, string | string[]>;
+type Store = { Params: { storename: string }; Querystring: Query };
+type Key = { Params: { storename: string; key: string }; Querystring: Query & { concurrency?: string; consistency?: string } };
 
 export async function setup(ctx: SidecarContext): Promise<void> {
   const state = new StateService(ctx.components, ctx.options.appId, ctx.options.namespace);
@@ -38,20 +42,21 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     }
   }
   const http = ctx.http;
+  // JSON bodies are read whatever their Content-Type (none, text/plain …), then checked by their schema
+  const json = { preValidation: jsonOfAnyContentType };
 
-  http.post<StoreParams>('/v1.0/state/:storename', async (req, reply) => {
-    const items = parseSaveBody(req.body);
+  http.post<Store & { Body: ItemJson[] }>('/v1.0/state/:storename', { schema: schemas.SAVE, ...json }, async (req, reply) => {
+    const items = saveItems(req.body);
     // request-wide `metadata.*` query parameters are copied over every item's own metadata
     // (the reference runtime's precedence: the request's wins)
-    const md = req.url.includes('?') ? readQuery(req) : undefined;
+    const md = queryMetadata(req.query);
     if (md) for (const i of items) i.metadata = mergeMetadata(i.metadata, md);
     await state.save(req.params.storename, items);
     return reply.code(204).send();
   });
 
-  http.get<KeyParams>('/v1.0/state/:storename/:key', async (req, reply) => {
-    const md = req.url.includes('?') ? readQuery(req) : undefined;
-    const item = await state.get(req.params.storename, req.params.key, md);
+  http.get<Key>('/v1.0/state/:storename/:key', { schema: schemas.GET }, async (req, reply) => {
+    const item = await state.get(req.params.storename, req.params.key, queryMetadata(req.query));
     if (!item) return reply.code(204).send();
     if (item.etag !== undefined && HEADER_VALUE.test(item.etag)) reply.header('etag', item.etag);
     // response metadata (e.g. ttlExpireTime) as headers; a pluggable store's odd names are left out
@@ -60,30 +65,31 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     return reply.send(Buffer.isBuffer(item.value) ? item.value : Buffer.from(item.value));
   });
 
-  http.delete<KeyParams>('/v1.0/state/:storename/:key', async (req, reply) => {
-    await state.delete(req.params.storename, deleteRequestOf(req.params.key, req.headers['if-match'], req.query, readQuery(req)));
+  http.delete<Key>('/v1.0/state/:storename/:key', { schema: schemas.DELETE }, async (req, reply) => {
+    await state.delete(req.params.storename, deleteRequestOf(req.params.key, req.headers['if-match'], req.query));
     return reply.code(204).send();
   });
 
-  http.post<StoreParams>('/v1.0/state/:storename/bulk', async (req, reply) => {
-    const body = parseBulkGetBody(req.body);
-    const items = await state.bulkGet(req.params.storename, body.keys, mergeMetadata(body.metadata, readQuery(req)));
+  http.post<Store & { Body: { keys: string[]; metadata?: Record<string, string> | null } }>('/v1.0/state/:storename/bulk', { schema: schemas.BULK_GET, ...json }, async (req, reply) => {
+    const { keys, metadata } = req.body;
+    const items = await state.bulkGet(req.params.storename, keys, mergeMetadata(metadata ?? undefined, queryMetadata(req.query)));
     reply.header('content-type', 'application/json');
-    return reply.send(bulkJson(body.keys, items));
+    return reply.send(bulkJson(keys, items));
   });
 
-  http.post<StoreParams>('/v1.0/state/:storename/transaction', async (req, reply) => {
-    const tx = parseTransactionBody(req.body);
+  type TxBody = Parameters<typeof transactionOf>[0];
+  http.post<Store & { Body: TxBody }>('/v1.0/state/:storename/transaction', { schema: schemas.TRANSACTION, ...json }, async (req, reply) => {
+    const tx = transactionOf(req.body);
     // `metadata.*` query parameters win over the body's and every operation's metadata
-    const query = req.url.includes('?') ? readQuery(req) : undefined;
+    const query = queryMetadata(req.query);
     const operations = query ? tx.operations.map((op) => (op.request ? { ...op, request: { ...op.request, metadata: mergeMetadata(op.request.metadata, query) } } : op)) : tx.operations;
     await state.transact(req.params.storename, operations, mergeMetadata(tx.metadata, query));
     return reply.code(204).send();
   });
 
-  http.post<StoreParams>('/v1.0-alpha1/state/:storename/query', async (req, reply) => {
+  http.post<Store>('/v1.0-alpha1/state/:storename/query', { schema: schemas.QUERY, ...json }, async (req, reply) => {
     // `metadata.*` query parameters go to the store (e.g. a partition key)
-    const result = await state.query(req.params.storename, jsonBody(req.body), readQuery(req));
+    const result = await state.query(req.params.storename, req.body, queryMetadata(req.query));
     const items = result.results.map((r) => {
       const s = itemJson(r.key, { key: r.key, value: r.value, etag: r.etag });
       return r.error ? `${s.slice(0, -1)},"error":${JSON.stringify(r.error)}}` : s;
@@ -92,13 +98,6 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     reply.header('content-type', 'application/json');
     return reply.send(`{"results":[${items.join(',')}]${result.token ? `,"token":${JSON.stringify(result.token)}` : ''}${md}}`);
   });
-}
-
-/** `metadata.*` query parameters; also checks `consistency` when given. */
-function readQuery(req: FastifyRequest): Record<string, string> | undefined {
-  const consistency = queryParam(req.query, 'consistency');
-  if (consistency !== undefined) optionsOf(undefined, consistency, 'query');
-  return queryMetadata(req.query);
 }
 
 function mergeMetadata(a: Record<string, string> | undefined, b: Record<string, string> | undefined): Record<string, string> | undefined {

@@ -102,11 +102,11 @@ describe.skipIf(!sshdAvailable)('bindings.sftp over the sidecar HTTP API (real s
       [{ operation: 'create', data: { file: 'content' }, metadata: { fileName: 'x.txt' } }, /base64 string/],
       [{ operation: 'get' }, /needs metadata.fileName/],
       [{ operation: 'move', metadata: { fileName: 'x' } }, /does not support operation "move"; supported: create, get, list, delete/],
-      [{ data: 'x' }, /"operation" is required/],
-      [{ operation: 'get', metadata: { fileName: 1 } }, /metadata.fileName" must be a string/],
+      [{ data: 'x' }, /body member operation is required/],
+      [{ operation: 'get', metadata: { fileName: 1 } }, /body member metadata\.fileName must be a string/],
       ['{"operation": "get", ', /not valid JSON/],
-      ['[1,2]', /must be a JSON object/],
-      ['', /must be a JSON object/],
+      ['[1,2]', /the request body must be an object: send a JSON object/],
+      ['', /the request body is empty: send a JSON object/],
     ];
     for (const [body, message] of cases) {
       const res = await invoke(body);
