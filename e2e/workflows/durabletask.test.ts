@@ -186,9 +186,10 @@ describe('workflows with the durabletask-js SDK', () => {
     await waitForStatus(sc.base, id, ['RUNNING']);
     expect((await fetch(`${sc.base}/v1.0/workflows/rt/${id}/pause`, { method: 'POST' })).status).toBe(202);
     expect((await getInstance(sc.base, id))?.runtimeStatus).toBe('SUSPENDED');
+    // the events are stored when the calls return; that no run happens while suspended is
+    // checked on settled state in test/workflows/engine.test.ts
     await client.raiseOrchestrationEvent(id, 'approve', 1);
     await client.raiseOrchestrationEvent(id, 'confirm', 2);
-    await new Promise((r) => setTimeout(r, 300));
     expect((await getInstance(sc.base, id))?.runtimeStatus).toBe('SUSPENDED');
     expect((await fetch(`${sc.base}/v1.0/workflows/rt/${id}/resume`, { method: 'POST' })).status).toBe(202);
     const st = await client.waitForOrchestrationCompletion(id, true, 20);
@@ -269,7 +270,7 @@ describe('workflows with the durabletask-js SDK', () => {
   it('starts a scheduled instance only at its start time (PENDING until then)', async () => {
     const at = new Date(Date.now() + 1200);
     const id = await client.scheduleNewOrchestration('immediate', 'later', undefined, at);
-    await new Promise((r) => setTimeout(r, 300));
+    // no run before the start time: on fake time in test/workflows/time.test.ts; here, it ends after it
     expect((await getInstance(sc.base, id))?.runtimeStatus).toBe('PENDING');
     const st = await client.waitForOrchestrationCompletion(id, true, 20);
     expect(st?.runtimeStatus).toBe(OrchestrationStatus.COMPLETED);

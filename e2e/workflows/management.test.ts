@@ -14,7 +14,7 @@ import { OrchestrationStatus } from '@dapr/durabletask-js/orchestration/enum/orc
 import { whenAll } from '@dapr/durabletask-js/task/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HistoryEvent, OrchestrationStateMsg } from '../../sidecar/src/workflows/proto.ts';
-import { getInstance, quietSdkLogs, rawTaskHub, sidecarForTest, waitForStatus, type RawTaskHub, type TestSidecar } from './harness.ts';
+import { getInstance, quietSdkLogs, rawTaskHub, sidecarForTest, waitForStatus, waitUntil, type RawTaskHub, type TestSidecar } from './harness.ts';
 
 let sc: TestSidecar;
 let worker: TaskHubGrpcWorker;
@@ -100,7 +100,7 @@ describe('terminate', () => {
     await waitForStatus(sc.base, `${id}-kid`, ['RUNNING']);
     await client.terminateOrchestration(id, 'enough');
     expect((await client.waitForOrchestrationCompletion(id, true, 20))?.runtimeStatus).toBe(OrchestrationStatus.TERMINATED);
-    await new Promise((r) => setTimeout(r, 300));
+    // (that nothing reaches the child later is checked on settled state in test/workflows/engine.test.ts)
     expect((await getInstance(sc.base, `${id}-kid`))?.runtimeStatus).toBe('RUNNING');
     const ended = (await history(id)).find((e) => e.executionTerminated);
     expect(ended?.executionTerminated?.recurse ?? false).toBe(false);
@@ -326,7 +326,8 @@ describe('listing and querying', () => {
     await client.scheduleNewOrchestration('waiter', null, 'ls-running');
     await waitForStatus(sc.base, 'ls-running', ['RUNNING']);
     t0 = Date.now();
-    await new Promise((r) => setTimeout(r, 20));
+    // the instances below are created after t0, on a later millisecond
+    await waitUntil(() => Date.now() > t0, 1000, 'the clock to pass t0');
     for (const [i, id] of ids.entries()) await client.scheduleNewOrchestration('quickChild', i + 1, id);
     for (const id of ids) await client.waitForOrchestrationCompletion(id, true, 20);
   });

@@ -8,6 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { SYSTEM_CLOCK, type Clock, type Timer } from '../../sidecar/src/util/clock.ts';
 import { MinHeap } from './heap.ts';
 import type { JobStore, ProgressUpdate, StoreListener } from './store/types.ts';
 import {
@@ -40,7 +41,7 @@ interface Live {
   busy: boolean;
   /** Being handed to another replica: no new fires, but the ack of the one out still counts. */
   releasing?: boolean;
-  retryTimer?: NodeJS.Timeout;
+  retryTimer?: Timer;
 }
 
 interface Inflight {
@@ -80,8 +81,8 @@ export interface EngineOptions {
   store: JobStore;
   /** A trigger not acked within this time counts as failed. Default 120 s. */
   ackTimeoutMs?: number;
-  /** Clock, for tests. */
-  now?: () => number;
+  /** Time and timers: fires, retries, ack timeouts, progress writes (tests pass a ManualClock). */
+  clock?: Clock;
 }
 
 export interface EngineStats {
@@ -104,16 +105,16 @@ export const PROGRESS_FLUSH_MS = 20;
 export class SchedulerEngine implements StoreListener {
   private readonly log: Logger;
   readonly store: JobStore;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly ackTimeoutMs: number;
   private readonly jobs = new Map<string, Live>();
   private readonly heap = new MinHeap<{ at: number; ks: string; gen: string }>();
   private readonly targets = new Map<string, TargetQueue>();
   private readonly inflight = new Map<string, Inflight>();
   private readonly progress = new Map<string, ProgressUpdate>();
-  private timer?: NodeJS.Timeout;
+  private timer?: Timer;
   private timerAt = Number.POSITIVE_INFINITY;
-  private sweeper?: NodeJS.Timeout;
+  private sweeper?: Timer;
   private flushing?: Promise<void>;
   private flushQueued = false;
   private nextTriggerId = 0;
@@ -127,7 +128,7 @@ export class SchedulerEngine implements StoreListener {
   constructor(opts: EngineOptions) {
     this.log = opts.log;
     this.store = opts.store;
-    this.now = opts.now ?? Date.now;
+    this.clock = opts.clock ?? SYSTEM_CLOCK;
     this.ackTimeoutMs = opts.ackTimeoutMs ?? 120_000;
   }
 
@@ -137,14 +138,17 @@ export class SchedulerEngine implements StoreListener {
     } catch (e) {
       // jobs loaded before the failure armed the timer: a half-loaded engine must not run on
       this.stopping = true;
-      if (this.timer) clearTimeout(this.timer);
+      this.timer?.cancel();
       await this.store.close().catch(() => undefined);
       this.closed = true;
       throw e;
     }
-    this.sweeper = setInterval(() => this.sweepAckTimeouts(), Math.min(5000, this.ackTimeoutMs));
-    this.sweeper.unref();
+    this.sweeper = this.clock.every(Math.min(5000, this.ackTimeoutMs), () => this.sweepAckTimeouts());
     this.log.info({ store: this.store.describe(), jobs: this.jobs.size }, 'scheduler engine started');
+  }
+
+  private now(): number {
+    return this.clock.now();
   }
 
   // ---- API -------------------------------------------------------------------------------
@@ -236,11 +240,11 @@ export class SchedulerEngine implements StoreListener {
     const t = inf.trigger;
     if (policy.kind === 'constant' && (policy.maxRetries === undefined || t.attempt < policy.maxRetries)) {
       if (live.releasing) return; // the next owner fires it again
-      live.retryTimer = setTimeout(() => {
+      live.retryTimer = this.clock.after(policy.intervalMs, () => {
         live.retryTimer = undefined;
         if (this.jobs.get(live.ks) !== live || this.stopping || live.releasing) return;
         this.dispatch({ ...t, id: this.newId(), attempt: t.attempt + 1 });
-      }, policy.intervalMs);
+      });
       return;
     }
     this.log.warn({ job: t.key.name, appId: t.key.appId, attempts: t.attempt + 1 }, 'job trigger failed; giving up on this fire per its failure policy');
@@ -252,7 +256,7 @@ export class SchedulerEngine implements StoreListener {
   upsert(rec: JobRecord): void {
     const ks = keyString(rec.key);
     const old = this.jobs.get(ks);
-    if (old?.retryTimer) clearTimeout(old.retryTimer);
+    old?.retryTimer?.cancel();
     if (rec.nextAt === null) {
       this.jobs.delete(ks);
       return;
@@ -266,7 +270,7 @@ export class SchedulerEngine implements StoreListener {
     const ks = keyString(key);
     const old = this.jobs.get(ks);
     if (!old) return;
-    if (old.retryTimer) clearTimeout(old.retryTimer);
+    old.retryTimer?.cancel();
     this.jobs.delete(ks);
   }
 
@@ -276,7 +280,7 @@ export class SchedulerEngine implements StoreListener {
       if (!owns(live.rec.key)) continue;
       live.releasing = true;
       // a failed trigger waiting for its retry: the next owner fires it again
-      if (live.retryTimer) clearTimeout(live.retryTimer);
+      live.retryTimer?.cancel();
       live.retryTimer = undefined;
       leaving.push(live);
     }
@@ -309,13 +313,13 @@ export class SchedulerEngine implements StoreListener {
   private arm(): void {
     if (this.stopping) return;
     const top = this.heap.peek();
-    if (this.timer) clearTimeout(this.timer);
+    this.timer?.cancel();
     this.timer = undefined;
     this.timerAt = Number.POSITIVE_INFINITY;
     if (!top) return;
     const delay = Math.max(0, Math.min(top.at - this.now(), MAX_TIMER_MS));
     this.timerAt = top.at;
-    this.timer = setTimeout(() => this.tick(), delay);
+    this.timer = this.clock.after(delay, () => this.tick());
   }
 
   private tick(): void {
@@ -394,10 +398,10 @@ export class SchedulerEngine implements StoreListener {
     this.progress.set(keyString(u.key), u);
     if (this.flushQueued) return;
     this.flushQueued = true;
-    setTimeout(() => {
+    this.clock.after(PROGRESS_FLUSH_MS, () => {
       this.flushQueued = false;
       void this.flush();
-    }, PROGRESS_FLUSH_MS).unref();
+    });
   }
 
   /** Writes pending progress; resolves when it (and any write already running) is stored. */
@@ -411,7 +415,7 @@ export class SchedulerEngine implements StoreListener {
       .catch((e) => {
         this.log.error({ err: e, updates: batch.length }, 'could not store job progress; will retry');
         for (const u of batch) if (!this.progress.has(keyString(u.key))) this.progress.set(keyString(u.key), u);
-        setTimeout(() => void this.flush(), 1000).unref();
+        this.clock.after(1000, () => void this.flush());
       })
       .finally(() => {
         this.flushing = undefined;
@@ -483,9 +487,9 @@ export class SchedulerEngine implements StoreListener {
 
   async close(): Promise<void> {
     this.stopping = true;
-    if (this.timer) clearTimeout(this.timer);
-    if (this.sweeper) clearInterval(this.sweeper);
-    for (const live of this.jobs.values()) if (live.retryTimer) clearTimeout(live.retryTimer);
+    this.timer?.cancel();
+    this.sweeper?.cancel();
+    for (const live of this.jobs.values()) live.retryTimer?.cancel();
     await this.flush();
     // the etcd store hands its partitions over here (waiting for acks of triggers in flight)
     await this.store.close();

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { rtHome } from '../../sidecar/src/invoke/registry/local.ts';
+import type { Clock } from '../../sidecar/src/util/clock.ts';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
 import { SchedulerEngine } from './engine.ts';
 import { startSchedulerServer, type SchedulerServer } from './grpc/server.ts';
@@ -62,6 +63,8 @@ export interface SchedulerProcessOptions {
   etcdTls?: { ca: Buffer; cert?: Buffer; key?: Buffer };
   /** PEM certificate chain and key: serve gRPC over TLS (sidecars verify it with RT_SCHEDULER_TLS_CA_FILE). */
   tls?: { cert: Buffer; key: Buffer };
+  /** The engine's time (tests pass a ManualClock); the system clock by default. */
+  clock?: Clock;
 }
 
 export class SchedulerUsageError extends Error {}
@@ -182,7 +185,7 @@ export async function startScheduler(o: SchedulerProcessOptions, log = createLog
     o.etcdEndpoints.length > 0
       ? new EtcdJobStore({ endpoints: o.etcdEndpoints, prefix: o.etcdPrefix, partitions: o.partitions, leaseTtlSec: o.leaseTtlSec, replicaId: o.replicaId, log, tls: o.etcdTls })
       : new SqliteJobStore(join(o.dataDir, 'scheduler.sqlite'), log);
-  const engine = new SchedulerEngine({ log, store });
+  const engine = new SchedulerEngine({ log, store, clock: o.clock });
   // a store that fails to load stops here (the engine has let go of everything it had
   // started): the command exits non-zero instead of running without a gRPC or health port
   await engine.start();

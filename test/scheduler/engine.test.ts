@@ -1,18 +1,23 @@
+/**
+ * The scheduler engine on fake time (a ManualClock): fires, retries, ack timeouts, ttl and
+ * progress writes happen when the test moves the clock, never by waiting.
+ */
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CONSUMER_WINDOW, SchedulerEngine } from '../../scheduler/src/engine.ts';
 import { SqliteJobStore } from '../../scheduler/src/store/sqlite.ts';
 import type { JobKey, Trigger } from '../../scheduler/src/types.ts';
-import { waitFor } from '../jobs/helpers.ts';
+import { ManualClock } from '../../sidecar/src/util/clock.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const target = { namespace: 'ns', appId: 'a' };
 const key = (name: string, owner = ''): JobKey => ({ ...target, owner, name });
 
-describe('scheduler engine (SQLite in memory)', () => {
+describe('scheduler engine (SQLite in memory, fake time)', () => {
   const engines: SchedulerEngine[] = [];
+  let clock: ManualClock;
   const start = async (ackTimeoutMs?: number) => {
-    const e = new SchedulerEngine({ log: pino({ level: 'silent' }), store: new SqliteJobStore(':memory:'), ackTimeoutMs });
+    clock = new ManualClock();
+    const e = new SchedulerEngine({ log: pino({ level: 'silent' }), store: new SqliteJobStore(':memory:'), ackTimeoutMs, clock });
     await e.start();
     engines.push(e);
     return e;
@@ -24,13 +29,12 @@ describe('scheduler engine (SQLite in memory)', () => {
   it('drops a waiting trigger whose job was replaced, and fires the replacement', async () => {
     const e = await start();
     await e.schedule(key('j'), { dueTime: '0s', dataJson: '"old"' }, false);
-    await sleep(50); // due with no consumer: waits
+    await clock.advance(50); // due with no consumer: waits
     await e.schedule(key('j'), { dueTime: '0s', dataJson: '"new"' }, true);
-    await sleep(50);
+    await clock.advance(50);
     const got: Trigger[] = [];
     e.connect(target, { name: 'c', send: (t) => (got.push(t), e.ack(t.id, true)) });
-    await waitFor(() => got.length >= 1, 2000, 'the replacement');
-    await sleep(100);
+    await clock.advance(60_000);
     expect(got.map((t) => t.dataJson)).toEqual(['"new"']);
   });
 
@@ -39,13 +43,14 @@ describe('scheduler engine (SQLite in memory)', () => {
     const held: Trigger[] = [];
     const disconnect = e.connect(target, { name: 'silent', send: (t) => held.push(t) });
     for (let i = 0; i < 5; i++) await e.schedule(key(`m${i}`), { dueTime: '0s' }, false);
-    await waitFor(() => held.length === 5, 2000, 'five triggers at the first sidecar');
+    await clock.advance(0);
+    expect(held).toHaveLength(5);
     const got: Trigger[] = [];
     e.connect(target, { name: 'second', send: (t) => (got.push(t), e.ack(t.id, true)) });
     disconnect();
-    await waitFor(() => got.length === 5, 2000, 'five triggers at the second sidecar');
+    expect(got).toHaveLength(5);
     expect(new Set(got.map((t) => t.key.name)).size).toBe(5);
-    await sleep(50);
+    await clock.advance(1000);
     expect(e.snapshot()).toMatchObject({ jobs: 0, inflight: 0, pending: 0 });
   });
 
@@ -55,11 +60,13 @@ describe('scheduler engine (SQLite in memory)', () => {
     e.connect(target, { name: 'slow', send: (t) => held.push(t) });
     const n = CONSUMER_WINDOW + 200;
     for (let i = 0; i < n; i++) await e.schedule(key(`w${i}`), { dueTime: '0s' }, false);
-    await waitFor(() => held.length === CONSUMER_WINDOW && e.snapshot().pending === 200, 5000, 'a full window and 200 waiting');
+    await clock.advance(0);
+    expect(held.length).toBe(CONSUMER_WINDOW);
+    expect(e.snapshot().pending).toBe(200);
     for (const t of held.splice(0, 150)) e.ack(t.id, true);
     expect(held.length).toBe(CONSUMER_WINDOW); // 150 acked, 150 more sent at once
     for (const t of held.splice(0)) e.ack(t.id, true);
-    await waitFor(() => held.length === 50, 2000, 'the last 50');
+    expect(held.length).toBe(50);
     for (const t of held.splice(0)) e.ack(t.id, true);
     expect(e.snapshot()).toMatchObject({ pending: 0, inflight: 0, acked: n });
   });
@@ -75,7 +82,12 @@ describe('scheduler engine (SQLite in memory)', () => {
       },
     });
     await e.schedule(key('lost-ack'), { dueTime: '0s', failurePolicy: { kind: 'constant', intervalMs: 10, maxRetries: 2 } }, false);
-    await waitFor(() => seen.length >= 2, 6000, 'the retry');
+    await clock.advance(0);
+    expect(seen.map((t) => t.attempt)).toEqual([0]);
+    // the sweep at 300 ms finds it older than the ack timeout only at the next one (600 ms); the retry 10 ms later
+    await clock.advance(599);
+    expect(seen).toHaveLength(1);
+    await clock.advance(11);
     expect(seen.map((t) => t.attempt)).toEqual([0, 1]);
   });
 
@@ -83,8 +95,9 @@ describe('scheduler engine (SQLite in memory)', () => {
     const e = await start();
     e.connect(target, { name: 'c', send: (t) => e.ack(t.id, true) });
     await e.schedule(key('ttl'), { schedule: '@every 1h', ttl: '150ms' }, false);
+    await clock.advance(149);
     expect((await e.list({ ...target, owner: '' })).map((r) => r.key.name)).toEqual(['ttl']);
-    await sleep(300);
+    await clock.advance(2);
     expect(await e.list({ ...target, owner: '' })).toEqual([]);
     await expect(e.get(key('ttl'))).rejects.toMatchObject({ kind: 'not_found' });
     expect(e.snapshot().jobs).toBe(0);

@@ -13,7 +13,20 @@ import { spawnScheduler, type SchedulerProc } from './harness.ts';
 const etcd: EtcdTarget = await startEtcd();
 const available = requireService('etcd', etcd.available, etcd.why);
 const silent = pino({ level: 'silent' });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Jobs of app `appId` (namespace default) still stored in etcd whose names start with `start`:
+ * none once every fire of them was acked and its progress written, so no trigger of them follows.
+ */
+async function jobsLeft(prefix: string, appId: string, start: string): Promise<number> {
+  const { Etcd3 } = await import('etcd3');
+  const client = new Etcd3({ hosts: etcd.endpoints });
+  try {
+    return (await client.getAll().prefix(`${prefix}/jobs/default/${appId}//${start}`).keys()).length;
+  } finally {
+    client.close();
+  }
+}
 
 /** partition → replica id, read straight from etcd. */
 async function ownersOf(prefix: string): Promise<Map<number, string>> {
@@ -89,7 +102,8 @@ describe.skipIf(!available)('etcd job store (real etcd)', () => {
 
       await engine.schedule({ ...key, name: 'rep' }, { schedule: '@every 50ms', repeats: 3, dataJson: '"r"' }, false);
       await waitFor(() => got.filter((t) => t.key.name === 'rep').length >= 3, 5000, '3 fires');
-      await sleep(200);
+      // done (removed after its last ack): no fire can follow
+      await waitFor(() => engine.get({ ...key, name: 'rep' }).then(() => false, () => true), 5000, 'the job to be done');
       expect(got.filter((t) => t.key.name === 'rep')).toHaveLength(3);
       await expect(engine.get({ ...key, name: 'rep' })).rejects.toMatchObject({ kind: 'not_found' });
     } finally {
@@ -145,7 +159,7 @@ describe.skipIf(!available)('etcd job store (real etcd)', () => {
       replicas[2] = await spawnScheduler(port, [...args(), '--replica-id', 'replica-2']);
       await waitFor(() => new Set(delivered('calm-').map((r) => r.name)).size === oneShots, 20_000, 'all one-shot jobs');
       await waitFor(() => delivered('calmrep-').length >= repeating * repeats, 20_000, 'all repeats');
-      await sleep(800);
+      await waitFor(async () => (await jobsLeft(prefix, 'ha-app', 'calm')) === 0, 20_000, 'every job done');
       expect(delivered('calm-')).toHaveLength(oneShots); // none twice
       const per = new Map<string, number>();
       for (const r of delivered('calmrep-')) per.set(r.name, (per.get(r.name) ?? 0) + 1);
@@ -183,7 +197,7 @@ describe.skipIf(!available)('etcd job store (real etcd)', () => {
       };
       await waitFor(() => new Set(delivered('storm-').map((r) => r.name)).size >= oneShots, 30_000, 'all one-shot jobs after the kill');
       await waitFor(() => [...perRep().values()].filter((c) => c >= repeats).length === repeating, 30_000, `all ${repeats} fires of every repeating job`);
-      await sleep(800);
+      await waitFor(async () => (await jobsLeft(prefix, 'ha-app', 'storm-')) + (await jobsLeft(prefix, 'ha-app', 'rep-')) === 0, 30_000, 'every job done');
       const names = new Set(delivered('storm-').map((r) => r.name));
       for (let i = 0; i < oneShots; i++) expect(names.has(`storm-${i}`)).toBe(true);
       // jobs of the dead replica's partitions were fired by the others after its death

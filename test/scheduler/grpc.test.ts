@@ -5,6 +5,7 @@ import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
 import { getInternalJobs } from '../../sidecar/src/jobs/internal.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startScheduler, type RunningScheduler, type SchedulerProcessOptions } from '../../scheduler/src/main.ts';
+import { ManualClock } from '../../sidecar/src/util/clock.ts';
 import { freePort } from '../services/net.ts';
 import { postJob, sidecarFor, startRecordingApp, tempDir, waitFor, type RecordingApp } from '../jobs/helpers.ts';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
@@ -106,7 +107,8 @@ describe('sidecar ↔ rt scheduler over gRPC (SQLite store)', () => {
       for (let i = 0; i < 40; i++) expect((await postJob(sc.base, `spread-${i}`, { dueTime: '200ms', data: i })).status).toBe(204);
       const got = () => [...app.received, ...app2.received].filter((r) => r.name.startsWith('spread-'));
       await waitFor(() => got().length >= 40, 10_000, 'all 40 triggers');
-      await new Promise((r) => setTimeout(r, 300));
+      // every trigger acked (after its delivery), none waiting: no other can follow
+      await waitFor(() => sched.engine.snapshot().inflight === 0 && sched.engine.snapshot().pending === 0, 10_000, 'every trigger acked');
       expect(got()).toHaveLength(40);
       expect(new Set(got().map((r) => r.name)).size).toBe(40);
       // both sidecars took a share
@@ -132,7 +134,8 @@ describe('sidecar ↔ rt scheduler over gRPC (SQLite store)', () => {
       await getInternalJobs(appless.ctx)!.scheduleOnce('workflows', 'timer', Date.now() + 50, null);
       expect((await postJob(appless.base, 'waiting', { dueTime: '50ms', data: 'held' })).status).toBe(204);
       await waitFor(() => internal.length === 1, 5000, 'internal trigger at the app-less sidecar');
-      await new Promise((r) => setTimeout(r, 400));
+      // the app's trigger came due and waits in the scheduler: no sidecar of the app can take it
+      await waitFor(() => sched.engine.snapshot().pending >= 1, 5000, 'the app trigger held');
       reader = await sidecarFor({ appPort: other.port, dataDir: dir.path, appId: 'offline-app', schedulerAddresses: [`127.0.0.1:${opts.port}`] });
       const got = await waitFor(() => other.received.find((r) => r.name === 'waiting'), 10_000, 'held trigger');
       expect(JSON.parse(got.body)).toBe('held');
@@ -175,8 +178,10 @@ describe('sidecar ↔ rt scheduler over gRPC (SQLite store)', () => {
     const down = await postJob(sc.base, 'while-down', { dueTime: '1s' });
     expect(down.status).toBe(500);
     expect(((await down.json()) as { errorCode: string }).errorCode).toBe('RT_SCHEDULER_SCHEDULE_JOB');
-    await new Promise((r) => setTimeout(r, 800));
-    sched = await startScheduler(opts, silent);
+    // it came due while the scheduler was down: the restarted one runs on a clock the test moves past that
+    const clock = new ManualClock(Date.now());
+    sched = await startScheduler({ ...opts, clock }, silent);
+    await clock.advance(1000);
     const got = await waitFor(() => app.received.find((r) => r.name === 'across-restart'), 10_000, 'trigger after restart');
     expect(JSON.parse(got.body)).toBe(7);
     expect(await metadataAddresses()).toEqual([`127.0.0.1:${opts.port}`]);

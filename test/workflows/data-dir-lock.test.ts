@@ -66,8 +66,11 @@ describe('data-dir lock', () => {
     expect(await lockFileWithin(path, 300)).toBeUndefined();
     expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
     let waited = false;
-    setTimeout(() => holder.kill('SIGKILL'), 300);
-    const mine = await lockFileWithin(path, 10_000, () => (waited = true));
+    // the holder goes away once the second one waits for it
+    const mine = await lockFileWithin(path, 10_000, () => {
+      waited = true;
+      holder.kill('SIGKILL');
+    });
     expect(mine).toBeTypeOf('function');
     expect(waited).toBe(true);
     mine!();

@@ -119,4 +119,31 @@ describe('workflow engine runs', () => {
     const run = h2.runs().find((r) => r.instanceId === 'r');
     expect(completedIds(run?.newEvents ?? [])).toEqual([1]);
   });
+
+  it('terminate without recursion leaves the children running; with it, ends them', async () => {
+    const h = await harness();
+    for (const id of ['flat', 'deep']) {
+      await h.engine.start({ instanceId: id, name: 'P' });
+      await h.settle();
+      await h.engine.completeOrchestrator({ instanceId: id, actions: [{ id: 1, createSubOrchestration: { instanceId: `${id}-kid`, name: 'K' } }] }, PEER);
+      await h.settle();
+    }
+    expect((await h.engine.get('flat-kid'))?.status).toBe('PENDING');
+    await h.engine.terminate('flat', undefined, false);
+    await h.engine.terminate('deep', undefined, true);
+    await h.settle();
+    expect((await h.engine.get('flat'))?.status).toBe('TERMINATED');
+    expect((await h.engine.get('flat-kid'))?.status).toBe('PENDING');
+    expect((await h.engine.get('deep-kid'))?.status).toBe('TERMINATED');
+  });
+
+  it('an unsupported action among supported ones fails the run before any of them is carried out', async () => {
+    const h = await harness();
+    await h.engine.start({ instanceId: 'mixed', name: 'W' });
+    await h.settle();
+    await h.engine.completeOrchestrator({ instanceId: 'mixed', actions: [{ id: 0, scheduleTask: { name: 'never' } }, { id: 1, createDetachedWorkflow: {} }] }, PEER);
+    await h.settle();
+    expect((await h.engine.get('mixed'))?.status).toBe('FAILED');
+    expect(h.activities).toEqual([]);
+  });
 });

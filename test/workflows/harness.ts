@@ -7,10 +7,11 @@
 import pino from 'pino';
 import { factory as memoryFactory } from '../../sidecar/src/components/state/in-memory/index.ts';
 import type { ComponentSpec, StateStore, StateTransactionOperation } from '../../sidecar/src/components/types.ts';
+import type { ManualClock } from '../../sidecar/src/util/clock.ts';
 import { Engine } from '../../sidecar/src/workflows/engine.ts';
 import { InstanceTable } from '../../sidecar/src/workflows/instances.ts';
 import type { ActivityRequest, HistoryEvent, OrchestratorRequest, WorkItem } from '../../sidecar/src/workflows/proto.ts';
-import type { TimerRef, Timers } from '../../sidecar/src/workflows/timers.ts';
+import { Timers, type TimerRef } from '../../sidecar/src/workflows/timers.ts';
 import { Workers } from '../../sidecar/src/workflows/workers.ts';
 
 export const log = pino({ level: 'silent' });
@@ -48,25 +49,31 @@ export type EngineHarness = Awaited<ReturnType<typeof engineHarness>>;
 
 /**
  * An engine on `existing` (a restart) or on a new store in memory, with one worker stream
- * connected; `shared`: written as a store other replicas share (etag checks).
+ * connected; `shared`: written as a store other replicas share (etag checks). With `clock`, the
+ * engine, its workers and its in-process durable timers run on that clock (fake time);
+ * without, the test fires timers itself (`timers`).
  */
-export async function engineHarness(existing?: StateStore, opts: { shared?: boolean } = {}) {
+export async function engineHarness(existing?: StateStore, opts: { shared?: boolean; clock?: ManualClock } = {}) {
   const store = existing ?? (memoryFactory() as StateStore);
   if (!existing) await store.init(spec, { appId: 'a', namespace: 'default', log });
-  // writes can be held back (`slow.until`) to widen the windows where runs could overlap
-  const slow: { until?: Promise<void> } = {};
+  // writes can be held back (`slow.until`) to widen the windows where runs could overlap, or fail (`slow.fail`)
+  const slow: { until?: Promise<void>; fail?: number } = {};
   let writes = 0;
   const raw = (store as { rawTransact?: StateStore['transact'] }).rawTransact ?? store.transact!.bind(store);
   (store as { rawTransact?: StateStore['transact'] }).rawTransact = raw;
   store.transact = async (ops: StateTransactionOperation[]) => {
     writes++;
     await slow.until;
+    if (slow.fail) {
+      slow.fail--;
+      throw new Error('the store is down (test)');
+    }
     return raw(ops);
   };
   const table = new InstanceTable({ store, prefix: PREFIX, shared: opts.shared ?? false, replicaId: 'local', log });
-  const workers = new Workers(log, 100);
+  const workers = new Workers(log, 100, opts.clock);
   const timers = new HeldTimers();
-  const engine = new Engine(table, workers, timers as unknown as Timers, log, 'a');
+  const engine = opts.clock ? new Engine(table, workers, new Timers(undefined, log, opts.clock), log, 'a', opts.clock) : new Engine(table, workers, timers as unknown as Timers, log, 'a');
   const items: WorkItem[] = [];
   /** Runs sent and not answered through `answered`, by instance. */
   const open = new Map<string, OrchestratorRequest>();
@@ -82,7 +89,7 @@ export async function engineHarness(existing?: StateStore, opts: { shared?: bool
     },
     end: () => undefined,
   };
-  workers.addStream(stream as never);
+  const streamId = workers.addStream(stream as never);
 
   /** Until nothing moves: writes, their effects, the runs they dispatch. */
   const settle = async () => {
@@ -107,6 +114,8 @@ export async function engineHarness(existing?: StateStore, opts: { shared?: bool
     activities,
     slow,
     settle,
+    streamId,
+    stream,
     writes: () => writes,
     runs: () => items.flatMap((w) => ('orchestratorRequest' in w ? [w.orchestratorRequest] : [])),
   };

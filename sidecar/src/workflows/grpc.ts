@@ -97,8 +97,8 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
     StartInstance: unary<{ instanceId?: string; name?: string; version?: StringValue; input?: StringValue; scheduledStartTimestamp?: Timestamp }, unknown>(async (req) => {
       if (!req.name) throw new WorkflowError('INVALID', 'name (the workflow to start) is required');
       if (req.instanceId) checkInstanceId(req.instanceId, 'grpc');
-      const at = fromTimestamp(req.scheduledStartTimestamp);
-      const scheduledStart = at && at > Date.now() ? at : undefined;
+      // a start time that has passed starts it at once (the engine's clock decides)
+      const scheduledStart = fromTimestamp(req.scheduledStartTimestamp);
       const instanceId = await engine.start({ instanceId: req.instanceId, name: req.name, version: req.version?.value, input: req.input?.value, scheduledStart });
       return { instanceId };
     }),

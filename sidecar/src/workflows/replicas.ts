@@ -8,6 +8,7 @@
  */
 import type { Logger } from 'pino';
 import type { StateStore } from '../components/types.ts';
+import { SYSTEM_CLOCK, type Clock, type Timer } from '../util/clock.ts';
 import { isConflict } from './etag-retry.ts';
 
 export const HEARTBEAT_MS = 2000;
@@ -19,20 +20,22 @@ export class ReplicaRegistry {
   private readonly me: string;
   private readonly log: Logger;
   private readonly adopt: (deadId: string) => Promise<void>;
-  private timer?: NodeJS.Timeout;
+  private readonly clock: Clock;
+  private timer?: Timer;
   private beating?: Promise<void>;
 
-  constructor(store: StateStore, key: string, me: string, log: Logger, adopt: (deadId: string) => Promise<void>) {
+  constructor(store: StateStore, key: string, me: string, log: Logger, adopt: (deadId: string) => Promise<void>, clock: Clock = SYSTEM_CLOCK) {
     this.store = store;
     this.key = key;
     this.me = me;
     this.log = log;
     this.adopt = adopt;
+    this.clock = clock;
   }
 
   async start(): Promise<void> {
     await this.beat();
-    this.timer = setInterval(() => {
+    this.timer = this.clock.every(HEARTBEAT_MS, () => {
       if (!this.beating) {
         this.beating = this.beat().then(
           () => undefined,
@@ -40,12 +43,11 @@ export class ReplicaRegistry {
         );
         void this.beating.finally(() => (this.beating = undefined));
       }
-    }, HEARTBEAT_MS);
-    this.timer.unref();
+    });
   }
 
   /** One heartbeat: refresh our entry, remove (and adopt) replicas that stopped beating. */
-  async beat(now = Date.now()): Promise<string[]> {
+  async beat(now = this.clock.now()): Promise<string[]> {
     try {
       const item = await this.store.get(this.key);
       const seen = parse(item?.value);
@@ -68,7 +70,7 @@ export class ReplicaRegistry {
 
   /** Graceful stop: mark ourselves dead so that the others adopt our instances now. */
   async leave(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
+    this.timer?.cancel();
     await this.beating;
     for (let attempt = 0; attempt < 3; attempt++) {
       try {

@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { InternalJobs } from '../jobs/internal.ts';
+import { SYSTEM_CLOCK, type Clock, type Timer } from '../util/clock.ts';
 
 export const TIMER_OWNER = 'workflows';
 
@@ -16,18 +17,21 @@ export interface TimerRef {
   timerId: string;
 }
 
-/** Longest setTimeout delay node accepts; longer timers are re-armed in steps. */
-const MAX_DELAY = 2_147_000_000;
+/** Delay before an in-process timer whose delivery failed fires again. */
+export const REFIRE_MS = 1000;
 
 export class Timers {
   private readonly jobs?: InternalJobs;
-  private readonly local = new Map<string, NodeJS.Timeout>();
+  private readonly local = new Map<string, Timer>();
   private readonly log: Logger;
+  private readonly clock: Clock;
   private fire: (t: TimerRef) => Promise<void> = async () => undefined;
 
-  constructor(jobs: InternalJobs | undefined, log: Logger) {
+  /** `clock`: the time in-process timers run on (tests pass a ManualClock). */
+  constructor(jobs: InternalJobs | undefined, log: Logger, clock: Clock = SYSTEM_CLOCK) {
     this.jobs = jobs;
     this.log = log;
+    this.clock = clock;
     if (!jobs) log.info('workflow timers run in-process (no internal jobs available); pending timers are re-armed from stored state at start');
   }
 
@@ -54,33 +58,26 @@ export class Timers {
 
   async cancel(t: TimerRef): Promise<void> {
     const key = jobName(t);
-    const h = this.local.get(key);
-    if (h) {
-      clearTimeout(h);
-      this.local.delete(key);
-    }
+    this.local.get(key)?.cancel();
+    this.local.delete(key);
     if (this.jobs) await this.jobs.delete(TIMER_OWNER, key).catch((e) => this.log.debug({ err: e }, 'deleting a workflow timer job failed'));
   }
 
   close(): void {
-    for (const h of this.local.values()) clearTimeout(h);
+    for (const h of this.local.values()) h.cancel();
     this.local.clear();
   }
 
   private armLocal(t: TimerRef, fireAt: number): void {
     const key = jobName(t);
-    const prev = this.local.get(key);
-    if (prev) clearTimeout(prev);
-    const delay = Math.max(0, fireAt - Date.now());
-    const h = setTimeout(() => {
+    this.local.get(key)?.cancel();
+    const h = this.clock.after(Math.max(0, fireAt - this.clock.now()), () => {
       this.local.delete(key);
-      if (delay > MAX_DELAY) return this.armLocal(t, fireAt);
       this.fire(t).catch((e) => {
         this.log.warn({ err: e, instanceId: t.instanceId }, 'delivering a workflow timer failed; retrying in 1s');
-        this.armLocal(t, Date.now() + 1000);
+        this.armLocal(t, this.clock.now() + REFIRE_MS);
       });
-    }, Math.min(delay, MAX_DELAY));
-    h.unref?.();
+    });
     this.local.set(key, h);
   }
 }

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerWritableStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { SYSTEM_CLOCK, type Clock } from '../util/clock.ts';
 import type { HistoryEvent, OrchestratorRequest, PropagatedHistory, WorkItem } from './proto.ts';
 
 export interface ActivityTask {
@@ -70,11 +71,14 @@ export class Workers {
   private pumping = false;
   private source?: WorkSource;
   private readonly log: Logger;
+  private readonly clock: Clock;
   readonly maxPerWorker: number;
 
-  constructor(log: Logger, maxPerWorker: number) {
+  /** `clock`: the pauses before work is dispatched again (tests pass a ManualClock). */
+  constructor(log: Logger, maxPerWorker: number, clock: Clock = SYSTEM_CLOCK) {
     this.log = log;
     this.maxPerWorker = maxPerWorker;
+    this.clock = clock;
   }
 
   attach(source: WorkSource): void {
@@ -216,14 +220,14 @@ export class Workers {
       if (!f || f.token !== token || f.answered) return false;
       this.orchInflight.delete(key);
       this.release(f.stream);
-      setTimeout(() => this.enqueueRun(key), ABANDON_PAUSE_MS).unref();
+      this.clock.after(ABANDON_PAUSE_MS, () => this.enqueueRun(key));
       return true;
     }
     const f = this.actInflight.get(key);
     if (!f || f.token !== token) return false;
     this.actInflight.delete(key);
     this.release(f.stream);
-    setTimeout(() => this.enqueueActivity(f.item), ABANDON_PAUSE_MS).unref();
+    this.clock.after(ABANDON_PAUSE_MS, () => this.enqueueActivity(f.item));
     return true;
   }
 
@@ -297,7 +301,7 @@ export class Workers {
       prepared = await this.source?.prepareRun(iid);
     } catch (e) {
       this.log.error({ err: e, instanceId: iid }, 'preparing an orchestrator work item failed; retrying');
-      setTimeout(() => this.enqueueRun(iid), 1000).unref();
+      this.clock.after(PREPARE_RETRY_MS, () => this.enqueueRun(iid));
     }
     this.preparing.delete(iid);
     if (!prepared || !this.streams.has(s.id)) {
@@ -316,7 +320,9 @@ export class Workers {
 }
 
 /** Pause before an abandoned work item is dispatched again. */
-const ABANDON_PAUSE_MS = 500;
+export const ABANDON_PAUSE_MS = 500;
+/** Pause before a run whose work item could not be built (a store read failed) is tried again. */
+const PREPARE_RETRY_MS = 1000;
 
 /** A completionToken: the in-flight key plus a nonce, so that a stale token never matches. */
 function workToken(key: string): string {
