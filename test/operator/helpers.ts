@@ -18,33 +18,24 @@ import { startProcess } from '../services/kube/processes.ts';
 
 export const CRDS = join(import.meta.dirname, '../../crds');
 
-const DAPR_COMPONENT_CRD = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: 'components.dapr.io' },
-  spec: {
-    group: 'dapr.io',
-    scope: 'Namespaced',
-    names: { kind: 'Component', listKind: 'ComponentList', plural: 'components', singular: 'component' },
-    versions: [{ name: 'v1alpha1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
-  },
-};
-
 /**
- * The ecosystem's Subscription CRD as a cluster that once ran the reference runtime may have it:
- * v1alpha1 (route) and v2alpha1 (routes) served, no conversion, unknown fields kept.
+ * One of the ecosystem's dapr.io CRDs as a cluster that once ran the reference runtime may have it:
+ * a loose schema (unknown fields kept) and no conversion; the first version is stored.
  */
-const DAPR_SUBSCRIPTION_CRD = {
+const daprCrd = (kind: string, plural: string, versions: string[]) => ({
   apiVersion: 'apiextensions.k8s.io/v1',
   kind: 'CustomResourceDefinition',
-  metadata: { name: 'subscriptions.dapr.io' },
+  metadata: { name: `${plural}.dapr.io` },
   spec: {
     group: 'dapr.io',
     scope: 'Namespaced',
-    names: { kind: 'Subscription', listKind: 'SubscriptionList', plural: 'subscriptions', singular: 'subscription' },
-    versions: ['v2alpha1', 'v1alpha1'].map((name) => ({ name, served: true, storage: name === 'v2alpha1', schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } })),
+    names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase() },
+    versions: versions.map((name, i) => ({ name, served: true, storage: i === 0, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } })),
   },
-};
+});
+const DAPR_COMPONENT_CRD = daprCrd('Component', 'components', ['v1alpha1']);
+/** v1alpha1 (route) and v2alpha1 (routes) both served. */
+const DAPR_SUBSCRIPTION_CRD = daprCrd('Subscription', 'subscriptions', ['v2alpha1', 'v1alpha1']);
 
 export interface OperatorBed {
   kube: KubeCluster;
