@@ -179,6 +179,13 @@ describe('the rt chart', () => {
     expect(budgets(renders.loopback)).toEqual([]);
   });
 
+  it('keeps a deleted injector or operator pod serving for drainSeconds before SIGTERM (the kubelet\'s preStop sleep), none when 0', async () => {
+    const preStop = (objects: K8sObject[], name: string) => (pod(objects, 'Deployment', name).containers[0] as unknown as { lifecycle?: { preStop?: unknown } }).lifecycle?.preStop;
+    for (const name of ['rt-injector', 'rt-operator']) expect(preStop(renders.default, name)).toEqual({ sleep: { seconds: 5 } });
+    const off = await template({ set: ['injector.drainSeconds=0', 'operator.drainSeconds=0'] });
+    for (const name of ['rt-injector', 'rt-operator']) expect(preStop(off, name)).toBeUndefined();
+  });
+
   it('probes the operator over HTTP: /readyz once it serves sidecars, /healthz while it answers', () => {
     const op = pod(renders.default, 'Deployment', 'rt-operator').containers[0] as unknown as { args: string[]; readinessProbe: { httpGet: { path: string; port: number } }; livenessProbe: { httpGet: { path: string; port: number } } };
     expect(op.args).toContain('--health-port=8089');

@@ -137,3 +137,19 @@ so the Secrets and the webhook's caBundle agree. Returns nothing; read (index .V
 {{- $_ := set .Values "__rtPki" $pki -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+A pod that is being deleted keeps serving for drainSeconds before its process gets SIGTERM:
+kube-proxy and the API server's endpoint view take a moment to drop it, and a webhook call or
+sidecar connection routed to it meanwhile would otherwise meet a closed port (with
+failurePolicy Ignore, a pod admitted without its sidecar). The kubelet's own sleep action: no
+shell in the image is needed. Argument: the component's values.
+*/}}
+{{- define "rt.drain" -}}
+{{- if gt (int .drainSeconds) 0 }}
+lifecycle:
+  preStop:
+    sleep:
+      seconds: {{ int .drainSeconds }}
+{{- end }}
+{{- end -}}
