@@ -7,6 +7,7 @@
  */
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { Backoff } from '../../sidecar/src/util/backoff.ts';
 
 export interface ComponentObject extends KubernetesObject {
   metadata?: { name?: string; namespace?: string; annotations?: Record<string, string>; resourceVersion?: string };
@@ -75,7 +76,8 @@ export async function groupServed(kc: KubeConfig, group: Group): Promise<boolean
     throw e;
   }
 }
-const MAX_BACKOFF_MS = 30_000;
+/** Waits before restarting a failed informer: 500 ms doubling to 30 s. */
+const RESTART_BACKOFF = { initialMs: 500, maxMs: 30_000 };
 
 /**
  * client-node's informer lists, then watches; on an error other than 410 it stops, so it is
@@ -85,7 +87,7 @@ export class ComponentInformer implements ComponentLister {
   private informer?: Awaited<ReturnType<typeof makeComponentInformer>>;
   private synced_ = false;
   private stopped = false;
-  private backoffMs = 500;
+  private readonly backoff = new Backoff(RESTART_BACKOFF);
   private timer?: NodeJS.Timeout;
   private errors = 0;
   private readonly kc: KubeConfig;
@@ -112,8 +114,7 @@ export class ComponentInformer implements ComponentLister {
   private retryLater(err: unknown): void {
     this.errors++;
     if (this.stopped || this.timer) return;
-    const wait = this.backoffMs;
-    this.backoffMs = Math.min(MAX_BACKOFF_MS, this.backoffMs * 2);
+    const wait = this.backoff.next();
     this.log.warn({ err: describe(err) }, `list/watch of components.${this.group} failed; retrying in ${wait} ms`);
     this.timer = setTimeout(() => {
       this.timer = undefined;
@@ -129,7 +130,7 @@ export class ComponentInformer implements ComponentLister {
       await this.informer.start();
       if (this.errors === before) {
         this.synced_ = true;
-        this.backoffMs = 500;
+        this.backoff.reset();
       }
     } catch (e) {
       this.retryLater(e);

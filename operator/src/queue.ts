@@ -1,3 +1,8 @@
+import { Backoff } from '../../sidecar/src/util/backoff.ts';
+
+/** A key's waits after failed work: 100 ms doubling to 30 s. */
+const RETRY_BACKOFF = { initialMs: 100, maxMs: 30_000 };
+
 /**
  * A work queue of keys (namespace/name): a key added several times before it is worked on is
  * worked on once (level-triggered), a key is never worked on twice at the same time, and a key
@@ -7,7 +12,7 @@ export class WorkQueue {
   private readonly pending = new Set<string>();
   private readonly active = new Set<string>();
   private readonly again = new Set<string>();
-  private readonly failures = new Map<string, number>();
+  private readonly failures = new Map<string, Backoff>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly work: (key: string) => Promise<void>;
   private readonly concurrency: number;
@@ -67,9 +72,9 @@ export class WorkQueue {
     if (ok) {
       this.failures.delete(key);
     } else if (!this.stopped) {
-      const n = (this.failures.get(key) ?? 0) + 1;
-      this.failures.set(key, n);
-      const delay = Math.min(30_000, 100 * 2 ** (n - 1));
+      let backoff = this.failures.get(key);
+      if (!backoff) this.failures.set(key, (backoff = new Backoff(RETRY_BACKOFF)));
+      const delay = backoff.next();
       this.timers.set(
         key,
         setTimeout(() => {

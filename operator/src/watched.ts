@@ -8,6 +8,7 @@
  * and whatever `trim` drops), which is most of an object's size.
  */
 import type { Logger } from 'pino';
+import { Backoff, wait } from '../../sidecar/src/util/backoff.ts';
 import { ApiError, type KubeClient, type WatchEventLine } from './kube/client.ts';
 
 export type WatchEvent = 'add' | 'update' | 'delete';
@@ -18,8 +19,8 @@ export interface KubeObject {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string; annotations?: Record<string, string>; managedFields?: unknown[] };
 }
 
-const BACKOFF_MIN_MS = 200;
-const BACKOFF_MAX_MS = 10_000;
+/** Waits before starting again after a failure: 200 ms doubling to 10 s. */
+const BACKOFF = { initialMs: 200, maxMs: 10_000 };
 const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
 
 /** The API server sends only each object's metadata (PartialObjectMetadata): no Secret values, a fraction of the bytes. */
@@ -42,7 +43,7 @@ export class Watched<T extends KubeObject> {
   private readonly opts: WatchedOptions<T>;
   private cache = new Map<string, Map<string, T>>();
   private resourceVersion = '';
-  private failures = 0;
+  private readonly backoff = new Backoff(BACKOFF);
   private stopped = false;
   private synced = false;
   private abort = new AbortController();
@@ -87,8 +88,8 @@ export class Watched<T extends KubeObject> {
     while (!this.stopped) {
       try {
         if (!this.resourceVersion) await this.relist();
-        if (this.failures > 0) this.log.info(`watch of ${this.name} resumed`);
-        this.failures = 0;
+        if (this.backoff.attempts > 0) this.log.info(`watch of ${this.name} resumed`);
+        this.backoff.reset();
         // the server ends each watch after timeoutSeconds (spread, so watches do not all restart at once)
         const query = { resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 240 + Math.floor(Math.random() * 120), labelSelector: this.opts.labelSelector };
         await this.client.watch<T>(this.path, query, (e) => this.onLine(e), this.abort.signal, this.opts.metadataOnly ? METADATA_ONLY.watch : undefined);
@@ -99,10 +100,9 @@ export class Watched<T extends KubeObject> {
           this.resourceVersion = '';
           continue;
         }
-        const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** this.failures);
-        this.failures++;
+        const delay = this.backoff.next();
         this.log.warn(`watch of ${this.name} failed (${(e as Error).message}); starting again in ${delay} ms`);
-        await new Promise((r) => setTimeout(r, delay));
+        await wait(delay, { signal: this.abort.signal });
       }
     }
   }

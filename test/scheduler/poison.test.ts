@@ -1,10 +1,12 @@
 /**
  * Inputs and faults that once took the scheduler down (issue 17): a period too long to hold,
  * a stored job that cannot be loaded, a store that cannot be opened, a create retried after
- * its answer was lost, and a sidecar slow to find a scheduler that came back.
+ * its answer was lost, and a sidecar slow to find a scheduler that came back (its stream's backoff
+ * on fake time, the channel's reconnects waited for as they come).
  */
 import { spawn } from 'node:child_process';
 import { writeFileSync, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +19,7 @@ import { GrpcSchedulerClient } from '../../scheduler/src/grpc/client.ts';
 import { schedulerService } from '../../scheduler/src/grpc/proto.ts';
 import { startScheduler, type RunningScheduler } from '../../scheduler/src/main.ts';
 import { SqliteJobStore } from '../../scheduler/src/store/sqlite.ts';
+import { ManualClock } from '../../sidecar/src/util/clock.ts';
 import { freePort } from '../services/net.ts';
 import { postJob, sidecarFor, tempDir, waitFor } from '../jobs/helpers.ts';
 import { spawnScheduler } from './harness.ts';
@@ -138,6 +141,27 @@ describe('scheduler against poison inputs', () => {
     await expect(e.schedule(key, { dueTime: '1h' }, false, 'r2')).rejects.toMatchObject({ kind: 'exists' });
   });
 
+  it("the client's stream waits out its backoff on the client's clock", async () => {
+    const port = await freePort();
+    const clock = new ManualClock();
+    const client = new GrpcSchedulerClient([`127.0.0.1:${port}`], { log: silent, clock });
+    cleanups.push(() => client.close());
+    client.watch({ namespace: 'default', appId: 'a' }, async () => true);
+    // nothing listens: the first attempt fails at once, and the next waits 100 ms on the clock
+    await waitFor(() => clock.pending === 1, 10_000, 'the retry timer');
+    expect(clock.next).toBe(clock.now() + 100);
+    const sched = await startScheduler(
+      { port, listenAddress: '127.0.0.1', dataDir: dir(), etcdEndpoints: [], etcdPrefix: '/rt', partitions: 16, leaseTtlSec: 5, replicaId: 'r', logLevel: 'silent' },
+      silent,
+    );
+    cleanups.push(() => sched.close());
+    await clock.advance(99);
+    expect(clock.pending).toBe(1);
+    expect(client.connectedAddresses()).toEqual([]);
+    await clock.advance(1);
+    await waitFor(() => client.connectedAddresses().length === 1, 10_000, 'the stream after its backoff');
+  });
+
   it('a sidecar finds a scheduler that came back within a second', { timeout: 40_000 }, async () => {
     const data = dir();
     const port = await freePort();
@@ -149,7 +173,14 @@ describe('scheduler against poison inputs', () => {
     await waitFor(() => client.connectedAddresses().length === 1, 10_000, 'the first connection');
     await sched.kill('SIGKILL');
     await waitFor(() => client.connectedAddresses().length === 0, 10_000, 'the loss');
-    await new Promise((r) => setTimeout(r, 4000)); // long enough for any backoff to reach its cap
+    // the channel's reconnects (grpc-js's timers: 200 ms, growing 1.6x to its cap of 300 ms) meet a
+    // port that takes each connection and closes it; once three have come, two have failed before
+    // them and the backoff is at its cap
+    let reconnects = 0;
+    const refuser = createServer((s) => (reconnects++, s.destroy()));
+    await new Promise<void>((r) => refuser.listen(port, '127.0.0.1', r));
+    await waitFor(() => reconnects >= 3, 10_000, 'three reconnects of the channel');
+    await new Promise((r) => refuser.close(r));
     sched = await spawnScheduler(port, ['--data-dir', data]);
     const back = Date.now();
     await waitFor(() => client.connectedAddresses().length === 1, 10_000, 'the reconnect');

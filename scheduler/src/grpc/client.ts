@@ -6,6 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { Backoff, wait } from '../../../sidecar/src/util/backoff.ts';
+import { systemClock, type Clock, type Timer } from '../../../sidecar/src/util/clock.ts';
 import { CLOSE_DRAIN_MS, settle, type SchedulerClient, type TriggerHandler } from '../client.ts';
 import { SchedulerError, type JobKey, type JobOwnerRef, type JobRecord, type JobSpec, type Target } from '../types.ts';
 import { TOKEN_METADATA, fromPbRecord, fromPbTrigger, fromServiceError, schedulerService, toPbJob, type PbRecord, type PbTrigger } from './proto.ts';
@@ -17,8 +19,9 @@ interface Host {
   client: grpc.Client & Record<string, unknown>;
   connected: boolean;
   stream?: grpc.ClientDuplexStream<unknown, unknown>;
-  retry?: NodeJS.Timeout;
-  backoffMs: number;
+  retry?: Timer;
+  /** Waits between attempts to reopen its stream. */
+  backoff: Backoff;
   /** Said once per outage that this scheduler does not answer. */
   saidUnreachable?: boolean;
   /** A stream to it has failed before: later ones wait for the channel to be ready. */
@@ -26,8 +29,8 @@ interface Host {
 }
 
 const CALL_TIMEOUT_MS = 10_000;
-/** Longest wait between attempts to reopen a stream that failed on a connected channel. */
-const STREAM_MAX_BACKOFF_MS = 500;
+/** Waits between attempts to reopen a stream that failed on a connected channel: 100 ms doubling to 500 ms. */
+const STREAM_BACKOFF = { initialMs: 100, maxMs: 500 };
 /**
  * Longest wait between the channel's reconnects (grpc-js adds up to 20% jitter). A lost stream
  * waits for the channel, so a scheduler that comes back gets its sidecars back within this.
@@ -40,6 +43,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
   private readonly hosts: Host[];
   private readonly log: Logger;
   private readonly token?: string;
+  private readonly clock: Clock;
   private next = 0;
   private closed = false;
   /** Triggers being handled; a graceful close lets them finish and acks them first. */
@@ -49,10 +53,13 @@ export class GrpcSchedulerClient implements SchedulerClient {
   /**
    * `token`: the scheduler's token (env RT_SCHEDULER_TOKEN), sent on every call.
    * `tlsCa`: PEM CA that signed the scheduler's certificate: connect over TLS and verify it.
+   * `clock`: the time of its stream backoff and call retries (the system's; grpc-js's channel
+   * reconnects keep their own timers).
    */
-  constructor(addresses: string[], opts: { log: Logger; token?: string; tlsCa?: Buffer }) {
+  constructor(addresses: string[], opts: { log: Logger; token?: string; tlsCa?: Buffer; clock?: Clock }) {
     this.log = opts.log;
     this.token = opts.token;
+    this.clock = opts.clock ?? systemClock({ keepAlive: true });
     const Ctor = schedulerService();
     const credentials = opts.tlsCa ? grpc.credentials.createSsl(opts.tlsCa) : grpc.credentials.createInsecure();
     this.hosts = addresses.map((address) => ({
@@ -68,7 +75,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
         'grpc.max_reconnect_backoff_ms': CHANNEL_MAX_BACKOFF_MS,
       }) as unknown as Host['client'],
       connected: false,
-      backoffMs: 100,
+      backoff: new Backoff(STREAM_BACKOFF),
     }));
   }
 
@@ -102,7 +109,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
    * still in reconnect backoff) is back within a few seconds.
    */
   private async call(method: string, req: unknown, code: string): Promise<unknown> {
-    const giveUpAt = Date.now() + UNAVAILABLE_RETRY_MS;
+    const giveUpAt = this.clock.now() + UNAVAILABLE_RETRY_MS;
     let last: grpc.ServiceError | undefined;
     for (;;) {
       for (const h of this.order()) {
@@ -116,8 +123,8 @@ export class GrpcSchedulerClient implements SchedulerClient {
           last = se;
         }
       }
-      if (this.closed || Date.now() >= giveUpAt) break;
-      await new Promise((r) => setTimeout(r, 200));
+      if (this.closed || this.clock.now() >= giveUpAt) break;
+      await wait(200, { clock: this.clock });
     }
     throw new SchedulerError('unavailable', code, `no scheduler host answered (${this.hosts.map((h) => h.address).join(', ')}): ${last?.details || last?.message || 'unavailable'}`);
   }
@@ -157,7 +164,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
     stream.on('data', (msg: { ready?: object; triggers?: PbTrigger[] }) => {
       if (msg.ready) {
         h.connected = true;
-        h.backoffMs = 100;
+        h.backoff.reset();
         h.saidUnreachable = false;
         this.log.info({ scheduler: h.address }, 'connected to scheduler');
       }
@@ -187,8 +194,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
       h.stream = undefined;
       if (this.closed) return;
       h.retried = true;
-      h.retry = setTimeout(() => this.openStream(h, target, handler, appJobs), h.backoffMs);
-      h.backoffMs = Math.min(h.backoffMs * 2, STREAM_MAX_BACKOFF_MS);
+      h.retry = this.clock.after(h.backoff.next(), () => this.openStream(h, target, handler, appJobs));
     };
     stream.on('error', (e: Error) => down(e.message));
     stream.on('end', () => down('stream ended'));
@@ -203,7 +209,7 @@ export class GrpcSchedulerClient implements SchedulerClient {
     await new Promise((r) => setImmediate(r));
     this.closed = true;
     for (const h of this.hosts) {
-      if (h.retry) clearTimeout(h.retry);
+      h.retry?.cancel();
       h.stream?.cancel();
       h.connected = false;
       h.client.close();

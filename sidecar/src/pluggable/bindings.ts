@@ -6,6 +6,7 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import { bindingDataBytes, type BindingRequest, type BindingResponse } from '../components/types.ts';
+import { Backoff } from '../util/backoff.ts';
 import { SERVICES } from './apis.ts';
 import { PluggableComponent } from './component.ts';
 
@@ -21,15 +22,15 @@ interface ReadRequest {
   responseError?: { message: string } | null;
 }
 
-const REOPEN_MIN_MS = 100;
-const REOPEN_MAX_MS = 5000;
+/** Reopening a read stream that ended: 100 ms doubling to 5 s. */
+const REOPEN_BACKOFF = { initialMs: 100, maxMs: 5000 };
 
 export class PluggableBinding extends PluggableComponent {
   protected readonly api = 'bindings';
   private ops: string[] = [];
   private reader: grpc.ClientDuplexStream<ReadRequest, ReadResponse> | undefined;
   private reading = false;
-  private reopenMs = REOPEN_MIN_MS;
+  private readonly reopen = new Backoff(REOPEN_BACKOFF);
   private reopenTimer: NodeJS.Timeout | undefined;
   /** Set when the socket serves OutputBinding. */
   invoke?: (req: BindingRequest) => Promise<BindingResponse>;
@@ -96,7 +97,7 @@ export class PluggableBinding extends PluggableComponent {
     const stream = this.conn.duplex<ReadRequest, ReadResponse>(SERVICES.InputBinding, 'Read');
     this.reader = stream;
     stream.on('data', (ev: ReadResponse) => {
-      this.reopenMs = REOPEN_MIN_MS;
+      this.reopen.reset();
       void this.deliver(stream, ev);
     });
     const ended = (err?: Error) => {
@@ -106,9 +107,8 @@ export class PluggableBinding extends PluggableComponent {
       this.host.log.warn({ component: this.spec.name }, `input binding "${this.spec.name}": read stream ended (${err?.message ?? 'closed by the component'}); reopening`);
       clearTimeout(this.reopenTimer);
       // while the component is down, the reconnect (after Init again) reopens the stream instead
-      this.reopenTimer = setTimeout(() => this.isHealthy() && this.openReader(), this.reopenMs);
+      this.reopenTimer = setTimeout(() => this.isHealthy() && this.openReader(), this.reopen.next());
       this.reopenTimer.unref();
-      this.reopenMs = Math.min(REOPEN_MAX_MS, this.reopenMs * 2);
     };
     stream.on('error', ended);
     stream.on('end', () => ended());

@@ -6,6 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Component, ComponentContext, ComponentSpec } from '../components/types.ts';
+import { Backoff } from '../util/backoff.ts';
 import { API_SERVICES, type PluggableApi } from './apis.ts';
 import { Connection } from './connection.ts';
 import type { SocketDirectory, SocketInfo } from './discovery.ts';
@@ -21,8 +22,8 @@ export interface PluggableHost {
 }
 
 const PING_TIMEOUT_MS = 2000;
-const RETRY_MIN_MS = 100;
-const RETRY_MAX_MS = 2000;
+/** Pings of an unhealthy component: 100 ms doubling to 2 s. */
+const RETRY_BACKOFF = { initialMs: 100, maxMs: 2000 };
 
 /** Part of initTimeout spent waiting for the socket, leaving time for Init itself. */
 export function socketWaitBudget(initTimeoutMs: number): number {
@@ -41,7 +42,7 @@ export abstract class PluggableComponent implements Component {
   private healthy = true;
   private recovering: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
-  private retryMs = RETRY_MIN_MS;
+  private readonly retry = new Backoff(RETRY_BACKOFF);
   private closed = false;
   private readonly recoveredHooks: (() => void)[] = [];
 
@@ -136,9 +137,9 @@ export abstract class PluggableComponent implements Component {
   protected markUnhealthy(why: Error): void {
     if (this.closed || !this.healthy) return;
     this.healthy = false;
-    this.retryMs = RETRY_MIN_MS;
+    this.retry.reset();
     this.host.log.warn({ component: this.spec.name, socket: this.conn.path }, `pluggable ${this.describe()} is unhealthy: ${why.message}; reconnecting`);
-    this.schedule(RETRY_MIN_MS);
+    this.schedule(this.retry.next());
   }
 
   /** One attempt: Ping, then Init again (a restarted component has lost its Init). */
@@ -175,8 +176,7 @@ export abstract class PluggableComponent implements Component {
       await this.ping();
       this.schedule(interval);
     } catch {
-      this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
-      this.schedule(this.healthy ? interval : this.retryMs);
+      this.schedule(this.healthy ? interval : this.retry.next());
     }
   }
 

@@ -9,14 +9,15 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { operatorClient, type ResourceSnapshot } from '../../../operator/src/proto.ts';
 import { RESOLVED_SECRETS_ANNOTATION } from '../../../operator/src/snapshot.ts';
+import { Backoff } from '../util/backoff.ts';
 import type { SidecarOptions } from '../context.ts';
 import { parseResources } from './loader.ts';
 import { emptyResources, type ResourceSource } from './source.ts';
 import { type Resources, ResourceError } from './types.ts';
 
 export const DEFAULT_TOKEN_FILE = '/var/run/secrets/rt.io/token';
-const BACKOFF_MIN_MS = 200;
-const BACKOFF_MAX_MS = 10_000;
+/** 200 ms doubling to 10 s, each wait spread ±20% so that a cluster's sidecars do not all call at once. */
+const BACKOFF = { initialMs: 200, maxMs: 10_000, jitter: 0.2 };
 
 export class OperatorSource implements ResourceSource {
   readonly description: string;
@@ -29,7 +30,7 @@ export class OperatorSource implements ResourceSource {
   private onChange: ((r: Resources) => void) | undefined;
   private firstSnapshot: (() => void) | undefined;
   private problemText: string | undefined = 'not connected to the operator yet';
-  private failures = 0;
+  private readonly backoff = new Backoff(BACKOFF);
   private retryTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -98,7 +99,7 @@ export class OperatorSource implements ResourceSource {
     call.on('data', (snap: ResourceSnapshot) => {
       if (this.problemText) this.log.info(`connected to the ${this.description}`);
       this.problemText = undefined;
-      this.failures = 0;
+      this.backoff.reset();
       this.latest = this.toResources(snap);
       this.firstSnapshot?.();
       this.onChange?.(this.latest);
@@ -118,8 +119,7 @@ export class OperatorSource implements ResourceSource {
   private retry(why: string): void {
     if (this.closed) return;
     this.problemText = why;
-    const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** this.failures) * (0.8 + Math.random() * 0.4);
-    this.failures++;
+    const delay = this.backoff.next();
     // components already loaded keep working while the operator is away
     this.log.warn(`${this.description} ${why}; retrying in ${Math.round(delay)} ms`);
     this.retryTimer = setTimeout(() => this.connect(), delay);
