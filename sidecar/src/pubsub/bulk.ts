@@ -18,8 +18,7 @@ import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import type { BulkSubscribe, SubscriptionInfo } from '../resources/types.ts';
 import { CLOUDEVENT_CONTENT_TYPE, eventJson, OCTET_STREAM, rawPayloadOf, type CloudEvent } from './cloudevent.ts';
-import type { Outcome } from './delivery.ts';
-import type { MessageTarget } from './subscriptions.ts';
+import type { MessageTarget, Outcome } from './types.ts';
 
 export const BULK_EVENT_TYPE = 'rt.event.sent.bulk';
 

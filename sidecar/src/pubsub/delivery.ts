@@ -15,18 +15,11 @@ import type { CloudEvent } from './cloudevent.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
 import { CLOUDEVENT_CONTENT_TYPE, eventJson, isRawBody, rawPayloadOf } from './cloudevent.ts';
 import { BulkSender, httpBatchPoster } from './bulk.ts';
-import type { AppTargets } from './subscriptions.ts';
+import { Backoff, wait } from '../util/backoff.ts';
+import type { AppTargets, Outcome, RetryPolicy } from './types.ts';
 
-export type Outcome = 'SUCCESS' | 'RETRY' | 'DROP';
-
-export interface RetryPolicy {
-  /** retries after the first attempt. */
-  maxRetries: number;
-  initialDelayMs: number;
-  maxDelayMs: number;
-}
-
-export const DEFAULT_RETRY: RetryPolicy = { maxRetries: 3, initialDelayMs: 250, maxDelayMs: 5000 };
+/** 3 retries, 250 ms apart doubling to 5 s. */
+export const DEFAULT_RETRY: RetryPolicy = { maxRetries: 3, initialMs: 250, maxMs: 5000 };
 
 export function outcomeOf(status: number, body: Buffer): Outcome {
   if (status === 404) return 'DROP';
@@ -80,11 +73,10 @@ export function httpTargets(app: AppChannel, log: Logger): AppTargets {
  * first attempt the caller already made.
  */
 export async function withRetries(attempt: () => Promise<Outcome>, policy: RetryPolicy, stopped: () => boolean, first?: Outcome): Promise<Outcome> {
-  let delay = policy.initialDelayMs;
+  let backoff: Backoff | undefined;
   for (let i = 0; ; i++) {
     const o = i === 0 && first !== undefined ? first : await attempt();
     if (o !== 'RETRY' || i >= policy.maxRetries || stopped()) return o;
-    await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, policy.maxDelayMs);
+    await wait((backoff ??= new Backoff(policy)).next());
   }
 }

@@ -14,10 +14,9 @@ import type { Logger } from 'pino';
 import { grpcCode, UNIMPLEMENTED, type GrpcApp } from '../app/grpc-app.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
 import { rawPayloadOf, type CloudEvent } from './cloudevent.ts';
-import type { Outcome } from './delivery.ts';
 import { BulkSender, type BatchEntry, type BatchPoster } from './bulk.ts';
 import { topicEvent } from './streaming.ts';
-import type { AppTargets } from './subscriptions.ts';
+import type { AppTargets, Outcome } from './types.ts';
 
 const STATUS: Record<number, Outcome> = { 0: 'SUCCESS', 1: 'RETRY', 2: 'DROP' };
 

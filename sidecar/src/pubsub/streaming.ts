@@ -15,7 +15,8 @@ import { GrpcError, toStatus } from '../grpc/runtime/errors.ts';
 import type { ApiError } from '../http/errors.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
 import { isJsonType, type CloudEvent } from './cloudevent.ts';
-import { DEFAULT_RETRY, type Outcome } from './delivery.ts';
+import { DEFAULT_RETRY } from './delivery.ts';
+import type { Outcome } from './types.ts';
 import { requirePubsub } from './lookup.ts';
 import { messageHandler } from './subscriptions.ts';
 

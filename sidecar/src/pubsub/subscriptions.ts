@@ -9,11 +9,12 @@
 import type { Logger } from 'pino';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { PubSub, PubSubMessage, TopicSubscription } from '../components/pubsub/types.ts';
-import type { BulkSubscribe, SubscriptionInfo } from '../resources/types.ts';
+import type { SubscriptionInfo } from '../resources/types.ts';
 import { CLOUDEVENT_CONTENT_TYPE, eventJson, expired, isRawPayload, rawEvent, rawPayloadOf, readEvent, type CloudEvent } from './cloudevent.ts';
-import { DEFAULT_RETRY, withRetries, type Outcome, type RetryPolicy } from './delivery.ts';
+import { DEFAULT_RETRY, withRetries } from './delivery.ts';
 import { pubsubByName } from './lookup.ts';
 import { compileRules, route, type CompiledRule } from './rules.ts';
+import type { AppTargets, MessageTarget, Outcome, RetryPolicy } from './types.ts';
 
 interface Active {
   info: SubscriptionInfo;
@@ -21,23 +22,6 @@ interface Active {
   instance: PubSub;
   sub: TopicSubscription;
   state: { closed: boolean };
-}
-
-export interface MessageTarget {
-  /**
-   * Sends the event to `path` once; the outcome decides about retries. `sub`: the subscription
-   * it is delivered for (its topic and pub/sub are the ones the app is told, whatever the event's
-   * own attributes say).
-   */
-  send(path: string, event: CloudEvent, sub: SubscriptionInfo): Promise<Outcome>;
-}
-
-/** How the app is reached: over HTTP (delivery.ts, bulk.ts) or gRPC AppCallback (grpc-app.ts). */
-export interface AppTargets {
-  /** One message per call. */
-  single: MessageTarget;
-  /** Batches for a bulkSubscribe subscription; closed with the subscription. */
-  bulk(info: SubscriptionInfo, bulk: BulkSubscribe): MessageTarget & { close(): void };
 }
 
 /**

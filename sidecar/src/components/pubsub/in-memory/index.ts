@@ -6,9 +6,9 @@
  */
 import type { ComponentFactory } from '../../types.ts';
 import type { MessageHandler, PubSub, PubSubMessage, TopicSubscription } from '../types.ts';
+import { backoffDelay } from '../../../util/backoff.ts';
 
-const FIRST_REDELIVERY_MS = 1000;
-const MAX_REDELIVERY_MS = 30_000;
+const REDELIVERY = { initialMs: 1000, maxMs: 30_000 };
 
 class InMemoryPubSub implements PubSub {
   private readonly topics = new Map<string, Set<MessageHandler>>();
@@ -28,7 +28,7 @@ class InMemoryPubSub implements PubSub {
   async publish(topic: string, data: Uint8Array, metadata: Record<string, string> = {}, contentType?: string): Promise<void> {
     if (this.closed) throw new Error('pubsub.in-memory is closed');
     const message: PubSubMessage = { topic, data, metadata, contentType };
-    for (const h of this.topics.get(topic) ?? []) this.deliver(h, message, FIRST_REDELIVERY_MS, 0);
+    for (const h of this.topics.get(topic) ?? []) this.deliver(h, message, 0, 0);
   }
 
   subscribe(topic: string, _metadata: Record<string, string>, handler: MessageHandler): TopicSubscription {
@@ -40,11 +40,12 @@ class InMemoryPubSub implements PubSub {
     return { close: () => set.delete(own) };
   }
 
-  private deliver(h: MessageHandler, m: PubSubMessage, nextDelay: number, delay: number): void {
+  /** `failures`: deliveries of `m` to `h` that failed so far; the next one waits by REDELIVERY. */
+  private deliver(h: MessageHandler, m: PubSubMessage, failures: number, delay: number): void {
     const t = setTimeout(() => {
       this.timers.delete(t);
       if (this.closed || !this.topics.get(m.topic)?.has(h)) return;
-      h(m).catch(() => this.deliver(h, m, Math.min(nextDelay * 2, MAX_REDELIVERY_MS), nextDelay));
+      h(m).catch(() => this.deliver(h, m, failures + 1, backoffDelay(REDELIVERY, failures)));
     }, delay);
     this.timers.add(t);
   }
