@@ -108,6 +108,23 @@ export async function checkCsr(pem: string | Uint8Array): Promise<CheckedCsr> {
   return { uris, publicKey: csr.publicKey };
 }
 
+/**
+ * A PKIX (SubjectPublicKeyInfo, DER) public key as a PodCertificateRequest carries it, whose
+ * possession the API server has already checked; only ECDSA P-256 and P-384 are signed.
+ */
+export async function spkiPublicKey(der: Uint8Array): Promise<Pick<CheckedCsr, 'publicKey'>> {
+  const x = await x509();
+  let publicKey: X509Lib.PublicKey;
+  try {
+    publicKey = new x.PublicKey(Buffer.from(der));
+  } catch (e) {
+    throw new CsrError(`public key cannot be parsed: ${(e as Error).message}`);
+  }
+  const alg = publicKey.algorithm as webcrypto.EcKeyAlgorithm;
+  if (alg.name !== 'ECDSA' || !['P-256', 'P-384'].includes(alg.namedCurve)) throw new CsrError(`${alg.name}${alg.namedCurve ? ` ${alg.namedCurve}` : ''} keys are not signed: use ECDSA P-256 (keyType ECDSAP256)`);
+  return { publicKey };
+}
+
 /** The signing algorithm and WebCrypto key of a CA key in PEM (EC P-256/P-384 or RSA). */
 async function signerOf(keyPem: string): Promise<{ key: webcrypto.CryptoKey; algorithm: { name: string; hash: string; namedCurve?: string } }> {
   const key = createPrivateKey(keyPem);
@@ -145,7 +162,7 @@ export interface IssueOptions {
  * Signs a workload certificate for `id` over a checked CSR's key: one URI SAN (critical, as the
  * subject is empty), digital signature, server and client auth, not a CA; never outliving the CA.
  */
-export async function issueWorkloadCertificate(ca: SigningCa, csr: CheckedCsr, id: WorkloadId, opts: IssueOptions): Promise<{ certPem: string; notAfter: Date }> {
+export async function issueWorkloadCertificate(ca: SigningCa, csr: Pick<CheckedCsr, 'publicKey'>, id: WorkloadId, opts: IssueOptions): Promise<{ certPem: string; notAfter: Date }> {
   const x = await x509();
   const now = opts.now ?? new Date();
   const caCert = new x.X509Certificate(ca.certPem);

@@ -144,6 +144,9 @@ export function apiWatch<E = { type: string; object: unknown }>(cp: ControlPlane
  * that address, so the endpoint reconciler keeps the Service's endpoints as on any cluster.
  * Without it, everything is on 127.0.0.1 (pods then need `hostNetwork`).
  */
+/** Feature gates of the API server, controller manager and kubelet alike. */
+export const FEATURE_GATES = 'PodCertificateRequest=true';
+
 export async function startControlPlane(opts: { controllers?: boolean; podNetwork?: boolean; audit?: boolean; log?: (s: string) => void } = {}): Promise<ControlPlane> {
   const log = opts.log ?? (() => {});
   const [binDir, tools] = await Promise.all([ensureKubeBinaries(log), ensureKubectlAndHelm()]);
@@ -211,6 +214,9 @@ export async function startControlPlane(opts: { controllers?: boolean; podNetwor
       `--service-cluster-ip-range=${network?.serviceCidr ?? '10.96.0.0/16'}`,
       '--allow-privileged=true',
       '--profiling=false',
+      // PodCertificateRequests (beta in 1.35, off by default): rt's identity signer is tested on them
+      `--feature-gates=${FEATURE_GATES}`,
+      '--runtime-config=certificates.k8s.io/v1beta1/podcertificaterequests=true',
       ...(auditLog ? [`--audit-log-path=${auditLog}`, `--audit-policy-file=${join(dir, 'audit-policy.json')}`, '--audit-log-mode=blocking'] : []),
       '--v=1',
     ]);
@@ -245,6 +251,7 @@ export async function startControlPlane(opts: { controllers?: boolean; podNetwor
           '--controllers=*,-nodeipam',
           '--leader-elect=false',
           '--profiling=false',
+          `--feature-gates=${FEATURE_GATES}`,
         ]),
       );
     }

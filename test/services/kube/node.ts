@@ -14,7 +14,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, wr
 import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from '../net.ts';
-import { apiRequest, kubectlRunner, type ControlPlane } from './control-plane.ts';
+import { apiRequest, FEATURE_GATES, kubectlRunner, type ControlPlane } from './control-plane.ts';
 import { startClusterDns, startKubeProxy } from './node-services.ts';
 import type { NodeNetwork } from './network.ts';
 import { writeKubeconfig } from './pki.ts';
@@ -168,6 +168,7 @@ function kubeletConfig(dir: string, cp: ControlPlane, socket: string, ports: { p
     authorization: { mode: 'AlwaysAllow' },
     cgroupDriver: 'cgroupfs',
     failSwapOn: false,
+    featureGates: Object.fromEntries(FEATURE_GATES.split(',').map((g) => [g.split('=')[0], g.split('=')[1] === 'true'])),
     // these machines run cgroup v1
     failCgroupV1: false,
     containerRuntimeEndpoint: `unix://${socket}`,
