@@ -1,5 +1,5 @@
 /**
- * Options of one sidecar and the context handed to every building block at start.
+ * The context handed to every building block at start (the sidecar's options: options.ts).
  * A building block is a folder with a `setup(ctx)` that adds routes, gRPC services and hooks.
  */
 import type { SecretsService } from './secrets/service.ts';
@@ -16,53 +16,7 @@ import type { Engine } from './workflows/engine.ts';
 import type { Invoker } from './invoke/invoker.ts';
 import type { BindingsService } from './bindings/service.ts';
 import type { JobsService } from './jobs/service.ts';
-
-export interface SidecarOptions {
-  appId: string;
-  namespace: string;
-  /** 0 = no app. */
-  appPort: number;
-  appProtocol: 'http' | 'grpc';
-  appChannelAddress: string;
-  appHealthCheck: boolean;
-  appHealthCheckPath: string;
-  appHealthProbeIntervalMs: number;
-  appHealthProbeTimeoutMs: number;
-  appHealthThreshold: number;
-  appMaxConcurrency: number;
-  /** Bind address of the public API ports: 127.0.0.1 standalone, 0.0.0.0 in a pod. */
-  listenAddress: string;
-  httpPort: number;
-  grpcPort: number;
-  /** Sidecar-to-sidecar invocation port; default 50002 on a cluster, a free one standalone. */
-  internalGrpcPort?: number;
-  metricsPort: number;
-  /** Serve Prometheus metrics on metricsPort (default true). */
-  enableMetrics: boolean;
-  resourcesPaths: string[];
-  configFile?: string;
-  /** API token: callers must send it in rt-api-token (or dapr-api-token). */
-  apiToken?: string;
-  /** Token the sidecar sends to the app (header rt-api-token / dapr-api-token). */
-  appApiToken?: string;
-  componentsSocketsFolder: string;
-  /** Socket names (without extension) to wait for before discovery (--wait-for-sockets). */
-  waitForSockets?: string[];
-  /** Scheduler gRPC addresses (host:port); empty = no scheduler. */
-  schedulerAddresses: string[];
-  /** Folder for embedded persistence (SQLite files); default ~/.rt/data. */
-  dataDir: string;
-  logLevel: string;
-  /** JSON log lines (--log-as-json; default in kubernetes mode) instead of readable ones. */
-  logAsJson?: boolean;
-  /** Set by `rt run`: CLI pid, app command … (go to metadata `extended`). */
-  extended: Record<string, string>;
-  mode: 'standalone' | 'kubernetes';
-  /** Kubernetes mode: the operator's gRPC address (host:port); resources come from it instead of files. */
-  controlPlaneAddress?: string;
-  /** Maximum request body in bytes for the HTTP API. */
-  maxRequestBodyBytes: number;
-}
+import type { SidecarOptions } from './options.ts';
 
 export interface SidecarContext {
   options: SidecarOptions;

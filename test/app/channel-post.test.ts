@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppChannel, AppUnavailableError } from '../../sidecar/src/app/channel.ts';
-import type { SidecarOptions } from '../../sidecar/src/context.ts';
+import type { SidecarOptions } from '../../sidecar/src/options.ts';
 import { DEFAULT_OPTIONS } from '../../sidecar/src/sidecar.ts';
 import { freePort } from '../services/net.ts';
 

@@ -9,7 +9,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AppChannel } from '../../sidecar/src/app/channel.ts';
 import { discoverConfig, discoverSubscriptions } from '../../sidecar/src/app/discovery.ts';
-import type { SidecarOptions } from '../../sidecar/src/context.ts';
+import type { SidecarOptions } from '../../sidecar/src/options.ts';
 import { DEFAULT_OPTIONS } from '../../sidecar/src/sidecar.ts';
 
 type Route = { status: number; body: string; type?: string };

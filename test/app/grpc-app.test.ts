@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppChannel } from '../../sidecar/src/app/channel.ts';
-import type { SidecarOptions } from '../../sidecar/src/context.ts';
+import type { SidecarOptions } from '../../sidecar/src/options.ts';
 import { DEFAULT_OPTIONS } from '../../sidecar/src/sidecar.ts';
 import { PROTO_DIR } from '../../sidecar/src/grpc/runtime/proto.ts';
 import { postJob, sidecarFor, tempDir, waitFor } from '../jobs/helpers.ts';

@@ -5,7 +5,7 @@
 import type { Readable } from 'node:stream';
 import { Pool, type Dispatcher } from '../util/http-client.ts';
 import type { Logger } from 'pino';
-import type { SidecarOptions } from '../context.ts';
+import type { SidecarOptions } from '../options.ts';
 import type { InputBindingEvent, InputBindingReply } from '../components/types.ts';
 import { GrpcApp, grpcCode, UNIMPLEMENTED } from './grpc-app.ts';
 

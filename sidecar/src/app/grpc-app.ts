@@ -8,7 +8,7 @@
 import { join } from 'node:path';
 import type * as grpcTypes from '@grpc/grpc-js';
 import type * as protoLoaderTypes from '@grpc/proto-loader';
-import type { SidecarOptions } from '../context.ts';
+import type { SidecarOptions } from '../options.ts';
 import { PROTO_DIR } from '../grpc/runtime/proto.ts';
 
 const PACKAGE = 'dapr.proto.runtime.v1';

@@ -3,7 +3,7 @@
  * (actor types and counts, subscriptions, scheduler addresses) so this module stays small.
  */
 import type { ComponentRegistry } from '../components/registry.ts';
-import type { SidecarOptions } from '../context.ts';
+import type { SidecarOptions } from '../options.ts';
 import type { FeatureFlag, HttpEndpointResource, SubscriptionInfo } from '../resources/types.ts';
 import { malformed } from '../http/errors.ts';
 import { formatDuration } from '../util/duration.ts';

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { operatorClient, type ResourceSnapshot } from '../../../operator/src/proto.ts';
 import { RESOLVED_SECRETS_ANNOTATION } from '../../../operator/src/snapshot.ts';
 import { Backoff } from '../util/backoff.ts';
-import type { SidecarOptions } from '../context.ts';
+import type { SidecarOptions } from '../options.ts';
 import { parseResources } from './loader.ts';
 import { emptyResources, type ResourceSource } from './source.ts';
 import { type Resources, ResourceError } from './types.ts';
