@@ -1,0 +1,59 @@
+/**
+ * The kubelet's credential bundle: on a cluster that serves PodCertificateRequests the injector
+ * projects a `podCertificate` volume (signer rt.io/workload), and the kubelet writes one file
+ * holding the pod's private key (the first PEM block, PKCS#8) and its certificate chain (leaf
+ * first). The kubelet made the key, got it signed and rotates it; the sidecar only reads the
+ * file, again whenever it may have changed. One file, so key and chain are always a pair.
+ */
+import { createPrivateKey, createPublicKey, X509Certificate, type KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { certificateWorkload, type WorkloadId } from './spiffe.ts';
+
+export interface CredentialBundle {
+  id: WorkloadId;
+  keyPem: string;
+  /** Leaf first, then any intermediates. */
+  certPem: string;
+  notBefore: number;
+  notAfter: number;
+}
+
+/** A bundle that cannot be used; the message says why (never the key). */
+export class CredentialBundleError extends Error {}
+
+const BLOCK = /-----BEGIN ([A-Z ]+)-----[\s\S]+?-----END \1-----/g;
+
+export function parseCredentialBundle(text: string): CredentialBundle {
+  const blocks = [...text.matchAll(BLOCK)].map((m) => ({ type: m[1], pem: `${m[0]}\n` }));
+  if (blocks.length === 0) throw new CredentialBundleError('the credential bundle holds no PEM blocks (the kubelet has not written it yet?)');
+  const [first, ...rest] = blocks;
+  if (first.type !== 'PRIVATE KEY') throw new CredentialBundleError(`the credential bundle must begin with a PRIVATE KEY block, not ${first.type}`);
+  if (rest.length === 0 || rest.some((b) => b.type !== 'CERTIFICATE')) throw new CredentialBundleError('the credential bundle must hold the certificate chain after its key');
+  let leaf: X509Certificate;
+  try {
+    leaf = new X509Certificate(rest[0].pem);
+  } catch (e) {
+    throw new CredentialBundleError(`the bundle's certificate cannot be read: ${(e as Error).message}`);
+  }
+  let key;
+  try {
+    key = createPrivateKey(first.pem);
+  } catch {
+    throw new CredentialBundleError("the bundle's private key cannot be read");
+  }
+  const spki = (k: KeyObject) => k.export({ type: 'spki', format: 'der' });
+  if (!spki(createPublicKey(key)).equals(spki(leaf.publicKey))) throw new CredentialBundleError("the bundle's certificate is not for its key");
+  const id = certificateWorkload(leaf);
+  if (!id) throw new CredentialBundleError(`the bundle's certificate names no workload (subjectAltName ${leaf.subjectAltName ?? 'none'})`);
+  return { id, keyPem: first.pem, certPem: rest.map((b) => b.pem).join(''), notBefore: Date.parse(leaf.validFrom), notAfter: Date.parse(leaf.validTo) };
+}
+
+export function readCredentialBundle(path: string): CredentialBundle {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new CredentialBundleError(`the credential bundle ${path} cannot be read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  return parseCredentialBundle(text);
+}

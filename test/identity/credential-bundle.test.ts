@@ -1,0 +1,50 @@
+/**
+ * The kubelet's credential bundle (PodCertificateRequest path): key first, then the chain; read
+ * as one, refused with a clear error when it is not a matching pair naming a workload.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { CredentialBundleError, parseCredentialBundle } from '../../sidecar/src/identity/credential-bundle.ts';
+import { issueFor } from '../../sidecar/src/identity/issue.ts';
+import { createCsr, createRootCa, newWorkloadKey } from '../../sidecar/src/identity/x509.ts';
+
+async function issued(appId: string) {
+  const ca = await createRootCa({ ttlMs: 3_600_000 });
+  const key = newWorkloadKey();
+  const csrPem = await createCsr(key, { trustDomain: 'cluster.local', namespace: 'shop', appId });
+  const got = await issueFor({ trustDomain: 'cluster.local', ca, trustBundlePem: ca.certPem, ttlMs: 3_600_000 }, { namespace: 'shop', appId }, { id: appId, namespace: 'shop', trustDomain: 'cluster.local', csrPem });
+  return { keyPem: key.keyPem, certPem: got.certPem, caPem: ca.certPem };
+}
+
+describe('credential bundles', () => {
+  it('reads the key and the chain as the kubelet writes them, and the workload the leaf names', async () => {
+    const w = await issued('checkout');
+    const b = parseCredentialBundle(`${w.keyPem}${w.certPem}${w.caPem}`);
+    expect(b.id).toEqual({ trustDomain: 'cluster.local', namespace: 'shop', appId: 'checkout' });
+    expect(b.keyPem).toBe(w.keyPem.endsWith('\n') ? w.keyPem : `${w.keyPem}\n`);
+    expect(b.certPem).toContain(w.certPem.trim());
+    expect(b.notAfter - b.notBefore).toBeGreaterThan(3_600_000);
+  });
+
+  it('refuses an empty file, a chain before its key, a key without a chain, a certificate of another key, a certificate naming no workload', async () => {
+    const a = await issued('a');
+    const b = await issued('b');
+    expect(() => parseCredentialBundle('')).toThrow(/no PEM blocks/);
+    expect(() => parseCredentialBundle(`${a.certPem}${a.keyPem}`)).toThrow(/begin with a PRIVATE KEY/);
+    expect(() => parseCredentialBundle(a.keyPem)).toThrow(/certificate chain/);
+    expect(() => parseCredentialBundle(`${a.keyPem}${b.certPem}`)).toThrow(/not for its key/);
+    const caKey = await createRootCa({ ttlMs: 60_000 });
+    expect(() => parseCredentialBundle(`${caKey.keyPem}${caKey.certPem}`)).toThrow(/names no workload/);
+  });
+
+  it('throws only CredentialBundleError, whatever the file holds (property)', () => {
+    const pemish = fc.oneof(fc.string(), fc.constantFrom('-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n', '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n'));
+    fc.assert(fc.property(fc.array(pemish, { maxLength: 4 }), (parts) => {
+      try {
+        parseCredentialBundle(parts.join(''));
+      } catch (e) {
+        expect(e).toBeInstanceOf(CredentialBundleError);
+      }
+    }));
+  });
+});
