@@ -3,6 +3,4 @@
  * compiles a schema with ajv when a request first needs it); images/bundle.ts replaces this module
  * with ajv's standalone code for every schema listed in route-schemas.ts (images/validators.ts).
  */
-import type { ValidateFunction } from './schema.ts';
-
-export const PRECOMPILED: Record<string, ValidateFunction> | undefined = undefined;
+export const PRECOMPILED: Record<string, (data: unknown) => boolean> | undefined = undefined;

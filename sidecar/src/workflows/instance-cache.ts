@@ -6,19 +6,14 @@
 import type { StateItem, StateStore } from '../components/types.ts';
 import type { PendingMutation } from './draft.ts';
 import { isConflict } from './etag-retry.ts';
-import { readInstance, readJournal } from './journal.ts';
+import { readInstance, readJournal, type JournaledInstance } from './journal.ts';
 import { decode, encode, type Keys } from './keys.ts';
 import type { HistoryEvent } from './proto.ts';
 import type { InstanceRecord } from './record.ts';
 import { JOURNAL_FORMAT, replay } from './reducer.ts';
 
-export interface CachedInstance {
-  id: string;
-  /** The state (with the true end of its journal), once loaded. */
-  rec?: InstanceRecord;
-  history?: HistoryEvent[];
+export interface CachedInstance extends JournaledInstance {
   loaded: boolean;
-  etag?: string;
   /** Bytes last read or written, to recognise an unchanged record without parsing it. */
   bytes?: Buffer;
   /** Bumped by every commit: a read that started before it must not overwrite what it wrote. */

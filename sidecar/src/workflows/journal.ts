@@ -18,7 +18,6 @@
  * history, gets a journal that begins with its state.
  */
 import type { StateItem, StateStore, StateTransactionOperation } from '../components/types.ts';
-import type { CachedInstance } from './instance-cache.ts';
 import { decode, encode, type Keys } from './keys.ts';
 import type { HistoryEvent } from './proto.ts';
 import type { InstanceRecord, InstanceState } from './record.ts';
@@ -33,6 +32,16 @@ export const SHOWN = ['status', 'name', 'version', 'input', 'output', 'customSta
 /** `h0` of a journal that starts later (after a continue-as-new). */
 interface StartPointer {
   journalFrom: number;
+}
+
+/** What a write reads of an instance in memory (instance-cache.ts's CachedInstance holds more). */
+export interface JournaledInstance {
+  id: string;
+  /** The state (with the true end of its journal), once loaded. */
+  rec?: InstanceRecord;
+  history?: HistoryEvent[];
+  /** The etag its record was read with. */
+  etag?: string;
 }
 
 export interface JournalWrite {
@@ -52,7 +61,7 @@ export function showsChange(a: InstanceState, b: InstanceState): boolean {
  * The operations that store `events` on top of what is stored for `c`, leading to `rec`.
  * `shared`: etag checks on the record (and first-write for a new one).
  */
-export function journalWrite(keys: Keys, c: CachedInstance, events: InstanceEvent[], rec: InstanceState | undefined, shared: boolean): JournalWrite {
+export function journalWrite(keys: Keys, c: JournaledInstance, events: InstanceEvent[], rec: InstanceState | undefined, shared: boolean): JournalWrite {
   const ops: StateTransactionOperation[] = [];
   const from = c.rec?.from ?? 0;
   const end = c.rec?.chunks ?? 0;
