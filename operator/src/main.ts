@@ -7,6 +7,7 @@ import { reviewConversion } from './conversion.ts';
 import { parseArgs } from 'node:util';
 import { createLogger, isLogLevel } from '../../sidecar/src/util/logger.ts';
 import { DEFAULT_GRPC_PORT, Operator } from './operator.ts';
+import { parseIdentityFlags, type IdentitySettings } from './issuer.ts';
 
 /** The API server sends at most a few objects per review; a larger body is refused. */
 const MAX_REVIEW_BYTES = 8 * 1024 * 1024;
@@ -30,6 +31,18 @@ options:
   --health-port N                 HTTP GET /readyz (200 once the caches are filled and sidecars are
                                   served, 503 before and while stopping) and GET /healthz (200 while the
                                   process answers) for the kubelet's probes (default 0 = off)
+  --trust-domain TD               SPIFFE trust domain of workload certificates (env RT_TRUST_DOMAIN;
+                                  default cluster.local)
+  --identity-ca-cert-file PATH    the identity CA (PEM certificate and key, EC or RSA): with both, the
+  --identity-ca-key-file PATH     operator signs workload certificates (dapr.proto.sentry.v1.CA on the
+                                  gRPC port) for sidecars that prove their pod with their token
+                                  (env RT_IDENTITY_CA_CERT_FILE, RT_IDENTITY_CA_KEY_FILE); re-read
+                                  when they change
+  --identity-trust-bundle-file P  the roots sidecars trust (one, or two during a root rotation; default
+                                  the CA certificate; env RT_IDENTITY_TRUST_BUNDLE_FILE); WatchResources
+                                  also takes a workload certificate from them instead of a token
+  --workload-cert-ttl DURATION    life of a workload certificate (default 24h; 1m to 8760h; env
+                                  RT_WORKLOAD_CERT_TTL)
   --leader-election-namespace NS  namespace of the Lease "rt-operator" that elects the one replica that
                                   writes (env POD_NAMESPACE; default "default"); every replica serves sidecars
   --watchdog-delete-uninjected    delete controller-owned pods annotated rt.io/enabled that have no
@@ -48,6 +61,11 @@ const FLAGS = {
   'conversion-port': { type: 'string' },
   'watchdog-delete-uninjected': { type: 'boolean' },
   'leader-election-namespace': { type: 'string' },
+  'trust-domain': { type: 'string' },
+  'identity-ca-cert-file': { type: 'string' },
+  'identity-ca-key-file': { type: 'string' },
+  'identity-trust-bundle-file': { type: 'string' },
+  'workload-cert-ttl': { type: 'string' },
   'log-level': { type: 'string' },
   'log-as-json': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -78,7 +96,9 @@ export async function operatorCommand(argv: string[]): Promise<number> {
   let metricsPort: number;
   let healthPort: number;
   let conversionPort: number;
+  let identity: IdentitySettings;
   try {
+    identity = parseIdentityFlags(v, env);
     if (!isLogLevel(logLevel)) throw new Error(`--log-level must be debug, info, warn or error, got "${logLevel}"`);
     grpcPort = port(v['grpc-port'] ?? env.RT_OPERATOR_GRPC_PORT, 'grpc-port', DEFAULT_GRPC_PORT);
     metricsPort = port(v['metrics-port'] ?? env.RT_OPERATOR_METRICS_PORT, 'metrics-port', 0);
@@ -98,6 +118,10 @@ export async function operatorCommand(argv: string[]): Promise<number> {
     console.error('rt operator: --conversion-port needs --tls-cert-file and --tls-key-file (the API server calls webhooks over HTTPS)');
     return 2;
   }
+  if (identity.clientTrustBundleFile && !tlsCertFile) {
+    console.error('rt operator: workload identity (--identity-*) needs --tls-cert-file and --tls-key-file: tokens and client certificates travel over TLS only');
+    return 2;
+  }
   const log = createLogger({ level: logLevel, json: v['log-as-json'], base: { scope: 'rt-operator' } });
   const operator = new Operator({
     kubeconfig: v.kubeconfig ?? env.KUBECONFIG,
@@ -107,6 +131,9 @@ export async function operatorCommand(argv: string[]): Promise<number> {
     tlsKeyFile,
     leaderElectionNamespace: v['leader-election-namespace'],
     watchdogDeleteUninjected: v['watchdog-delete-uninjected'] ?? env.RT_OPERATOR_WATCHDOG_DELETE_UNINJECTED === 'true',
+    issuer: identity.issuer,
+    clientTrustBundleFile: identity.clientTrustBundleFile,
+    trustDomain: identity.trustDomain,
     log,
   });
   let metrics: Server | undefined;
@@ -194,6 +221,17 @@ async function serveMetrics(port: number, operator: Operator): Promise<Server> {
   new prom.Gauge({ name: 'rt_operator_components_reconciled_total', help: 'Component reconciliations since start', registers: [registry], collect() {
     this.set(operator.reconciled);
   } });
+  if (operator.issuer) {
+    const issuer = operator.issuer;
+    new prom.Counter({ name: 'rt_operator_identity_certificates_issued_total', help: 'Workload certificates signed since start', registers: [registry], collect() {
+      this.reset();
+      this.inc(issuer.issued);
+    } });
+    new prom.Counter({ name: 'rt_operator_identity_certificates_refused_total', help: 'Certificate requests refused since start, by gRPC status', labelNames: ['code'], registers: [registry], collect() {
+      this.reset();
+      for (const [code, n] of issuer.refused) this.inc({ code }, n);
+    } });
+  }
   new prom.Gauge({ name: 'rt_operator_leader', help: '1 while this replica holds the leader Lease (it alone writes)', registers: [registry], collect() {
     this.set(operator.leader ? 1 : 0);
   } });

@@ -5,7 +5,6 @@
  * changes; and runs the watchdog for pods the injector missed.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import type * as k8s from '@kubernetes/client-node';
@@ -14,6 +13,10 @@ import { RESOURCE_GROUPS } from '../../crds/validate.ts';
 import { RESOURCE_KINDS, type ComponentObject, type Condition, type RtResourceObject } from '../../crds/types.ts';
 import { checkComponent } from './check.ts';
 import { type Caller, IdentityChecker, IdentityError } from './identity.ts';
+import { CertificateIssuer, DEFAULT_TRUST_DOMAIN, type IssuerOptions } from './issuer.ts';
+import { caService } from '../../sidecar/src/identity/proto.ts';
+import { ReloadingServerCredentials, verifiedPeerCertificate } from '../../sidecar/src/identity/server-credentials.ts';
+import { certificateWorkload } from '../../sidecar/src/identity/spiffe.ts';
 import { operatorService, type ResourceSnapshot, type WatchResourcesRequest } from './proto.ts';
 import { loadInCluster, loadKubeconfig } from './kube/config.ts';
 import { LeaderElector } from './leader.ts';
@@ -40,6 +43,15 @@ export interface OperatorOptions {
   leaderElectionNamespace?: string;
   /** Minimum time between two watchdog deletions (default 1 s). */
   watchdogDeleteIntervalMs?: number;
+  /** Sign workload certificates (dapr.proto.sentry.v1.CA/SignCertificate on the gRPC port). */
+  issuer?: IssuerOptions;
+  /**
+   * Roots of workload certificates (PEM file): WatchResources takes a client certificate that
+   * verifies against them as the caller's identity instead of a token. Needs the TLS files.
+   */
+  clientTrustBundleFile?: string;
+  /** The trust domain a client certificate must name (default cluster.local). */
+  trustDomain?: string;
   log: Logger;
 }
 
@@ -65,6 +77,8 @@ export class Operator {
   private readonly writer: KubeClient;
   private readonly queue: WorkQueue;
   private readonly identity: IdentityChecker;
+  /** The workload-certificate issuer, when the CA files are given. */
+  readonly issuer: CertificateIssuer | undefined;
   private readonly watchdog: Watchdog;
   private readonly subscribers = new Set<Subscriber>();
   private readonly dirtyNamespaces = new Set<string>();
@@ -83,6 +97,7 @@ export class Operator {
     // the User-Agent names the replica, so the API server's audit log tells who wrote what
     this.client = new KubeClient(opts.kubeconfig ? loadKubeconfig(opts.kubeconfig) : loadInCluster(), { userAgent: `rt-operator/${replica}` });
     this.identity = new IdentityChecker(this.client);
+    this.issuer = opts.issuer ? new CertificateIssuer(opts.issuer, this.identity, this.log) : undefined;
     this.elector = new LeaderElector(this.client, {
       namespace: opts.leaderElectionNamespace || process.env.POD_NAMESPACE || 'default',
       identity: replica,
@@ -128,10 +143,11 @@ export class Operator {
     this.onLeader(this.elector.isLeader());
     this.server = new grpc.Server();
     this.server.addService(operatorService(), { WatchResources: (call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>) => void this.serve(call) });
+    if (this.issuer) this.server.addService(caService(), this.issuer.implementation());
     const port = await new Promise<number>((resolve, reject) =>
       this.server!.bindAsync(`${this.opts.listenAddress ?? '0.0.0.0'}:${this.opts.grpcPort}`, this.credentials(), (err, p) => (err ? reject(err) : resolve(p))),
     );
-    this.log.info({ grpcPort: port, tls: !!this.opts.tlsCertFile }, `rt operator ready: serving sidecars on port ${port}`);
+    this.log.info({ grpcPort: port, tls: !!this.opts.tlsCertFile, issuer: !!this.issuer, clientCertificates: !!this.opts.clientTrustBundleFile }, `rt operator ready: serving sidecars on port ${port}`);
     return port;
   }
 
@@ -165,12 +181,18 @@ export class Operator {
   }
 
   private credentials(): grpc.ServerCredentials {
-    const { tlsCertFile, tlsKeyFile } = this.opts;
+    const { tlsCertFile, tlsKeyFile, clientTrustBundleFile } = this.opts;
     if (!tlsCertFile || !tlsKeyFile) {
+      if (clientTrustBundleFile) throw new Error('workload certificates as client identity need TLS: give --tls-cert-file and --tls-key-file');
       this.log.warn('the operator serves sidecars without TLS (no --tls-cert-file/--tls-key-file): tokens and secrets travel in clear text');
       return grpc.ServerCredentials.createInsecure();
     }
-    return grpc.ServerCredentials.createSsl(null, [{ cert_chain: readFileSync(tlsCertFile), private_key: readFileSync(tlsKeyFile) }], false);
+    // a client certificate is asked for, not required: sidecars without one send their token;
+    // the files are read again when they change (a renewed serving certificate, a root rotation)
+    return new ReloadingServerCredentials(
+      { certFile: tlsCertFile, keyFile: tlsKeyFile, caFile: clientTrustBundleFile },
+      { clientCertificate: clientTrustBundleFile ? 'request' : 'none', log: this.log },
+    );
   }
 
   // ------------------------------------------------------------------ reconcile
@@ -243,12 +265,26 @@ export class Operator {
 
   // ------------------------------------------------------------------ serving sidecars
 
-  private async serve(call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>): Promise<void> {
+  /**
+   * Who a WatchResources caller is: the workload its verified client certificate names, else the
+   * pod of its token. A certificate proves the identity until it expires; a token is checked
+   * against the pod now.
+   */
+  private async callerOf(call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>): Promise<Caller> {
+    const workload = this.opts.clientTrustBundleFile ? certificateWorkload(verifiedPeerCertificate(call)) : undefined;
+    if (workload) {
+      const trustDomain = this.opts.trustDomain ?? DEFAULT_TRUST_DOMAIN;
+      if (workload.trustDomain !== trustDomain) throw new IdentityError(`client certificate is of trust domain "${workload.trustDomain}", not "${trustDomain}"`);
+      return { namespace: workload.namespace, appId: workload.appId, podName: '(client certificate)', serviceAccount: '' };
+    }
     const auth = String(call.metadata.get('authorization')[0] ?? '').trim();
-    const token = /^Bearer\s+(\S+)$/i.exec(auth)?.[1] ?? '';
+    return this.identity.identify(/^Bearer\s+(\S+)$/i.exec(auth)?.[1] ?? '');
+  }
+
+  private async serve(call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>): Promise<void> {
     let caller: Caller;
     try {
-      caller = await this.identity.identify(token);
+      caller = await this.callerOf(call);
     } catch (e) {
       const refused = e instanceof IdentityError;
       this.log.warn(`sidecar refused: ${(e as Error).message}`);
@@ -256,11 +292,12 @@ export class Operator {
       return;
     }
     const req = call.request;
+    const byToken = caller.serviceAccount !== '';
     const mismatch =
       req.namespace && req.namespace !== caller.namespace
-        ? `namespace "${req.namespace}" is not the namespace of its token (${caller.namespace})`
+        ? `namespace "${req.namespace}" is not the namespace of its ${byToken ? 'token' : 'client certificate'} (${caller.namespace})`
         : req.appId && req.appId !== caller.appId
-          ? `app id "${req.appId}" is not the rt.io/app-id of its pod ${caller.namespace}/${caller.podName} ("${caller.appId}")`
+          ? `app id "${req.appId}" is not ${byToken ? `the rt.io/app-id of its pod ${caller.namespace}/${caller.podName}` : 'the app id of its client certificate'} ("${caller.appId}")`
           : undefined;
     if (mismatch) {
       this.log.warn(`sidecar of pod ${caller.namespace}/${caller.podName} refused: ${mismatch}`);

@@ -11,6 +11,7 @@ import * as grpc from '@grpc/grpc-js';
 import pino from 'pino';
 import { stringify } from 'yaml';
 import { Operator } from '../../operator/src/operator.ts';
+import type { IssuerOptions } from '../../operator/src/issuer.ts';
 import { operatorClient, type ResourceSnapshot } from '../../operator/src/proto.ts';
 import { makeTestCa, type TestCa } from '../services/ca.ts';
 import { startKube, type KubeCluster } from '../services/kube.ts';
@@ -49,10 +50,20 @@ export interface OperatorBed {
   namespace(name: string): Promise<void>;
   /** A ServiceAccount + Pod with rt.io/app-id, and a token bound to that pod; returns the token file. */
   identity(ns: string, pod: string, appId: string, opts?: { audience?: string }): Promise<string>;
+  /** With `issuer`: the files the operator's issuer reads (rewrite them to rotate). */
+  issuerFiles: { caCertFile: string; caKeyFile: string; trustBundleFile: string };
   stop(): Promise<void>;
 }
 
-export async function startOperatorBed(opts: { watchdogDeleteUninjected?: boolean } = {}): Promise<OperatorBed> {
+export interface BedIssuer {
+  caCertPem: string;
+  caKeyPem: string;
+  /** Default: the CA certificate. */
+  trustBundlePem?: string;
+  ttlMs?: number;
+}
+
+export async function startOperatorBed(opts: { watchdogDeleteUninjected?: boolean; issuer?: BedIssuer } = {}): Promise<OperatorBed> {
   const kube = await startKube({ controllers: false });
   const ca = makeTestCa();
   const dir = mkdtempSync(join(tmpdir(), 'rt-operator-'));
@@ -76,6 +87,14 @@ export async function startOperatorBed(opts: { watchdogDeleteUninjected?: boolea
     await kubectl(['wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/components.dapr.io', 'crd/subscriptions.dapr.io']);
     writeFileSync(join(dir, 'tls.crt'), ca.cert);
     writeFileSync(join(dir, 'tls.key'), ca.key);
+    const issuerFiles = { caCertFile: join(dir, 'identity-ca.crt'), caKeyFile: join(dir, 'identity-ca.key'), trustBundleFile: join(dir, 'trust-bundle.pem') };
+    let issuer: IssuerOptions | undefined;
+    if (opts.issuer) {
+      writeFileSync(issuerFiles.caCertFile, opts.issuer.caCertPem);
+      writeFileSync(issuerFiles.caKeyFile, opts.issuer.caKeyPem);
+      writeFileSync(issuerFiles.trustBundleFile, opts.issuer.trustBundlePem ?? opts.issuer.caCertPem);
+      issuer = { trustDomain: 'cluster.local', ...issuerFiles, ttlMs: opts.issuer.ttlMs ?? 3_600_000 };
+    }
     operator = new Operator({
       kubeconfig: kube.kubeconfig,
       grpcPort: 0,
@@ -84,6 +103,8 @@ export async function startOperatorBed(opts: { watchdogDeleteUninjected?: boolea
       tlsKeyFile: join(dir, 'tls.key'),
       watchdogDeleteUninjected: opts.watchdogDeleteUninjected,
       watchdogDeleteIntervalMs: 200,
+      issuer,
+      clientTrustBundleFile: issuer?.trustBundleFile,
       log: pino({ level: process.env.RT_TEST_LOG ?? 'silent' }),
     });
     const port = await operator.start();
@@ -94,6 +115,7 @@ export async function startOperatorBed(opts: { watchdogDeleteUninjected?: boolea
       operator,
       port,
       kubectl,
+      issuerFiles,
       apply: async (...objects) => void (await kubectl(['apply', '-f', '-'], objects.map((o) => stringify(o)).join('---\n'))),
       namespace: async (name) => {
         await kubectl(['create', 'namespace', name]);
@@ -143,9 +165,12 @@ export async function restartApiServer(bed: OperatorBed, whileDown: () => Promis
   }
 }
 
-/** A WatchResources call as a sidecar makes it: TLS with the test CA, the token as a bearer. */
-export function watchAs(bed: OperatorBed, token: string, req: { namespace?: string; appId?: string } = {}) {
-  const client = operatorClient(`127.0.0.1:${bed.port}`, grpc.credentials.createSsl(Buffer.from(bed.ca.caPem)));
+/** A WatchResources call as a sidecar makes it: TLS with the test CA, the token as a bearer (or a workload certificate). */
+export function watchAs(bed: OperatorBed, token: string, req: { namespace?: string; appId?: string } = {}, clientCert?: { keyPem: string; certPem: string }) {
+  const creds = clientCert
+    ? grpc.credentials.createSsl(Buffer.from(bed.ca.caPem), Buffer.from(clientCert.keyPem), Buffer.from(clientCert.certPem))
+    : grpc.credentials.createSsl(Buffer.from(bed.ca.caPem));
+  const client = operatorClient(`127.0.0.1:${bed.port}`, creds);
   const md = new grpc.Metadata();
   if (token) md.set('authorization', `Bearer ${token}`);
   const call = client.WatchResources({ namespace: req.namespace ?? '', appId: req.appId ?? '', podName: '' }, md);
