@@ -243,7 +243,7 @@ describe('components at sidecar start', () => {
     const failing = { apiVersion: 'rt.io/v1alpha1', kind: 'Component', metadata: { name: 'broken' }, spec: { type: 'secretstores.local.file', version: 'v1', metadata: [] } };
     const res = await write('fail', [failing]);
     await expect(startSidecar({ appId: 'app1', httpPort: 0, grpcPort: 0, resourcesPaths: [res], dataDir: dir, logger: silent })).rejects.toThrow(
-      /component "broken" \(secretstores\.local\.file\/v1, from .*r\.yaml\) failed to initialise: metadata "secretsFile" is required/,
+      /component "broken" \(secretstores\.local\.file\/v1, from .*r\.yaml\) failed to initialise: metadata field "secretsFile" is required/,
     );
     const res2 = await write('ignored', [{ ...failing, spec: { ...failing.spec, ignoreErrors: true } }]);
     const s = await startSidecar({ appId: 'app1', httpPort: 0, grpcPort: 0, resourcesPaths: [res2], dataDir: dir, logger: silent });

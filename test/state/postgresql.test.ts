@@ -57,7 +57,7 @@ describe('state.postgresql metadata', () => {
     expect(() => qualifiedTable('a.b.c')).toThrow();
     expect(() => qualifiedTable('x"; drop table y')).toThrow(/tableName/);
     const s = factory() as StateStore;
-    await expect(s.init(spec('state.postgresql', {}), componentContext)).rejects.toThrow(/connectionString is required/);
+    await expect(s.init(spec('state.postgresql', {}), componentContext)).rejects.toThrow(/metadata field "connectionString" is required/);
   });
 
   it('reads both connection string forms', () => {

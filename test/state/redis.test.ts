@@ -33,7 +33,7 @@ describe.skipIf(!available)('state.redis against a real Redis', () => {
       await s.delete({ key });
       await s.close();
     }
-    await expect(open({ ttlInSeconds: 'soon' })).rejects.toThrow(/metadata ttlInSeconds/);
+    await expect(open({ ttlInSeconds: 'soon' })).rejects.toThrow(/metadata field "ttlInSeconds" "soon" is not a whole number/);
   });
 
   it('fails to start with a clear message when Redis is not there', async () => {
@@ -50,7 +50,7 @@ describe('state.redis metadata', () => {
     expect(parseRedisHost('[::1]:7000')).toEqual({ host: '::1', port: 7000 });
     expect(() => parseRedisHost('host:99999')).toThrow(/port/);
     const s = factory() as StateStore;
-    await expect(s.init(spec('state.redis', {}), componentContext)).rejects.toThrow(/redisHost is required/);
+    await expect(s.init(spec('state.redis', {}), componentContext)).rejects.toThrow(/metadata field "redisHost" is required/);
     await expect(s.init(spec('state.redis', { redisHost: 'x:1', redisType: 'cluster' }), componentContext)).rejects.toThrow(/not supported/);
   });
 });

@@ -39,7 +39,7 @@ describe('state.sqlite specifics', () => {
   });
 
   it('refuses to start without a connectionString or with an unsafe table name', async () => {
-    await expect(open({})).rejects.toThrow(/connectionString is required/);
+    await expect(open({})).rejects.toThrow(/metadata field "connectionString" is required/);
     await expect(open({ connectionString: ':memory:', tableName: 'x"; DROP TABLE y; --' })).rejects.toThrow(/tableName/);
   });
 });

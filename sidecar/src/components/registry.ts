@@ -4,6 +4,7 @@
  */
 import type { Logger } from 'pino';
 import { ComponentCatalog } from './catalog.ts';
+import { decodeMetadata, defineMetadata } from './metadata/decode.ts';
 import type {
   Component,
   ComponentContext,
@@ -13,6 +14,12 @@ import type {
   SecretStore,
   StateStore,
 } from './types.ts';
+
+/** What the runtime itself reads from every state store's metadata, built-in or pluggable. */
+export const STATE_STORE_METADATA = defineMetadata('state.*', {
+  /** The store of actor (workflow) state. */
+  actorStateStore: { type: 'boolean', default: false },
+});
 
 export interface LoadedComponent {
   spec: ComponentSpec;
@@ -190,6 +197,8 @@ export class ComponentRegistry {
     if (!versions.includes(spec.version)) {
       throw new ComponentInitError(spec, new Error(`version "${spec.version}" is not supported by ${spec.type}; supported: ${versions.join(', ')}`));
     }
+    // the runtime's own fields are checked before the component reads its own
+    if (ComponentCatalog.categoryOf(spec.type) === 'state') decodeMetadata(STATE_STORE_METADATA, spec.metadata);
     const factory = await info.load();
     const instance = factory();
     let timer: NodeJS.Timeout | undefined;
@@ -261,9 +270,9 @@ export class ComponentRegistry {
     return c && ComponentCatalog.categoryOf(c.spec.type) === 'secretstores' ? (c.instance as SecretStore) : undefined;
   }
 
-  /** The state store flagged `actorStateStore: "true"`, if any. */
+  /** The state store flagged `actorStateStore: "true"` (a boolean, checked when it loaded), if any. */
   actorStateStore(): { name: string; store: StateStore } | undefined {
-    const c = this.all().find((x) => ComponentCatalog.categoryOf(x.spec.type) === 'state' && x.spec.metadata.actorStateStore?.toLowerCase() === 'true');
+    const c = this.all().find((x) => ComponentCatalog.categoryOf(x.spec.type) === 'state' && decodeMetadata(STATE_STORE_METADATA, x.spec.metadata).actorStateStore);
     return c ? { name: c.spec.name, store: c.instance as StateStore } : undefined;
   }
 

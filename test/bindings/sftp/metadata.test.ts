@@ -37,7 +37,7 @@ describe('bindings.sftp metadata', () => {
     const { hostPublicKey: _k, ...md } = base;
     expect(() => parseMetadata(md)).toThrow(/set "hostPublicKey" .*ssh-keyscan -p 2222 sftp\.example\.com.* or "knownHostsFile"/);
     expect(parseMetadata({ ...md, insecureIgnoreHostKey: 'true' }).hostKeys.kind).toBe('insecure');
-    expect(() => parseMetadata({ ...md, insecureIgnoreHostKey: 'maybe' })).toThrow(/must be "true" or "false"/);
+    expect(() => parseMetadata({ ...md, insecureIgnoreHostKey: 'maybe' })).toThrow(/metadata field "insecureIgnoreHostKey" "maybe" is not a boolean/);
     expect(() => parseMetadata({ ...md, knownHostsFile: '/no/such/known_hosts' })).toThrow(/does not exist/);
   });
 

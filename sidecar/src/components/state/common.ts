@@ -90,16 +90,6 @@ export function withActor(features: StateFeature[]): StateFeature[] {
   return features.includes('ETAG') && features.includes('TRANSACTIONAL') && !features.includes('ACTOR') ? [...features, 'ACTOR'] : features;
 }
 
-/** A boolean component metadata value ("true"/"false", any case); `def` when absent. */
-export function metadataBool(md: Record<string, string>, name: string, def: boolean): boolean {
-  const v = md[name];
-  if (v === undefined || v === '') return def;
-  const l = v.trim().toLowerCase();
-  if (l === 'true' || l === '1' || l === 'yes') return true;
-  if (l === 'false' || l === '0' || l === 'no') return false;
-  throw new Error(`metadata ${name} must be true or false, got "${v}"`);
-}
-
 /** A plain SQL identifier for table names from metadata (no quoting games, no injection). */
 export function sqlIdentifier(name: string, what: string): string {
   if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(name)) throw new Error(`metadata ${what} "${name}" must be letters, digits and '_' (at most 63), starting with a letter or '_'`);

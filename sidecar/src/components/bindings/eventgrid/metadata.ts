@@ -3,7 +3,9 @@
  * `bindings.azure.eventgrid`): parsing and validation. Every problem is a MetadataError that
  * names the field, so a user can fix the component file without reading code.
  */
-import { parseDuration } from '../../../util/duration.ts';
+import { decodeMetadata, defineMetadata, MetadataError, metadataFields, presentFields } from '../../metadata/decode.ts';
+
+export { MetadataError };
 
 export type Direction = 'input' | 'output';
 
@@ -42,47 +44,43 @@ export interface EventRouterMetadata {
   input?: InputSettings;
 }
 
-export class MetadataError extends Error {
-  /** The (first) field at fault. */
-  readonly field: string;
-  constructor(field: string, problem: string, message?: string) {
-    super(message ?? `metadata field "${field}" ${problem}`);
-    this.name = 'MetadataError';
-    this.field = field;
-  }
-}
-
 export const DEFAULT_AUTHORITY_HOST = 'https://login.microsoftonline.com';
 export const DEFAULT_ARM_ENDPOINT = 'https://management.azure.com';
 
 const OUTPUT_REQUIRED = ['accessKey', 'topicEndpoint'] as const;
 const INPUT_REQUIRED = ['cloudTenantId', 'cloudSubscriptionId', 'cloudClientId', 'cloudClientSecret', 'subscriberEndpoint', 'handshakePort', 'scope'] as const;
 
-/** Every field this binding reads, by its canonical name. */
-const KNOWN_FIELDS = [
-  ...OUTPUT_REQUIRED,
-  ...INPUT_REQUIRED,
-  'eventSubscriptionName',
-  'direction',
-  'publishTimeout',
-  'handshakeAddress',
-  'azureAuthorityHost',
-  'armEndpoint',
-  'armPollInterval',
-  'jwksRefreshCooldown',
-];
-
-/** Names the ecosystem's Azure Event Grid binding uses for the same fields. */
-const ALIASES: Record<string, string> = {
-  azuretenantid: 'cloudTenantId',
-  azuresubscriptionid: 'cloudSubscriptionId',
-  azureclientid: 'cloudClientId',
-  azureclientsecret: 'cloudClientSecret',
-  tenantid: 'cloudTenantId',
-  subscriptionid: 'cloudSubscriptionId',
-  clientid: 'cloudClientId',
-  clientsecret: 'cloudClientSecret',
-};
+const TYPES = ['bindings.cloud.eventrouter', 'bindings.azure.eventgrid'];
+const COMMON = metadataFields({
+  /** input, output or both; unset: the side(s) whose fields are present. */
+  direction: { type: 'list', values: ['input', 'output'] },
+});
+const OUTPUT = metadataFields({
+  accessKey: { type: 'string', secret: true },
+  topicEndpoint: { type: 'string' },
+  publishTimeout: { type: 'duration', default: 10_000, min: 100, max: 10 * 60_000 },
+});
+/** The ecosystem's Azure Event Grid binding names the cloud fields azure… (or without a prefix). */
+const INPUT = metadataFields({
+  cloudTenantId: { type: 'string', aliases: ['azureTenantId', 'tenantId'] },
+  cloudSubscriptionId: { type: 'string', aliases: ['azureSubscriptionId', 'subscriptionId'] },
+  cloudClientId: { type: 'string', aliases: ['azureClientId', 'clientId'] },
+  cloudClientSecret: { type: 'string', secret: true, aliases: ['azureClientSecret', 'clientSecret'] },
+  subscriberEndpoint: { type: 'string' },
+  handshakePort: { type: 'integer', min: 1, max: 65535 },
+  scope: { type: 'string' },
+  eventSubscriptionName: { type: 'string' },
+  handshakeAddress: { type: 'string' },
+  azureAuthorityHost: { type: 'string' },
+  armEndpoint: { type: 'string' },
+  armPollInterval: { type: 'duration', default: 2000, min: 10, max: 60_000 },
+  jwksRefreshCooldown: { type: 'duration', default: 30_000, min: 0, max: 3_600_000 },
+});
+/** Every field; a direction's fields are decoded only when the binding serves it. */
+export const METADATA = defineMetadata(TYPES, { ...COMMON, ...OUTPUT, ...INPUT });
+const COMMON_ONLY = defineMetadata(TYPES, COMMON);
+const OUTPUT_ONLY = defineMetadata(TYPES, OUTPUT);
+const INPUT_ONLY = defineMetadata(TYPES, INPUT);
 
 const GUID = '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}';
 const GUID_RE = new RegExp(`^${GUID}$`);
@@ -115,32 +113,36 @@ export interface ParseOptions {
 
 /** Parses and validates the component metadata. Throws MetadataError naming the field. */
 export function parseMetadata(raw: Record<string, string>, opts: ParseOptions): EventRouterMetadata {
-  const md = canonical(raw);
-  const has = (k: string) => md[k] !== undefined && md[k].trim() !== '';
-  const directions = parseDirection(md.direction, has);
+  const present = presentFields(METADATA, raw);
+  const has = (k: string) => present.has(k);
+  const directions = parseDirection(decodeMetadata(COMMON_ONLY, raw).direction, has);
 
   const out: EventRouterMetadata = { directions };
   if (directions.has('output')) {
     requireFields('output', OUTPUT_REQUIRED, has);
+    const md = decodeMetadata(OUTPUT_ONLY, raw);
     out.output = {
-      accessKey: md.accessKey,
-      topicEndpoint: httpsUrl('topicEndpoint', md.topicEndpoint.trim()),
-      publishTimeoutMs: duration('publishTimeout', md.publishTimeout, 10_000, 100, 10 * 60_000),
+      accessKey: md.accessKey!,
+      topicEndpoint: httpsUrl('topicEndpoint', md.topicEndpoint!.trim()),
+      publishTimeoutMs: md.publishTimeout,
     };
   }
   if (directions.has('input')) {
     requireFields('input', INPUT_REQUIRED, has);
-    const tenantId = md.cloudTenantId.trim();
+    if (opts.nonStringKeys?.includes('handshakePort')) {
+      throw new MetadataError('handshakePort', `must be passed as a quoted string in YAML (value: "${raw.handshakePort}"), not as a number`);
+    }
+    const md = decodeMetadata(INPUT_ONLY, raw);
+    const tenantId = md.cloudTenantId!.trim();
     if (!TENANT_RE.test(tenantId)) throw new MetadataError('cloudTenantId', 'must be a tenant ID (GUID) or the tenant\'s domain name');
-    const subscriptionId = md.cloudSubscriptionId.trim();
+    const subscriptionId = md.cloudSubscriptionId!.trim();
     if (!GUID_RE.test(subscriptionId)) throw new MetadataError('cloudSubscriptionId', 'must be a subscription ID (a GUID)');
-    const clientId = md.cloudClientId.trim();
+    const clientId = md.cloudClientId!.trim();
     if (!CLIENT_ID_RE.test(clientId)) throw new MetadataError('cloudClientId', 'must be an application (client) ID');
-    const subscriberEndpoint = httpsUrl('subscriberEndpoint', md.subscriberEndpoint.trim());
-    const scope = parseScope(md.scope.trim(), subscriptionId);
-    const handshakePort = parsePort(md.handshakePort, opts.nonStringKeys?.includes('handshakePort') ?? false);
+    const subscriberEndpoint = httpsUrl('subscriberEndpoint', md.subscriberEndpoint!.trim());
+    const scope = parseScope(md.scope!.trim(), subscriptionId);
     let eventSubscriptionName: string;
-    if (has('eventSubscriptionName')) {
+    if (md.eventSubscriptionName !== undefined) {
       eventSubscriptionName = md.eventSubscriptionName.trim();
       if (!SUBSCRIPTION_NAME_RE.test(eventSubscriptionName)) {
         throw new MetadataError('eventSubscriptionName', `"${eventSubscriptionName.slice(0, 80)}" is not valid: 3 to 64 characters, letters and digits only`);
@@ -149,7 +151,7 @@ export function parseMetadata(raw: Record<string, string>, opts: ParseOptions): 
       eventSubscriptionName = defaultSubscriptionName(opts.componentName);
     }
     let handshakeAddress: string | undefined;
-    if (has('handshakeAddress')) {
+    if (md.handshakeAddress !== undefined) {
       handshakeAddress = md.handshakeAddress.trim();
       if (!/^[0-9A-Fa-f.:]+$|^localhost$/.test(handshakeAddress)) throw new MetadataError('handshakeAddress', 'must be an IP address to bind to, e.g. 0.0.0.0 or 127.0.0.1');
     }
@@ -157,16 +159,16 @@ export function parseMetadata(raw: Record<string, string>, opts: ParseOptions): 
       tenantId,
       subscriptionId,
       clientId,
-      clientSecret: md.cloudClientSecret,
+      clientSecret: md.cloudClientSecret!,
       subscriberEndpoint,
-      handshakePort,
+      handshakePort: md.handshakePort!,
       handshakeAddress,
       scope,
       eventSubscriptionName,
-      authorityHost: has('azureAuthorityHost') ? origin('azureAuthorityHost', md.azureAuthorityHost.trim()) : DEFAULT_AUTHORITY_HOST,
-      armEndpoint: has('armEndpoint') ? origin('armEndpoint', md.armEndpoint.trim()) : DEFAULT_ARM_ENDPOINT,
-      armPollIntervalMs: duration('armPollInterval', md.armPollInterval, 2000, 10, 60_000),
-      jwksRefreshCooldownMs: duration('jwksRefreshCooldown', md.jwksRefreshCooldown, 30_000, 0, 3_600_000),
+      authorityHost: md.azureAuthorityHost !== undefined ? origin('azureAuthorityHost', md.azureAuthorityHost.trim()) : DEFAULT_AUTHORITY_HOST,
+      armEndpoint: md.armEndpoint !== undefined ? origin('armEndpoint', md.armEndpoint.trim()) : DEFAULT_ARM_ENDPOINT,
+      armPollIntervalMs: md.armPollInterval,
+      jwksRefreshCooldownMs: md.jwksRefreshCooldown,
     };
   }
   return out;
@@ -179,33 +181,9 @@ export function defaultSubscriptionName(componentName: string): string {
   return n;
 }
 
-/** Keys matched case-insensitively, with the ecosystem's alias names mapped to ours. */
-function canonical(raw: Record<string, string>): Record<string, string> {
-  const byLower = new Map(KNOWN_FIELDS.map((f) => [f.toLowerCase(), f]));
-  const out: Record<string, string> = Object.create(null);
-  // exact names win over aliases and other spellings: apply them last
-  const entries = Object.entries(raw).sort(([a], [b]) => Number(byLower.get(a.toLowerCase()) === a) - Number(byLower.get(b.toLowerCase()) === b));
-  for (const [k, v] of entries) {
-    const lower = k.toLowerCase();
-    const name = byLower.get(lower) ?? ALIASES[lower];
-    // an empty value never hides a filled one given under another spelling
-    if (name && typeof v === 'string' && (v.trim() !== '' || out[name] === undefined)) out[name] = v;
-  }
-  return out;
-}
-
-function parseDirection(value: string | undefined, has: (k: string) => boolean): Set<Direction> {
-  const out = new Set<Direction>();
-  if (value !== undefined && value.trim() !== '') {
-    for (const part of value.split(',')) {
-      const d = part.trim().toLowerCase();
-      if (d !== 'input' && d !== 'output') {
-        throw new MetadataError('direction', `"${value.slice(0, 80)}" is not valid: use "input", "output" or "input, output"`);
-      }
-      out.add(d);
-    }
-    return out;
-  }
+function parseDirection(value: ('input' | 'output')[] | undefined, has: (k: string) => boolean): Set<Direction> {
+  const out = new Set<Direction>(value);
+  if (out.size > 0) return out;
   // no direction: serve the side(s) whose fields are present
   if (OUTPUT_REQUIRED.some(has)) out.add('output');
   if (INPUT_REQUIRED.some(has)) out.add('input');
@@ -246,16 +224,6 @@ function origin(field: string, value: string): string {
   return u.origin;
 }
 
-function parsePort(value: string, wasNumber: boolean): number {
-  if (wasNumber) {
-    throw new MetadataError('handshakePort', `must be passed as a quoted string in YAML (value: "${value}"), not as a number`);
-  }
-  const v = value.trim();
-  const n = /^\d{1,5}$/.test(v) ? Number(v) : Number.NaN;
-  if (!(n >= 1 && n <= 65535)) throw new MetadataError('handshakePort', `"${v.slice(0, 40)}" is not a port number (1-65535)`);
-  return n;
-}
-
 function parseScope(scope: string, subscriptionId: string): string {
   for (const form of SCOPE_FORMS) {
     const m = form.re.exec(scope);
@@ -270,14 +238,4 @@ function parseScope(scope: string, subscriptionId: string): string {
     `"${scope.slice(0, 200)}" is not a valid scope; use /subscriptions/<id>/, /subscriptions/<id>/resourceGroups/<group>, ` +
       `/subscriptions/<id>/resourceGroups/<group>/providers/<namespace>/<type>/<name> or .../providers/<namespace>/topics/<topic>`,
   );
-}
-
-function duration(field: string, value: string | undefined, dflt: number, min: number, max: number): number {
-  if (value === undefined || value.trim() === '') return dflt;
-  const v = value.trim();
-  const ms = /^\d+$/.test(v) ? Number(v) : parseDuration(v); // a bare number is milliseconds
-  if (ms === undefined || !Number.isFinite(ms) || ms < min || ms > max) {
-    throw new MetadataError(field, `"${v.slice(0, 40)}" is not a duration between ${min} ms and ${max / 1000} s (e.g. 10s, 500ms)`);
-  }
-  return ms;
 }

@@ -4,6 +4,7 @@
  * Secret values (password, privateKey, privateKeyPassphrase) never appear in messages.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { decodeMetadata, defineMetadata } from '../../metadata/decode.ts';
 import { normalizeRoot } from './paths.ts';
 import { parseHostPublicKey, type HostKey } from './hostkeys.ts';
 
@@ -26,32 +27,34 @@ export interface SftpMetadata {
   hostKeys: HostKeyPolicy;
 }
 
-const FIELDS = ['rootPath', 'address', 'username', 'password', 'privateKey', 'privateKeyPassphrase', 'hostPublicKey', 'knownHostsFile', 'insecureIgnoreHostKey'];
+export const METADATA = defineMetadata('bindings.sftp', {
+  rootPath: { type: 'string', required: true, doc: 'the folder every operation stays within' },
+  address: { type: 'string', required: true, doc: 'host:port, e.g. sftp.example.com:22' },
+  username: { type: 'string', required: true },
+  password: { type: 'string', secret: true },
+  privateKey: { type: 'string', secret: true },
+  privateKeyPassphrase: { type: 'string', secret: true },
+  hostPublicKey: { type: 'string' },
+  knownHostsFile: { type: 'string' },
+  insecureIgnoreHostKey: { type: 'boolean', default: false },
+});
 
 /** Parses the component's metadata; throws an Error whose message names the field to fix. */
-export function parseMetadata(md: Record<string, string>): SftpMetadata {
-  const get = (k: string) => {
-    const v = md[k];
-    return v === undefined || v.trim() === '' ? undefined : v;
-  };
-  const missing = ['rootPath', 'address', 'username'].filter((k) => get(k) === undefined);
-  if (missing.length) throw new Error(`metadata ${missing.map((m) => `"${m}"`).join(', ')} ${missing.length > 1 ? 'are' : 'is'} required (fields: ${FIELDS.join(', ')})`);
-
-  const { host, port } = parseAddress(get('address')!.trim());
-  const password = md.password === undefined || md.password === '' ? undefined : md.password;
-  const privateKey = readPrivateKey(get('privateKey'));
+export function parseMetadata(raw: Record<string, string>): SftpMetadata {
+  const md = decodeMetadata(METADATA, raw);
+  const { host, port } = parseAddress(md.address.trim());
+  const password = md.password;
+  const privateKey = readPrivateKey(md.privateKey);
   if (password === undefined && privateKey === undefined) {
     throw new Error('set "password" or "privateKey" (or both): the binding needs a way to log in');
   }
-  const passphrase = md.privateKeyPassphrase === undefined || md.privateKeyPassphrase === '' ? undefined : md.privateKeyPassphrase;
 
-  const insecure = parseBool(get('insecureIgnoreHostKey'), 'insecureIgnoreHostKey');
-  const hostPublicKey = get('hostPublicKey');
-  const knownHostsFile = get('knownHostsFile');
+  const hostPublicKey = md.hostPublicKey;
+  const knownHostsFile = md.knownHostsFile;
   if (knownHostsFile !== undefined && !existsSync(knownHostsFile)) throw new Error(`knownHostsFile "${knownHostsFile}" does not exist`);
   const fixed = hostPublicKey !== undefined ? parseHostPublicKey(hostPublicKey) : [];
   let hostKeys: HostKeyPolicy;
-  if (insecure) {
+  if (md.insecureIgnoreHostKey) {
     hostKeys = { kind: 'insecure' };
   } else if (fixed.length || knownHostsFile !== undefined) {
     hostKeys = { kind: 'verify', fixed, knownHostsFile };
@@ -63,7 +66,7 @@ export function parseMetadata(md: Record<string, string>): SftpMetadata {
     );
   }
 
-  return { rootPath: normalizeRoot(get('rootPath')!), host, port, username: get('username')!, password, privateKey, privateKeyPassphrase: passphrase, hostKeys };
+  return { rootPath: normalizeRoot(md.rootPath), host, port, username: md.username, password, privateKey, privateKeyPassphrase: md.privateKeyPassphrase, hostKeys };
 }
 
 /** `host`, `host:port`, `[v6]` or `[v6]:port`; the port defaults to 22. */
@@ -90,14 +93,6 @@ export function parseAddress(address: string): { host: string; port: number } {
     port = Number(portText);
   }
   return { host, port };
-}
-
-function parseBool(v: string | undefined, name: string): boolean {
-  if (v === undefined) return false;
-  const s = v.trim().toLowerCase();
-  if (['true', '1', 'yes'].includes(s)) return true;
-  if (['false', '0', 'no'].includes(s)) return false;
-  throw new Error(`"${name}" must be "true" or "false"`);
 }
 
 /**

@@ -10,8 +10,8 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { parseDuration } from '../../../util/duration.ts';
-import { redisOptions } from '../../state/redis/index.ts';
+import { decodeMetadata, defineMetadata, metadataFields, type Decoded } from '../../metadata/decode.ts';
+import { REDIS_CONNECTION, redisOptions } from '../../state/redis/index.ts';
 import type { ComponentContext, ComponentFactory, ComponentSpec } from '../../types.ts';
 import type { BulkPublishEntry, MessageHandler, PubSub, TopicSubscription } from '../types.ts';
 
@@ -24,30 +24,31 @@ export interface StreamSettings {
   maxLenApprox?: number;
 }
 
-function positiveInt(md: Record<string, string>, key: string, fallback: number): number {
-  const raw = md[key];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`metadata ${key} "${raw}" must be a positive whole number`);
-  return n;
-}
+/** The stream fields of pubsub.redis (its connection fields are state.redis'). */
+const STREAM = metadataFields({
+  /** The consumer group; default the app id. */
+  consumerID: { type: 'string' },
+  processingTimeout: { type: 'duration', default: 60_000, min: 1 },
+  redeliverInterval: { type: 'duration', default: 15_000, min: 1 },
+  concurrency: { type: 'integer', default: 10, min: 1 },
+  maxLenApprox: { type: 'integer', min: 1 },
+});
+export const METADATA = defineMetadata('pubsub.redis', { ...REDIS_CONNECTION, ...STREAM });
+const STREAM_ONLY = defineMetadata('pubsub.redis', STREAM);
 
-function duration(md: Record<string, string>, key: string, fallbackMs: number): number {
-  const raw = md[key];
-  if (raw === undefined || raw === '') return fallbackMs;
-  const ms = /^\d+$/.test(raw) ? Number(raw) * 1000 : parseDuration(raw);
-  if (ms === undefined || !(ms > 0)) throw new Error(`metadata ${key} "${raw}" must be a duration such as 30s or 1m`);
-  return ms;
-}
-
-export function streamSettings(md: Record<string, string>, appId: string): StreamSettings {
+function settingsOf(m: Decoded<typeof STREAM>, appId: string): StreamSettings {
   return {
-    consumerGroup: md.consumerID || appId,
-    processingTimeoutMs: duration(md, 'processingTimeout', 60_000),
-    redeliverIntervalMs: duration(md, 'redeliverInterval', 15_000),
-    concurrency: positiveInt(md, 'concurrency', 10),
-    maxLenApprox: md.maxLenApprox ? positiveInt(md, 'maxLenApprox', 0) : undefined,
+    consumerGroup: m.consumerID ?? appId,
+    processingTimeoutMs: m.processingTimeout,
+    redeliverIntervalMs: m.redeliverInterval,
+    concurrency: m.concurrency,
+    maxLenApprox: m.maxLenApprox,
   };
+}
+
+/** The stream settings of a component's metadata (its connection fields not checked). */
+export function streamSettings(md: Record<string, string>, appId: string): StreamSettings {
+  return settingsOf(decodeMetadata(STREAM_ONLY, md), appId);
 }
 
 type Entry = [id: Buffer, fields: Buffer[] | null];
@@ -307,8 +308,9 @@ class RedisStreamsPubSub implements PubSub {
   async init(spec: ComponentSpec, ctx: ComponentContext): Promise<void> {
     // writes are gathered per turn here (WriteBatcher), reads are one command each: ioredis'
     // auto-pipelining would only add a pipeline object per command
-    const opts = { ...redisOptions(spec.metadata), enableAutoPipelining: false };
-    this.settings = streamSettings(spec.metadata, ctx.appId);
+    const md = decodeMetadata(METADATA, spec.metadata);
+    const opts = { ...redisOptions(md), enableAutoPipelining: false };
+    this.settings = settingsOf(md, ctx.appId);
     this.log = ctx.log.child({ component: spec.name });
     const { Redis } = await import('ioredis');
     const client = new Redis(opts) as ScriptClient;

@@ -2,13 +2,18 @@
  * secretstores.local.env: secrets are environment variables of the sidecar.
  * Metadata `prefix` limits and strips a prefix (e.g. prefix APP_ exposes APP_DB as "DB").
  */
+import { decodeMetadata, defineMetadata } from '../../metadata/decode.ts';
 import type { ComponentSpec, SecretStore } from '../../types.ts';
+
+export const METADATA = defineMetadata('secretstores.local.env', {
+  prefix: { type: 'string', default: '' },
+});
 
 class LocalEnvSecretStore implements SecretStore {
   private prefix = '';
 
   async init(spec: ComponentSpec): Promise<void> {
-    this.prefix = spec.metadata.prefix ?? '';
+    this.prefix = decodeMetadata(METADATA, spec.metadata).prefix;
   }
 
   capabilities(): string[] {

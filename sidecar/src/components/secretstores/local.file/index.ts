@@ -1,18 +1,25 @@
 /**
  * secretstores.local.file: secrets from a JSON file (`secretsFile`). Nested objects are
- * flattened with `nestedSeparator` (default ":"); `multiValued: "true"` keeps top-level
+ * flattened with `nestedSeparator` (default ":"); `multiValued: "true"` (a boolean) keeps top-level
  * objects as one secret with several keys.
  */
 import { readFile } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
+import { decodeMetadata, defineMetadata } from '../../metadata/decode.ts';
 import type { ComponentSpec, SecretStore } from '../../types.ts';
+
+export const METADATA = defineMetadata('secretstores.local.file', {
+  secretsFile: { type: 'string', required: true, doc: 'path of a JSON file' },
+  nestedSeparator: { type: 'string', default: ':' },
+  multiValued: { type: 'boolean', default: false },
+});
 
 class LocalFileSecretStore implements SecretStore {
   private secrets: Record<string, Record<string, string>> = {};
 
   async init(spec: ComponentSpec): Promise<void> {
-    const file = spec.metadata.secretsFile;
-    if (!file) throw new Error('metadata "secretsFile" is required (path of a JSON file)');
+    const md = decodeMetadata(METADATA, spec.metadata);
+    const file = md.secretsFile;
     const path = isAbsolute(file) ? file : resolve(file);
     let parsed: unknown;
     try {
@@ -21,8 +28,8 @@ class LocalFileSecretStore implements SecretStore {
       throw new Error(`cannot read secrets file ${path}: ${(e as Error).message}`);
     }
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error(`secrets file ${path} must hold a JSON object`);
-    const sep = spec.metadata.nestedSeparator || ':';
-    const multi = spec.metadata.multiValued === 'true';
+    const sep = md.nestedSeparator;
+    const multi = md.multiValued;
     const secrets: Record<string, Record<string, string>> = {};
     for (const [k, v] of Object.entries(parsed as Record<string, unknown>)) {
       if (multi && typeof v === 'object' && v !== null) {

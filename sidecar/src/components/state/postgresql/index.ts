@@ -1,9 +1,10 @@
 /**
  * state.postgresql through pg. Metadata: `connectionString` (required; a postgres:// URL or
  * libpq's key=value list, connection.ts), `tableName` (default `state`, `schema.table` allowed;
- * created when missing), `cleanupInterval` (Go duration) or the reference's
- * `cleanupIntervalInSeconds` (default 1h; 0 disables), `timeoutInSeconds` (each query, default
- * 20), `maxConns` (default 10). `metadataTableName` is accepted and unused (no migrations table).
+ * created when missing), `cleanupInterval` or its alias `cleanupIntervalInSeconds` (default 1h; 0
+ * disables), `timeout` or its alias `timeoutInSeconds` (each query, default 20s), `maxConns`
+ * (default 10); durations are `30s` or a number of seconds (components/metadata/decode.ts).
+ * `metadataTableName` is accepted and unused (no migrations table).
  *
  * Etag = the row's `etag` version column, drawn from a sequence on every write, so it is
  * unique in the table (a key deleted and written again never gets an old etag back). Etag
@@ -12,7 +13,7 @@
  * The query API runs as SQL (query.ts) over the values read as JSON.
  */
 import type { Pool, PoolClient, QueryConfig } from 'pg';
-import { parseDuration } from '../../../util/duration.ts';
+import { decodeMetadata, defineMetadata } from '../../metadata/decode.ts';
 import type { ComponentContext, ComponentSpec, StateDeleteRequest, StateFeature, StateItem, StateSetRequest, StateTransactionOperation } from '../../types.ts';
 import { asBuffer, capabilitiesOf, requestEtag, sqlIdentifier, ttlSeconds } from '../common.ts';
 import { EtagMismatchError, StateRequestError } from '../errors.ts';
@@ -34,6 +35,17 @@ interface Sql {
   delIfEtag: string;
   cleanup: string;
 }
+
+/** The fields as the reference declares them (its `timeoutInSeconds` and `cleanupIntervalInSeconds` are aliases there too). */
+export const METADATA = defineMetadata('state.postgresql', {
+  connectionString: { type: 'string', required: true, secret: true, aliases: ['url'], doc: 'e.g. postgres://user:pass@host:5432/db' },
+  tableName: { type: 'string', default: 'state' },
+  /** Bound on each query. */
+  timeout: { type: 'duration', default: 20_000, min: 1, aliases: ['timeoutInSeconds'] },
+  /** 0 or less: no sweep (expired rows are never returned anyway). */
+  cleanupInterval: { type: 'duration', default: 3_600_000, aliases: ['cleanupIntervalInSeconds'] },
+  maxConns: { type: 'integer', default: 10, min: 1 },
+});
 
 /** `table` or `schema.table`, each part a plain identifier; returned quoted. */
 export function qualifiedTable(name: string): { quoted: string; plain: string } {
@@ -73,18 +85,14 @@ class PostgresStateStore implements QueryableStateStore {
   private cleaner?: NodeJS.Timeout;
 
   async init(spec: ComponentSpec, ctx: ComponentContext): Promise<void> {
-    const md = spec.metadata;
-    if (!md.connectionString) throw new Error('metadata connectionString is required, e.g. postgres://user:pass@host:5432/db');
-    const table = qualifiedTable(md.tableName || 'state');
-    const cleanupMs = cleanupInterval(md);
-    const timeoutS = md.timeoutInSeconds ? Number(md.timeoutInSeconds) : 20;
-    if (!Number.isFinite(timeoutS) || timeoutS <= 0) throw new Error(`metadata timeoutInSeconds "${md.timeoutInSeconds}" must be a positive number`);
+    const md = decodeMetadata(METADATA, spec.metadata);
+    const table = qualifiedTable(md.tableName);
+    const cleanupMs = Math.max(md.cleanupInterval, 0);
     const connection = postgresConnectionConfig(md.connectionString);
-    const max = md.maxConns ? Number(md.maxConns) : 10;
-    if (!Number.isInteger(max) || max < 1) throw new Error(`metadata maxConns "${md.maxConns}" must be a positive integer`);
+    const max = md.maxConns;
 
     const pg = (await import('pg')).default;
-    const pool = new pg.Pool({ connectionTimeoutMillis: 5000, ...connection, max, query_timeout: timeoutS * 1000 });
+    const pool = new pg.Pool({ connectionTimeoutMillis: 5000, ...connection, max, query_timeout: md.timeout });
     // an idle client losing its connection must not crash the sidecar
     pool.on('error', (e) => ctx.log.warn({ component: spec.name, err: e.message }, 'postgresql state store connection error'));
     this.pool = pool;
@@ -259,20 +267,6 @@ class PostgresStateStore implements QueryableStateStore {
     const config: QueryConfig = { name: this.stmt + name, text: sql[name], values };
     return db.query<Row>(config);
   }
-}
-
-/** `cleanupInterval` (Go duration) or the reference's `cleanupIntervalInSeconds` (seconds, or a duration). */
-function cleanupInterval(md: Record<string, string>): number {
-  const seconds = md.cleanupIntervalInSeconds?.trim();
-  if (seconds) {
-    const ms = /^-?\d+$/.test(seconds) ? Number(seconds) * 1000 : parseDuration(seconds);
-    if (ms === undefined) throw new Error(`metadata cleanupIntervalInSeconds "${seconds}" is not a number of seconds`);
-    return Math.max(ms, 0);
-  }
-  if (!md.cleanupInterval) return 3_600_000;
-  const ms = parseDuration(md.cleanupInterval);
-  if (ms === undefined) throw new Error(`metadata cleanupInterval "${md.cleanupInterval}" is not a duration such as 1h`);
-  return ms;
 }
 
 type Row = { key?: string; value: Buffer; etag: string; expires_at: Date | null };

@@ -10,7 +10,8 @@
  */
 import type { Redis, RedisOptions } from 'ioredis';
 import type { ComponentSpec, StateDeleteRequest, StateFeature, StateItem, StateSetRequest, StateStore, StateTransactionOperation } from '../../types.ts';
-import { asBuffer, capabilitiesOf, metadataBool, requestEtag, ttlSeconds } from '../common.ts';
+import { decodeMetadata, defineMetadata, metadataFields, type Decoded } from '../../metadata/decode.ts';
+import { asBuffer, capabilitiesOf, MAX_TTL_SECONDS, requestEtag, ttlSeconds } from '../common.ts';
 import { EtagMismatchError } from '../errors.ts';
 import { WRITE } from './scripts.ts';
 
@@ -32,17 +33,31 @@ export function parseRedisHost(text: string): { host: string; port: number } {
   return { host: m[1], port };
 }
 
-export function redisOptions(md: Record<string, string>): RedisOptions {
-  if (!md.redisHost) throw new Error('metadata redisHost is required (host:port, e.g. localhost:6379)');
-  if (md.redisType && md.redisType.toLowerCase() !== 'node') throw new Error(`metadata redisType "${md.redisType}" is not supported: only "node"`);
-  if (metadataBool(md, 'failover', false)) throw new Error('metadata failover (Sentinel) is not supported');
+/** The connection fields state.redis and pubsub.redis share, as the reference names them. */
+export const REDIS_CONNECTION = metadataFields({
+  redisHost: { type: 'string', required: true, doc: 'host:port, e.g. localhost:6379' },
+  redisUsername: { type: 'string' },
+  redisPassword: { type: 'string', secret: true },
+  redisDB: { type: 'integer', default: 0, min: 0 },
+  redisType: { type: 'enum', values: ['node', 'cluster'], default: 'node' },
+  enableTLS: { type: 'boolean', default: false },
+  failover: { type: 'boolean', default: false },
+});
+
+export const METADATA = defineMetadata('state.redis', {
+  ...REDIS_CONNECTION,
+  /** The TTL of a write whose request names none; 0 or -1: none. */
+  ttlInSeconds: { type: 'integer', min: -1, max: MAX_TTL_SECONDS },
+});
+
+export function redisOptions(md: Decoded<typeof REDIS_CONNECTION>): RedisOptions {
+  if (md.redisType !== 'node') throw new Error(`metadata redisType "${md.redisType}" is not supported: only "node"`);
+  if (md.failover) throw new Error('metadata failover (Sentinel) is not supported');
   const { host, port } = parseRedisHost(md.redisHost);
-  const db = md.redisDB ? Number(md.redisDB) : 0;
-  if (!Number.isInteger(db) || db < 0) throw new Error(`metadata redisDB "${md.redisDB}" must be a database number`);
   const opts: RedisOptions = {
     host,
     port,
-    db,
+    db: md.redisDB,
     lazyConnect: true,
     // commands issued in the same tick go out in one write: the big win under concurrency
     enableAutoPipelining: true,
@@ -53,7 +68,7 @@ export function redisOptions(md: Record<string, string>): RedisOptions {
   };
   if (md.redisUsername) opts.username = md.redisUsername;
   if (md.redisPassword) opts.password = md.redisPassword;
-  if (metadataBool(md, 'enableTLS', false)) opts.tls = { servername: host };
+  if (md.enableTLS) opts.tls = { servername: host };
   return opts;
 }
 
@@ -63,12 +78,9 @@ class RedisStateStore implements StateStore {
   private defaultTtl?: number;
 
   async init(spec: ComponentSpec): Promise<void> {
-    const opts = redisOptions(spec.metadata);
-    try {
-      this.defaultTtl = ttlSeconds({ ttlInSeconds: spec.metadata.ttlInSeconds ?? '' });
-    } catch (e) {
-      throw new Error(`metadata ttlInSeconds: ${(e as Error).message}`);
-    }
+    const md = decodeMetadata(METADATA, spec.metadata);
+    const opts = redisOptions(md);
+    this.defaultTtl = md.ttlInSeconds !== undefined && md.ttlInSeconds > 0 ? md.ttlInSeconds : undefined;
     const { Redis } = await import('ioredis');
     const client = new Redis(opts) as ScriptedRedis;
     // errors surface on the calls; without a listener ioredis would log them unasked

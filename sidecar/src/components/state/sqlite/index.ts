@@ -5,8 +5,9 @@
  * - `connectionString` (required): a file path (parent folders are created), `file:<path>`,
  *   or `:memory:`. Required because a store that silently lives in memory would lose data
  *   a user expected to keep.
- * - `tableName` (default `state`), `busyTimeout` (Go duration, default 5s),
- *   `cleanupInterval` (Go duration, default 1h; 0 disables; expired rows are never returned).
+ * - `tableName` (default `state`), `busyTimeout` (duration, default 5s),
+ *   `cleanupInterval` (duration, default 1h; 0 disables; expired rows are never returned).
+ * Durations as every component reads them (components/metadata/decode.ts): `5s`, or seconds.
  *
  * Etags come from a counter row in `<tableName>_meta` bumped inside each write's transaction,
  * so they are unique in the file even across processes sharing it. WAL mode lets readers run
@@ -23,7 +24,7 @@ import { mkdirSync } from 'node:fs';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { dirname, resolve } from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
-import { parseDuration } from '../../../util/duration.ts';
+import { decodeMetadata, defineMetadata } from '../../metadata/decode.ts';
 import type { ComponentSpec, StateFeature, StateItem, StateTransactionOperation } from '../../types.ts';
 import { SQL_ETAG_RULES, checkConcurrency, requestEtag, sqlIdentifier, ttlSeconds } from '../common.ts';
 import { runQuery, type QueryableStateStore, type QueryResult, type StateQuery } from '../query.ts';
@@ -44,6 +45,14 @@ interface Statements {
   scan: StatementSync;
 }
 
+export const METADATA = defineMetadata('state.sqlite', {
+  connectionString: { type: 'string', required: true, aliases: ['url'], doc: 'a file path (e.g. ./data/state.db) or ":memory:"' },
+  tableName: { type: 'string', default: 'state' },
+  busyTimeout: { type: 'duration', default: 5000, min: 0 },
+  /** 0 or less: no sweep (expired rows are never returned anyway). */
+  cleanupInterval: { type: 'duration', default: 3_600_000, aliases: ['cleanupIntervalInSeconds'] },
+});
+
 /** Parses `connectionString` into what DatabaseSync opens. */
 export function sqlitePath(connectionString: string | undefined): string {
   const cs = (connectionString ?? '').trim();
@@ -61,13 +70,11 @@ class SqliteStateStore extends SyncStateStore implements QueryableStateStore {
   private cleaner?: NodeJS.Timeout;
 
   override async init(spec: ComponentSpec): Promise<void> {
-    const md = spec.metadata;
+    const md = decodeMetadata(METADATA, spec.metadata);
     const path = sqlitePath(md.connectionString);
-    const table = sqlIdentifier(md.tableName || 'state', 'tableName');
-    const busyMs = md.busyTimeout ? parseDuration(md.busyTimeout) : 5000;
-    if (busyMs === undefined || busyMs < 0) throw new Error(`metadata busyTimeout "${md.busyTimeout}" is not a duration such as 5s`);
-    const cleanupMs = md.cleanupInterval ? parseDuration(md.cleanupInterval) : 3_600_000;
-    if (cleanupMs === undefined) throw new Error(`metadata cleanupInterval "${md.cleanupInterval}" is not a duration such as 1h`);
+    const table = sqlIdentifier(md.tableName, 'tableName');
+    const busyMs = md.busyTimeout;
+    const cleanupMs = md.cleanupInterval;
 
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     const { DatabaseSync } = await import('node:sqlite');
