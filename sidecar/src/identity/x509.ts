@@ -150,6 +150,27 @@ function serialNumber(): string {
   return b.toString('hex');
 }
 
+/** What signing with one CA needs, parsed once per CA (an issuer signs many certificates with the same one). */
+interface PreparedCa {
+  caCert: X509Lib.X509Certificate;
+  signer: Awaited<ReturnType<typeof signerOf>>;
+  authorityKeyId: X509Lib.AuthorityKeyIdentifierExtension;
+}
+const prepared = new WeakMap<SigningCa, Promise<PreparedCa>>();
+
+function preparedCa(ca: SigningCa): Promise<PreparedCa> {
+  let p = prepared.get(ca);
+  if (!p) {
+    p = (async () => {
+      const x = await x509();
+      const caCert = new x.X509Certificate(ca.certPem);
+      return { caCert, signer: await signerOf(ca.keyPem), authorityKeyId: await x.AuthorityKeyIdentifierExtension.create(caCert) };
+    })();
+    prepared.set(ca, p);
+  }
+  return p;
+}
+
 export interface IssueOptions {
   /** Life of the certificate from `now`. */
   ttlMs: number;
@@ -165,11 +186,10 @@ export interface IssueOptions {
 export async function issueWorkloadCertificate(ca: SigningCa, csr: Pick<CheckedCsr, 'publicKey'>, id: WorkloadId, opts: IssueOptions): Promise<{ certPem: string; notAfter: Date }> {
   const x = await x509();
   const now = opts.now ?? new Date();
-  const caCert = new x.X509Certificate(ca.certPem);
+  const { caCert, signer, authorityKeyId } = await preparedCa(ca);
   const notBefore = new Date(now.getTime() - (opts.backdateMs ?? 15 * 60_000));
   let notAfter = new Date(now.getTime() + opts.ttlMs);
   if (notAfter > caCert.notAfter) notAfter = caCert.notAfter;
-  const signer = await signerOf(ca.keyPem);
   const cert = await x.X509CertificateGenerator.create({
     serialNumber: serialNumber(),
     subject: '',
@@ -185,7 +205,7 @@ export async function issueWorkloadCertificate(ca: SigningCa, csr: Pick<CheckedC
       new x.ExtendedKeyUsageExtension([x.ExtendedKeyUsage.serverAuth, x.ExtendedKeyUsage.clientAuth]),
       new x.SubjectAlternativeNameExtension([{ type: 'url', value: spiffeUri(id) }], true),
       await x.SubjectKeyIdentifierExtension.create(csr.publicKey),
-      await x.AuthorityKeyIdentifierExtension.create(caCert),
+      authorityKeyId,
     ],
   });
   return { certPem: cert.toString('pem'), notAfter };
