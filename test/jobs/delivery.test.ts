@@ -1,12 +1,11 @@
 import { createServer } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freePort } from '../services/net.ts';
 import { getInternalJobs } from '../../sidecar/src/jobs/internal.ts';
 import type { InternalJobTrigger } from '../../sidecar/src/jobs/internal.ts';
-import { postJob, sidecarFor, startRecordingApp, tempDir, waitFor, type RecordingApp } from './helpers.ts';
+import type { SchedulerClient } from '../../scheduler/src/client.ts';
+import { postJob, sidecarFor, startRecordingApp, tempDir, waitFor, waitJobDone, type RecordingApp } from './helpers.ts';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('job trigger delivery (embedded scheduler)', () => {
   let app: RecordingApp;
@@ -34,7 +33,7 @@ describe('job trigger delivery (embedded scheduler)', () => {
     const t0 = Date.now();
     expect((await postJob(sc.base, 'every', { schedule: '@every 100ms', repeats: 4, data: 'tick' })).status).toBe(204);
     await waitFor(() => count('every') >= 4, 5000, '4 fires');
-    await sleep(300);
+    await waitJobDone(sc.base, 'every'); // no fire can follow
     expect(count('every')).toBe(4);
     const times = app.received.filter((r) => r.name === 'every').map((r) => r.at);
     // fire k is due at creation + k × 100 ms (later fires follow due times, not the previous fire)
@@ -52,7 +51,7 @@ describe('job trigger delivery (embedded scheduler)', () => {
     const policy = { constant: { interval: '50ms', maxRetries: 2 } };
     expect((await postJob(sc.base, 'fail500', { dueTime: '0s', failurePolicy: policy })).status).toBe(204);
     await waitFor(() => count('fail500') >= 3, 3000, '3 attempts');
-    await sleep(300);
+    await waitJobDone(sc.base, 'fail500'); // given up on: no attempt can follow
     expect(count('fail500')).toBe(3); // 1 + 2 retries
   });
 
@@ -67,7 +66,8 @@ describe('job trigger delivery (embedded scheduler)', () => {
     expect((await postJob(sc.base, 'gone404', { dueTime: '0s' })).status).toBe(204);
     expect((await postJob(sc.base, 'fail500-drop', { dueTime: '0s', failurePolicy: { drop: {} } })).status).toBe(204);
     await waitFor(() => count('gone404') >= 1 && count('fail500-drop') >= 1, 3000, 'single attempts');
-    await sleep(400);
+    await waitJobDone(sc.base, 'gone404');
+    await waitJobDone(sc.base, 'fail500-drop');
     expect(count('gone404')).toBe(1);
     expect(count('fail500-drop')).toBe(1);
   });
@@ -75,7 +75,7 @@ describe('job trigger delivery (embedded scheduler)', () => {
   it('succeeds after transient failures and stops retrying', async () => {
     expect((await postJob(sc.base, 'flaky', { dueTime: '0s', failurePolicy: { constant: { interval: '30ms' } } })).status).toBe(204);
     await waitFor(() => count('flaky') >= 3, 3000, 'third attempt');
-    await sleep(300);
+    await waitJobDone(sc.base, 'flaky');
     expect(count('flaky')).toBe(3);
   });
 
@@ -99,7 +99,10 @@ describe('job trigger delivery (embedded scheduler)', () => {
     await waitFor(() => got.length >= 1, 5000, 'internal trigger');
     expect(got[0]).toEqual({ owner: 'workflows', name: 'timer-1', data: { instance: 'abc' }, dueAt: due });
     expect(count('timer-1')).toBe(0);
-    await sleep(200);
+    // acked: the one-shot is gone from the store, so no second delivery can come
+    const client = (jobs as unknown as { client: SchedulerClient }).client;
+    const key = { namespace: sc.ctx.options.namespace, appId: sc.ctx.options.appId, owner: 'workflows', name: 'timer-1' };
+    await waitFor(() => client.get(key).then(() => false, (e: Error) => /not found/.test(e.message)), 3000, 'timer-1 done');
     expect(got).toHaveLength(1);
     // app and internal names never collide
     expect((await postJob(sc.base, 'timer-1', { dueTime: '1h' })).status).toBe(204);
@@ -116,10 +119,17 @@ describe('delivery when the app is late or down', () => {
       received.push(req.url ?? '');
       res.end();
     });
+    const post = vi.spyOn(sc.ctx.app, 'post');
     try {
       // scheduled before the app listens: delivered once it is reachable
       expect((await postJob(sc.base, 'early', { dueTime: '0s', data: 1 })).status).toBe(204);
-      await sleep(300);
+      // an internal job due after it comes on the same stream: once its owner has it, the sidecar
+      // was handed 'early' too, and holds it (a delivery would have called the app channel at once)
+      const internal = getInternalJobs(sc.ctx)!;
+      const later = new Promise<void>((r) => internal.onTrigger('probe', async () => r()));
+      await internal.scheduleOnce('probe', 'after-early', Date.now() + 20, null);
+      await later;
+      expect(post).not.toHaveBeenCalled();
       expect(received).toHaveLength(0);
       await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
       await waitFor(() => received.includes('/job/early'), 5000, 'delivery after the app started');
@@ -127,7 +137,9 @@ describe('delivery when the app is late or down', () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
       expect((await postJob(sc.base, 'while-down', { dueTime: '0s', failurePolicy: { constant: { interval: '100ms', maxRetries: 50 } } })).status).toBe(204);
-      await sleep(400);
+      // two attempts failed while it was down
+      const failed = () => post.mock.settledResults.filter((r, i) => post.mock.calls[i][0] === '/job/while-down' && r.type === 'rejected').length;
+      await waitFor(() => failed() >= 2, 5000, 'two failed attempts');
       await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
       await waitFor(() => received.includes('/job/while-down'), 5000, 'delivery after the app came back');
       expect(received.filter((u) => u === '/job/while-down')).toHaveLength(1);
@@ -144,21 +156,30 @@ describe('persistence of the embedded scheduler', () => {
   it('keeps jobs across a sidecar restart and catches up missed fires in order', async () => {
     const dir = tempDir();
     const app = await startRecordingApp();
+    // the second fire fails once, and its retry is an hour away: the sidecar is stopped then
+    app.status = (name, n) => (name === 'tick' && n === 2 ? 500 : 200);
+    const ticks = () => app.received.filter((r) => r.name === 'tick');
     try {
       let sc = await sidecarFor({ appPort: app.port, dataDir: dir.path, appId: 'restart' });
-      expect((await postJob(sc.base, 'tick', { schedule: '@every 200ms', repeats: 8 })).status).toBe(204);
+      // every fire of 'tick' is already past when it is made: missed, as if the sidecar had been down
+      const start = new Date(Date.now() - 10_000).toISOString();
+      const policy = { constant: { interval: '1h', maxRetries: 1 } };
+      expect((await postJob(sc.base, 'tick', { schedule: '@every 200ms', repeats: 8, dueTime: start, failurePolicy: policy })).status).toBe(204);
       expect((await postJob(sc.base, 'later', { dueTime: '1s', data: { keep: true } })).status).toBe(204);
-      await waitFor(() => app.received.length >= 2, 3000, 'first fires');
+      await waitFor(() => ticks().length >= 2, 3000, 'first fires');
       await sc.close();
-      const before = app.received.filter((r) => r.name === 'tick').length;
-      await sleep(1200); // ~6 fires missed
+      const before = ticks().map((r) => r.dueTime);
+      expect(before).toHaveLength(2);
       sc = await sidecarFor({ appPort: app.port, dataDir: dir.path, appId: 'restart' });
       try {
-        await waitFor(() => app.received.filter((r) => r.name === 'tick').length >= 8, 5000, 'all 8 fires');
+        await waitFor(() => ticks().length >= 9, 5000, 'all 8 fires (and the failed attempt)');
         await waitFor(() => app.received.some((r) => r.name === 'later'), 3000, 'the one-shot');
-        await sleep(400);
-        expect(app.received.filter((r) => r.name === 'tick')).toHaveLength(8);
-        expect(before).toBeLessThan(8);
+        await waitJobDone(sc.base, 'tick'); // no fire can follow
+        // after the restart: the failed fire again, then every missed one, in order, each once
+        const after = ticks().slice(2).map((r) => Date.parse(r.dueTime!));
+        expect(after).toHaveLength(7);
+        expect(after[0]).toBe(Date.parse(before[1]!));
+        after.forEach((at, i) => expect(at).toBe(Date.parse(start) + (i + 1) * 200));
         expect(JSON.parse(app.received.find((r) => r.name === 'later')!.body)).toEqual({ keep: true });
       } finally {
         await sc.close();

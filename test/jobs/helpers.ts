@@ -76,6 +76,21 @@ export async function waitFor<T>(fn: () => T | undefined | false | Promise<T | u
   }
 }
 
+/**
+ * Waits until the job is gone from the scheduler's store: every fire it will ever have is done
+ * (acked, or given up on), so no later delivery of it can come. GET answers JOB_NOT_FOUND.
+ */
+export async function waitJobDone(base: string, name: string, timeoutMs = 5000): Promise<void> {
+  await waitFor(
+    async () => {
+      const res = await fetch(`${base}/v1.0-alpha1/jobs/${name}`);
+      return res.status === 500 && /not found/.test(await res.text());
+    },
+    timeoutMs,
+    `job ${name} done`,
+  );
+}
+
 export async function postJob(base: string, name: string, body: unknown, prefix = '/v1.0-alpha1'): Promise<Response> {
   return fetch(`${base}${prefix}/jobs/${name}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 }
