@@ -41,6 +41,8 @@ export interface ReducerOptions {
   minGapMs: number;
   /** Called after each reduction (tests, debug logs). */
   onReduce?: (before: number, after: number) => void;
+  /** Called once start-up is over, after the reduction that ends it when there is one (tests). */
+  onSettled?: () => void;
 }
 
 export const DEFAULTS: ReducerOptions = {
@@ -144,13 +146,14 @@ export function startMemoryReducer(opts: Partial<ReducerOptions> = {}): () => vo
     if (busy && Date.now() - started < o.settleMs) return;
     clearInterval(settleTimer);
     settle();
-    if (busy) return;
+    if (busy) return void o.onSettled?.();
     // Node keeps each loaded module's code cache in memory until the cache is flushed (at exit by
     // default): ~0.7 MB for the compiled sidecar's start-up chunks. Entries already on disk are not
     // written again; a module loaded later reads its entry from disk.
     flushCompileCache();
     reduceStartupMemory();
     base = getHeapStatistics().total_heap_size;
+    o.onSettled?.();
   }, o.settleTickMs);
   settleTimer.unref();
   const tick = (busy: boolean) => {

@@ -21,6 +21,10 @@ const { STARTUP_V8_FLAGS, SETTLED_V8_FLAGS } = await import(${JSON.stringify(FLA
 v8.setFlagsFromString(STARTUP_V8_FLAGS);
 const { startMemoryReducer, startupOver } = await import(${JSON.stringify(MODULE)});
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// waits (calm: a look every 10 ms) until cond() holds; fails after 10 s
+const until = async (cond, what) => {
+  for (const end = Date.now() + 10000; !cond(); await sleep(10)) if (Date.now() > end) throw new Error('timed out waiting for ' + what);
+};
 // whether V8 runs a hot function as optimized code (Maglev or TurboFan): bit 16 of its status;
 // its caller stays interpreted, so that hot is not inlined into the caller's optimized code
 function hot(x) { return (x * 31 + 7) % 1009; }
@@ -34,7 +38,8 @@ const SCRIPT = `${PRELUDE}
 const MB = 1048576;
 const young = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size / MB;
 const reductions = [];
-startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS, tickMs: 100, settleTickMs: 100, calmTicks: 3, grownBytes: 4 * MB, minGapMs: 0, onReduce: (before, after) => reductions.push({ before: before / MB, after: after / MB }) });
+let settled = false;
+startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS, tickMs: 100, settleTickMs: 100, calmTicks: 3, grownBytes: 4 * MB, minGapMs: 0, onReduce: (before, after) => reductions.push({ before: before / MB, after: after / MB }), onSettled: () => (settled = true) });
 // a burst of objects that live a while, as requests in flight do
 function burst() {
   let ring = new Array(100000);
@@ -44,7 +49,7 @@ function burst() {
 burst(); // during start-up: growth is off, and so are the optimizing compilers
 warm();
 const atStart = { young: young(), optimized: optimized() };
-await sleep(250); // the first calm tick: start-up is over
+await until(() => settled, 'the end of start-up'); // the first calm tick
 burst();
 warm();
 const optimizedAfter = optimized();
@@ -57,7 +62,7 @@ while (Date.now() < busyUntil) {
   await sleep(1);
 }
 const whileBusy = { young: young(), reductions: reductions.length };
-await sleep(1200); // calm
+await until(() => reductions.length > 0, 'a reduction once calm'); // calm for 3 ticks
 console.log(JSON.stringify({ atStart, optimizedAfter, grown, whileBusy, after: young(), reductions }));
 `;
 
@@ -88,8 +93,9 @@ for (let i = 0; i < 2000; i++) fns.push(new Function('a', 'b', \`let s = a + \${
 let sum = 0;
 for (const f of fns) sum += f(1, 3).s;
 const compiled = bytecode();
-startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS, settleTickMs: 100 });
-await sleep(800); // calm: start-up is over and its one reduction ran
+let settled = false;
+startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS, settleTickMs: 100, onSettled: () => (settled = true) });
+await until(() => settled, 'the end of start-up'); // calm: start-up is over and its one reduction ran
 const flushed = bytecode();
 let again = 0;
 for (const f of fns) again += f(1, 3).s;
@@ -137,9 +143,13 @@ describe('the memory reducer', () => {
       const script = `import { enableCompileCache } from 'node:module';
         enableCompileCache(${JSON.stringify(dir)});
         const { startMemoryReducer } = await import(${JSON.stringify(MODULE)});
-        startMemoryReducer({ settleTickMs: 100 });
+        let settled;
+        const over = new Promise((r) => (settled = r));
+        startMemoryReducer({ settleTickMs: 100, onSettled: () => settled() });
         console.error('-- waiting');
-        await new Promise((r) => setTimeout(r, 800));`;
+        const t = setTimeout(() => { console.error('start-up never ended'); process.exit(1); }, 10000);
+        await over;
+        clearTimeout(t);`;
       const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' } });
       expect(r.status, r.stderr).toBe(0);
       const [before, after] = r.stderr.split('-- waiting');
