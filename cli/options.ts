@@ -37,6 +37,10 @@ export const SIDECAR_FLAGS = {
   'wait-for-sockets': { type: 'string' },
   mode: { type: 'string' },
   'control-plane-address': { type: 'string' },
+  'enable-mtls': { type: 'boolean' },
+  'trust-domain': { type: 'string' },
+  'identity-issuer-address': { type: 'string' },
+  'trust-anchors-file': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -69,6 +73,15 @@ export const SIDECAR_HELP = `sidecar options:
   --mode MODE                       standalone (default) or kubernetes
   --control-plane-address HOST:PORT kubernetes mode: the operator that serves this app's resources
                                     (token RT_OPERATOR_TOKEN_FILE, CA RT_OPERATOR_CA_FILE)
+  --enable-mtls                     workload identity and mutual TLS between rt processes (env
+                                    RT_MTLS_ENABLED=true): the internal port is TLS only, callers are
+                                    who their certificates say (docs/identity.md)
+  --trust-domain DOMAIN             SPIFFE trust domain of the identity (default cluster.local)
+  --identity-issuer-address H:P     the issuer of workload certificates (the operator's CA service,
+                                    TLS checked with RT_OPERATOR_CA_FILE, token RT_OPERATOR_TOKEN_FILE;
+                                    reference flag --sentry-address). Standalone without it: a local
+                                    CA under RT_HOME (<rt home>/identity)
+  --trust-anchors-file FILE         PEM roots trusted before the issuer's first answer
   --scheduler-host-address A[,B]    scheduler gRPC addresses
   --data-dir DIR                    embedded persistence folder (default ~/.rt/data, or under RT_HOME)
   --components-sockets-folder DIR   pluggable components' sockets (default /tmp/rt-components-sockets)
@@ -153,10 +166,27 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): Par
     waitForSockets: str('wait-for-sockets', 'RT_WAIT_FOR_SOCKETS')?.split(',').map((x) => x.trim()).filter(Boolean),
     mode,
     controlPlaneAddress: str('control-plane-address', 'RT_CONTROL_PLANE_ADDRESS'),
+    mtls: mtlsOptions(v, str, mode),
     apiToken: env.RT_API_TOKEN || env.DAPR_API_TOKEN || undefined,
     appApiToken: env.RT_APP_API_TOKEN || env.APP_API_TOKEN || undefined,
   };
   return { options, positionals: parsed.positionals, help: false, warnings };
+}
+
+/** --enable-mtls (RT_MTLS_ENABLED=true) and its settings; undefined when off. */
+function mtlsOptions(v: Values, str: (flag: string, envName: string) => string | undefined, mode: string): StartOptions['mtls'] {
+  const env = process.env;
+  const on = (v['enable-mtls'] as boolean | undefined) ?? ['true', '1'].includes((env.RT_MTLS_ENABLED ?? '').toLowerCase());
+  if (!on) return undefined;
+  const issuerAddress = str('identity-issuer-address', 'RT_IDENTITY_ISSUER_ADDRESS');
+  if (mode === 'kubernetes' && !issuerAddress) throw new UsageError('--enable-mtls in kubernetes mode needs --identity-issuer-address (env RT_IDENTITY_ISSUER_ADDRESS)');
+  return {
+    trustDomain: str('trust-domain', 'RT_TRUST_DOMAIN'),
+    issuerAddress,
+    trustAnchorsFile: str('trust-anchors-file', 'RT_TRUST_ANCHORS_FILE'),
+    tokenFile: env.RT_OPERATOR_TOKEN_FILE || undefined,
+    issuerCaFile: env.RT_OPERATOR_CA_FILE || undefined,
+  };
 }
 
 function logLevel(level: string | undefined): string | undefined {

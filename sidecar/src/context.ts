@@ -16,6 +16,7 @@ import type { Engine } from './workflows/engine.ts';
 import type { Invoker } from './invoke/invoker.ts';
 import type { BindingsService } from './bindings/service.ts';
 import type { JobsService } from './jobs/service.ts';
+import type { IdentityManager } from './identity/manager.ts';
 import type { SidecarOptions } from './options.ts';
 
 export interface SidecarContext {
@@ -35,6 +36,10 @@ export interface SidecarContext {
   services: BlockServices;
   /** Set by the metrics block once it listens (absent: metrics off or port taken). */
   metrics?: { port: number };
+  /** This sidecar's workload identity when mTLS is on. */
+  identity?: IdentityManager;
+  /** Why the sidecar is not ready, each answering undefined when it is: /v1.0/healthz answers 503 with the reasons. */
+  readiness: (() => string | undefined)[];
 }
 
 /** Each block fills its slot in its setup; a slot stays empty when its block is not running. */

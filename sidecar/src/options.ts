@@ -48,4 +48,20 @@ export interface SidecarOptions {
   controlPlaneAddress?: string;
   /** Maximum request body in bytes for the HTTP API. */
   maxRequestBodyBytes: number;
+  /** Workload identity and mutual TLS between rt processes (--enable-mtls; docs/identity.md); off when absent. */
+  mtls?: MtlsOptions;
+}
+
+/** `--enable-mtls` and its settings (env RT_MTLS_ENABLED=true, RT_TRUST_DOMAIN, …: cli/options.ts). */
+export interface MtlsOptions {
+  /** The SPIFFE trust domain of this sidecar's identity (default cluster.local). */
+  trustDomain?: string;
+  /** host:port of the identity issuer (the operator's CA service); standalone without one: the local CA under RT_HOME. */
+  issuerAddress?: string;
+  /** PEM roots trusted before the issuer's first answer (RT_TRUST_ANCHORS_FILE). */
+  trustAnchorsFile?: string;
+  /** The token sent to the issuer (RT_OPERATOR_TOKEN_FILE; in kubernetes mode /var/run/secrets/rt.io/token). */
+  tokenFile?: string;
+  /** PEM CA of the issuer's serving certificate (RT_OPERATOR_CA_FILE); none: plaintext to the issuer. */
+  issuerCaFile?: string;
 }

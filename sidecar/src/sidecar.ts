@@ -13,6 +13,7 @@ import type { SidecarOptions } from './options.ts';
 import { GrpcServer } from './grpc/server.ts';
 import { createHttpServer } from './http/server.ts';
 import { HEALTHZ, HEALTHZ_OUTBOUND } from './http/route-schemas.ts';
+import { startIdentity } from './identity/setup.ts';
 import { rtHome } from './invoke/registry/local.ts';
 import { MetadataService } from './metadata/service.ts';
 import { openResources } from './resources/setup.ts';
@@ -98,6 +99,7 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
     onClose: (fn) => closers.push(fn),
     onAppReady: (fn) => appReady.push(fn),
     services: {},
+    readiness: [],
   };
 
   // once only: a gRPC Shutdown and the owner's close() may both ask
@@ -122,6 +124,14 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
   ctx.services.shutdown = close;
 
   try {
+    // 0. the workload identity (mTLS): its first certificate is asked for before anything dials out
+    ctx.identity = await startIdentity(options, log);
+    if (ctx.identity) {
+      const identity = ctx.identity;
+      closers.push(() => identity.close());
+      ctx.readiness.push(() => identity.problem());
+    }
+
     // 1. resources: files, or the operator's stream in kubernetes mode (resources/setup.ts)
     const res = await openResources(ctx);
     closers.push(() => res.close());
@@ -133,7 +143,11 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
     await res.applier.apply(res.initial, true);
 
     // 4. building blocks: routes, gRPC services, background work
-    http.get('/v1.0/healthz', { schema: HEALTHZ }, async (_req, reply) => reply.status(204).send());
+    http.get('/v1.0/healthz', { schema: HEALTHZ }, async (_req, reply) => {
+      const why = ctx.readiness.map((check) => check()).filter((r): r is string => r !== undefined);
+      if (why.length === 0) return reply.status(204).send();
+      return reply.status(503).send({ errorCode: 'ERR_HEALTH_NOT_READY', message: `the sidecar is not ready: ${why.join('; ')}`, details: why.map((reason) => ({ reason })) });
+    });
     // outbound: the components the sidecar talks to answer their ping (pluggable ones, stores with a ping)
     http.get('/v1.0/healthz/outbound', { schema: HEALTHZ_OUTBOUND }, async (_req, reply) => {
       const bad = await components.unhealthy();

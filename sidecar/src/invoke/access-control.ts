@@ -39,13 +39,17 @@ export interface AccessControl {
   policies: Policy[];
 }
 
-/** Reads spec.accessControl; undefined when there is none. A wrong field is an Error naming it. */
-export function parseAccessControl(spec: Record<string, unknown> | undefined): AccessControl | undefined {
+/**
+ * Reads spec.accessControl; undefined when there is none. A wrong field is an Error naming it.
+ * `defaultTrustDomain`: the trust domain of policies that name none, when the accessControl names
+ * none either (with mTLS, the sidecar's own: callers' trust domains come from their certificates).
+ */
+export function parseAccessControl(spec: Record<string, unknown> | undefined, defaultTrustDomain = 'public'): AccessControl | undefined {
   const ac = spec?.accessControl;
   if (ac === undefined || ac === null) return undefined;
   if (!isObject(ac)) throw new Error('spec.accessControl must be a mapping');
   const defaultAction = action(ac.defaultAction, 'spec.accessControl.defaultAction', 'allow');
-  const trustDomain = typeof ac.trustDomain === 'string' && ac.trustDomain ? ac.trustDomain : 'public';
+  const trustDomain = typeof ac.trustDomain === 'string' && ac.trustDomain ? ac.trustDomain : defaultTrustDomain;
   const policies = asList(ac.policies, 'spec.accessControl.policies').map((p, i): Policy => {
     const at = `spec.accessControl.policies[${i}]`;
     if (!isObject(p) || typeof p.appId !== 'string' || p.appId === '') throw new Error(`${at}.appId is required`);

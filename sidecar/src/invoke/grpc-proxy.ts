@@ -5,15 +5,20 @@
  * port's gRPC side), which calls its app's gRPC server (--app-protocol grpc). Messages, headers,
  * status and trailers come back unchanged.
  */
+import type { PeerCertificate } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { GrpcServer } from '../grpc/server.ts';
+import type { IdentityManager } from '../identity/manager.ts';
+import { expectPeer, grpcClientCredentials } from '../identity/tls.ts';
 // the hop's metadata has the names of the HTTP/1.1 hop's headers
-import { CALLER_APP, CALLER_NS, isHopHeader, TARGET } from './internal-http.ts';
+import { CALLER_APP, CALLER_NS, CALLER_TD, isHopHeader, TARGET } from './internal-http.ts';
 import { PEER_CHANNEL_OPTIONS, type Caller, type RequestHead } from './proto.ts';
 import { ResolveError, type Resolver } from './resolve.ts';
-import { parseAppTarget } from './target.ts';
+import { parseAppTarget, type AppTarget } from './target.ts';
 
 type Call = grpc.ServerDuplexStream<Buffer, Buffer>;
+/** A server call's TLS peer (grpc-js does not export its AuthContext type). */
+export type PeerCall = { getAuthContext(): { sslPeerCertificate?: PeerCertificate } };
 type Out = grpc.ClientDuplexStream<Buffer, Buffer>;
 
 const raw = (b: Buffer) => b;
@@ -22,22 +27,55 @@ const APP_DOWN = 'rt-invoke-app-unavailable';
 /** Never passed on: routing, and each side's own tokens. */
 const DROP = ['rt-app-id', 'dapr-app-id', 'rt-api-token', 'dapr-api-token'];
 
-/** gRPC channels, one per address, kept for the sidecar's life. */
+/** Credentials toward each app's sidecars, one per identity and app (grpc-js shares connections of equal credentials). */
+const peerCredentials = new WeakMap<IdentityManager, Map<string, grpc.ChannelCredentials>>();
+
+/**
+ * A channel to another sidecar's internal port. With mutual TLS it presents this sidecar's
+ * certificate (the one in force when each connection is made) and takes the peer only when its
+ * certificate names `t` in this trust domain.
+ */
+export function peerChannel<C extends grpc.Client>(Ctor: new (address: string, creds: grpc.ChannelCredentials, options: grpc.ChannelOptions) => C, address: string, t: AppTarget, identity?: IdentityManager): C {
+  if (!identity) return new Ctor(address, grpc.credentials.createInsecure(), PEER_CHANNEL_OPTIONS);
+  let byApp = peerCredentials.get(identity);
+  if (!byApp) peerCredentials.set(identity, (byApp = new Map()));
+  const key = `${t.namespace}/${t.appId}`;
+  let creds = byApp.get(key);
+  if (!creds) {
+    creds = grpcClientCredentials(identity, { checkServerIdentity: expectPeer({ trustDomain: identity.id.trustDomain, namespace: t.namespace, appId: t.appId }) });
+    byApp.set(key, creds);
+  }
+  // the TLS server name is not an address (RFC 6066) and is not what is checked: the SPIFFE ID is
+  return new Ctor(address, creds, { ...PEER_CHANNEL_OPTIONS, 'grpc.ssl_target_name_override': 'rt-internal' });
+}
+
+/** gRPC channels, one per address (and with mTLS per app meant), kept for the sidecar's life. */
 export class Channels {
   private readonly clients = new Map<string, grpc.Client>();
+  private readonly identity?: IdentityManager;
 
-  get(address: string): grpc.Client {
-    let c = this.clients.get(address);
+  /** `identity`: channels to other sidecars are mutual TLS (not those to this sidecar's own app). */
+  constructor(identity?: IdentityManager) {
+    this.identity = identity;
+  }
+
+  /** A channel to another sidecar serving `t`, or with no target to this sidecar's own app (plaintext). */
+  get(address: string, t?: AppTarget): grpc.Client {
+    const key = t && this.identity ? `${address}#${t.namespace}/${t.appId}` : address;
+    let c = this.clients.get(key);
     if (!c) {
-      c = new grpc.Client(address, grpc.credentials.createInsecure(), PEER_CHANNEL_OPTIONS);
-      this.clients.set(address, c);
+      c = t ? peerChannel(grpc.Client, address, t, this.identity) : new grpc.Client(address, grpc.credentials.createInsecure(), PEER_CHANNEL_OPTIONS);
+      this.clients.set(key, c);
     }
     return c;
   }
 
   drop(address: string): void {
-    this.clients.get(address)?.close();
-    this.clients.delete(address);
+    for (const [key, c] of this.clients) {
+      if (key !== address && !key.startsWith(`${address}#`)) continue;
+      c.close();
+      this.clients.delete(key);
+    }
   }
 
   close(): void {
@@ -98,7 +136,8 @@ export function callerProxy(server: GrpcServer, resolver: Resolver, caller: Call
         out.set(TARGET, target.appId);
         out.set(CALLER_APP, caller.app_id);
         out.set(CALLER_NS, caller.namespace);
-        const stream = channels.get(address).makeBidiStreamRequest(path, raw, raw, out, deadlineOf(call));
+        if (caller.trust_domain) out.set(CALLER_TD, caller.trust_domain);
+        const stream = channels.get(address, target).makeBidiStreamRequest(path, raw, raw, out, deadlineOf(call));
         relay(call, stream, (s) => {
           // the target's sidecar (not its app) did not answer: look it up again next time
           if (s.code === grpc.status.UNAVAILABLE && !s.metadata.get(APP_DOWN).length) {
@@ -120,8 +159,11 @@ export interface CalleeOptions {
   appApiToken?: string;
   /** Holds one --app-max-concurrency slot until the call ends. */
   slot(): Promise<() => void>;
-  /** The receiving side's checks (target app id, accessControl, an app at all): a reason, or undefined. */
-  refuse(head: RequestHead): { status: number; message: string } | undefined;
+  /**
+   * The receiving side's checks (the caller against the peer's certificate, target app id,
+   * accessControl, an app at all): a reason, or undefined. May fill `head.caller` from the certificate.
+   */
+  refuse(head: RequestHead, call: PeerCall): { status: number; message: string } | undefined;
 }
 
 /** The receiving sidecar's side, on the internal port's gRPC: a proxied call goes to its gRPC app. */
@@ -132,12 +174,12 @@ export function calleeProxy(o: CalleeOptions, channels: Channels): grpc.handleBi
     const path = call.getPath();
     if (!target) return fail(call, grpc.status.UNIMPLEMENTED, `unknown method ${path}`);
     const str = (k: string) => String(md.get(k)[0] ?? '');
-    const head: RequestHead = { method: 'POST', path, query: '', headers: [], caller: { app_id: str(CALLER_APP), namespace: str(CALLER_NS), trust_domain: '' }, target_app_id: target, has_body: true };
-    const refused = o.refuse(head);
+    const head: RequestHead = { method: 'POST', path, query: '', headers: [], caller: { app_id: str(CALLER_APP), namespace: str(CALLER_NS), trust_domain: str(CALLER_TD) }, target_app_id: target, has_body: true };
+    const refused = o.refuse(head, call);
     if (refused) return fail(call, refused.status === 403 ? grpc.status.PERMISSION_DENIED : grpc.status.UNAVAILABLE, refused.message);
     if (!o.appAddress) return fail(call, grpc.status.UNIMPLEMENTED, `app "${o.appId}" does not speak gRPC: its sidecar runs with --app-protocol http, so gRPC calls cannot be proxied to it`);
     const out = md.clone();
-    for (const k of [TARGET, CALLER_APP, CALLER_NS]) out.remove(k);
+    for (const k of [TARGET, CALLER_APP, CALLER_NS, CALLER_TD]) out.remove(k);
     out.set('dapr-caller-app-id', head.caller.app_id);
     out.set('dapr-callee-app-id', o.appId);
     if (o.appApiToken) {

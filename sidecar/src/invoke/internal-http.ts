@@ -7,13 +7,17 @@
  * times more (docs/service-invocation.md).
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { TLSSocket } from 'node:tls';
 import { Agent, Pool, type Dispatcher } from '../util/http-client.ts';
 import { ApiError, errorBody } from '../http/errors.ts';
+import type { IdentityManager } from '../identity/manager.ts';
+import { connectAs } from '../identity/tls.ts';
 import { DispatchedAnswer } from './answer.ts';
 import type { AppGrpcStatus } from './grpc-status.ts';
 import { headerObject, requestHeaders } from './headers.ts';
 import type { InvokeAnswer, InvokeCall } from './invoker.ts';
 import type { Caller, Header, RequestHead } from './proto.ts';
+import type { AppTarget } from './target.ts';
 
 /** The app id the caller meant (a sidecar refuses a call for another app). */
 export const TARGET = 'rt-invoke-target';
@@ -41,36 +45,62 @@ const notSentOnHop = (name: string): boolean => isHopHeader(name) || name === 'e
 // metadata takes, beyond node's 16 KiB default
 const POOL = { connections: 256, pipelining: 1, keepAliveTimeout: 30_000, maxHeaderSize: 256 * 1024 } as const;
 
-/** The calling side: one keep-alive pool per target sidecar (TCP: undici's Agent keeps them). */
+/**
+ * The calling side: one keep-alive pool per target sidecar (TCP: undici's Agent keeps them). With
+ * mutual TLS (`identity`), the pool of a target also belongs to the app meant: its connections
+ * present this sidecar's certificate and take the peer only if its certificate names that app
+ * (namespace and app id, in this trust domain). A connection is made with the certificate in force;
+ * after a renewal new ones present the new certificate while kept-alive ones go on.
+ */
 export class HttpTransport {
   private readonly agent = new Agent(POOL);
-  /** Pools per Unix socket (`unix:<path>` addresses). */
-  private readonly unix = new Map<string, Pool>();
+  /** Pools per Unix socket (`unix:<path>` addresses), and with mTLS per address and app. */
+  private readonly pools = new Map<string, Pool>();
+  private readonly identity?: IdentityManager;
 
-  private dispatcher(address: string): { d: Dispatcher; origin: string } {
-    if (!address.startsWith('unix:')) return { d: this.agent, origin: `http://${address}` };
-    let pool = this.unix.get(address);
+  constructor(identity?: IdentityManager) {
+    this.identity = identity;
+  }
+
+  private dispatcher(t: AppTarget, address: string): { d: Dispatcher; origin: string } {
+    const unix = address.startsWith('unix:') ? address.slice('unix:'.length) : undefined;
+    if (!unix && !this.identity) return { d: this.agent, origin: `http://${address}` };
+    const origin = unix ? 'http://localhost' : `http://${address}`;
+    const key = this.identity ? `${address}#${t.namespace}/${t.appId}` : address;
+    let pool = this.pools.get(key);
     if (!pool) {
-      pool = new Pool('http://localhost', { ...POOL, socketPath: address.slice('unix:'.length) });
-      this.unix.set(address, pool);
+      const identity = this.identity;
+      if (identity) {
+        const expected = { trustDomain: identity.id.trustDomain, namespace: t.namespace, appId: t.appId };
+        const url = new URL(origin);
+        const to = unix ? { path: unix } : { host: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(url.port) };
+        const connect = (_o: unknown, cb: (err: Error | null, socket: TLSSocket | null) => void) => connectAs(identity, expected, to, 'http/1.1', cb);
+        pool = new Pool(origin, { ...POOL, connect: connect as never });
+      } else {
+        pool = new Pool(origin, { ...POOL, socketPath: unix });
+      }
+      this.pools.set(key, pool);
     }
-    return { d: pool, origin: 'http://localhost' };
+    return { d: pool, origin };
   }
 
-  /** A target that did not answer: its pool goes (a restarted sidecar has a new socket anyway). */
+  /** A target that did not answer: its pools go (a restarted sidecar has a new socket anyway). */
   drop(address: string): void {
-    const pool = this.unix.get(address);
-    this.unix.delete(address);
-    void pool?.destroy().catch(() => undefined);
+    for (const [key, pool] of this.pools) {
+      if (key !== address && !key.startsWith(`${address}#`)) continue;
+      this.pools.delete(key);
+      void pool.destroy().catch(() => undefined);
+    }
   }
 
-  async call(appId: string, address: string, caller: Caller, c: InvokeCall): Promise<InvokeAnswer> {
+  async call(t: AppTarget, address: string, caller: Caller, c: InvokeCall): Promise<InvokeAnswer> {
+    const appId = t.appId;
     const headers = headerObject(c.headers, notSentOnHop);
     headers[TARGET] = appId;
     headers[CALLER_APP] = caller.app_id;
     headers[CALLER_NS] = caller.namespace;
     if (caller.trust_domain) headers[CALLER_TD] = caller.trust_domain;
-    const { d, origin } = this.dispatcher(address);
+    const { d, origin } = this.dispatcher(t, address);
     const answer = new DispatchedAnswer();
     const signal = c.signal;
     if (signal?.aborted) answer.abort();
@@ -97,8 +127,8 @@ export class HttpTransport {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.agent, ...this.unix.values()].map((d) => d.close().catch(() => undefined)));
-    this.unix.clear();
+    await Promise.all([this.agent, ...this.pools.values()].map((d) => d.close().catch(() => undefined)));
+    this.pools.clear();
   }
 }
 

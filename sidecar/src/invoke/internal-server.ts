@@ -4,6 +4,10 @@
  *  - the HTTP/2 preface → gRPC: the `CallStream` service (proto/invoke.proto), and gRPC calls of
  *    any other method, proxied to this sidecar's gRPC app (grpc-proxy.ts);
  *  - anything else → HTTP/1.1 keep-alive, the fast path sidecars call each other on (internal-http.ts).
+ * With mutual TLS (a workload identity), the port is TLS only: a client must present a
+ * certificate of the trust bundle, ALPN says the protocol (`h2` → gRPC, else HTTP/1.1), and the
+ * caller is the workload the peer's certificate names: a call whose caller head says otherwise is
+ * refused, and one without a caller gets the certificate's.
  * A call is checked against the Configuration's accessControl, then handed to this sidecar's app
  * through the app channel, which adds the app's API token and holds --app-max-concurrency.
  */
@@ -11,14 +15,18 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { dirname } from 'node:path';
+import { createServer as createTlsServer, type PeerCertificate, type Server as TlsServer, TLSSocket } from 'node:tls';
 import type { Duplex, Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { AppChannel } from '../app/channel.ts';
 import { GrpcServer } from '../grpc/server.ts';
 import { answerClientError } from '../http/client-error.ts';
+import type { IdentityManager } from '../identity/manager.ts';
+import { certificateWorkload, spiffeUri, type WorkloadId } from '../identity/spiffe.ts';
+import { serverTlsOptions } from '../identity/tls.ts';
 import { invokeGrpcApp } from './grpc-app-invoke.ts';
-import { calleeProxy, Channels } from './grpc-proxy.ts';
+import { calleeProxy, Channels, type PeerCall } from './grpc-proxy.ts';
 import { DispatchedAnswer } from './answer.ts';
 import { headerObject } from './headers.ts';
 import { grpcStatusHeaders, headOf, sendAnswer, sendError } from './internal-http.ts';
@@ -38,6 +46,8 @@ export interface InternalServerOptions {
   /** host:port of the app's gRPC server, when it speaks gRPC (--app-protocol grpc): proxied calls go there. */
   grpcApp?: string;
   appApiToken?: string;
+  /** Mutual TLS: the port serves TLS only, with this identity's certificate, once it has one. */
+  identity?: IdentityManager;
 }
 
 /** Why the callee sidecar refuses a call itself (before its app sees it). */
@@ -55,18 +65,26 @@ export class InternalServer {
   private readonly channels = new Channels();
   private readonly sockets = new Set<Socket>();
   private unix?: { server: NetServer; path: string };
+  private tls?: TlsServer;
+  /** The workload each TLS connection's certificate names (null: none), read once per connection. */
+  private readonly peers = new WeakMap<object, WorkloadId | null>();
+  private stopRotation?: () => void;
+  private closed = false;
 
   constructor(o: InternalServerOptions) {
     this.o = o;
     this.grpc = new GrpcServer(o.log);
     this.grpc.addService(() => ({ definition: internalService(), implementation: { CallStream: (call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>) => void this.serveStream(call) } }));
     // gRPC calls of any other method are proxied calls for this sidecar's gRPC app
-    this.grpc.setFallback(calleeProxy({ appId: o.appId, appAddress: o.grpcApp, appApiToken: o.appApiToken, slot: () => o.app.slot(), refuse: (h) => this.refuse(h) }, this.channels));
-    this.net = createNetServer({ noDelay: true }, (s) => this.sniff(s));
+    this.grpc.setFallback(calleeProxy({ appId: o.appId, appAddress: o.grpcApp, appApiToken: o.appApiToken, slot: () => o.app.slot(), refuse: (h, call) => this.refuse(h, this.callPeer(call)) }, this.channels));
+    this.net = createNetServer({ noDelay: true }, (s) => this.accept(s));
     this.http1.on('clientError', answerClientError(o.log));
   }
 
-  listen(address: string, port: number): Promise<number> {
+  /** With mTLS, waits for the identity's first certificate: the port does not serve without one. */
+  async listen(address: string, port: number): Promise<number> {
+    if (this.o.identity) await this.secure(this.o.identity);
+    if (this.closed) throw new Error('the internal port was closed before its first certificate came');
     return new Promise((resolve, reject) => {
       this.net.once('error', reject);
       this.net.listen(port, address, () => {
@@ -83,7 +101,8 @@ export class InternalServer {
    */
   async listenUnix(path: string): Promise<string | undefined> {
     if (process.platform === 'win32' || Buffer.byteLength(path) > 100) return undefined;
-    const server = createNetServer({ noDelay: true }, (s) => this.sniff(s));
+    if (this.o.identity) await this.secure(this.o.identity);
+    const server = createNetServer({ noDelay: true }, (s) => this.accept(s));
     try {
       mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
       rmSync(path, { force: true }); // a socket file left by a crashed sidecar of the same name
@@ -100,6 +119,8 @@ export class InternalServer {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    this.stopRotation?.();
     // net.Server.close waits for every connection: callers keep theirs open (keep-alive, HTTP/2)
     const closed = Promise.all([this.net, this.unix?.server].map((s) => new Promise<void>((r) => (s ? s.close(() => r()) : r()))));
     this.http1.closeAllConnections();
@@ -108,6 +129,49 @@ export class InternalServer {
     await closed;
     if (this.unix) rmSync(this.unix.path, { force: true });
     this.channels.close();
+  }
+
+  /** The TLS server of the identity; a renewed certificate replaces its context (connections made before go on). */
+  private async secure(identity: IdentityManager): Promise<void> {
+    if (this.tls) return;
+    const first = await identity.ready();
+    if (this.tls) return;
+    const tls = createTlsServer({ ...serverTlsOptions(first), requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2', 'http/1.1'], handshakeTimeout: SNIFF_TIMEOUT_MS }, (s) => this.secured(s));
+    // a client without a certificate of the trust bundle, or one that does not speak TLS, ends here
+    tls.on('tlsClientError', (e, s) => {
+      this.o.log.debug({ err: e.message, remote: s.remoteAddress }, 'internal port: TLS handshake refused');
+      s.destroy();
+    });
+    this.stopRotation = identity.onRotate((svid) => tls.setSecureContext(serverTlsOptions(svid)));
+    // a renewal between ready() and here
+    if (identity.current && identity.current !== first) tls.setSecureContext(serverTlsOptions(identity.current));
+    this.tls = tls;
+  }
+
+  private accept(socket: Socket): void {
+    if (!this.tls) return this.sniff(socket);
+    this.sockets.add(socket);
+    socket.once('close', () => this.sockets.delete(socket));
+    socket.on('error', () => socket.destroy());
+    this.tls.emit('connection', socket);
+  }
+
+  /** A TLS connection whose client certificate verified: ALPN says which protocol it speaks. */
+  private secured(socket: TLSSocket): void {
+    this.peers.set(socket, certificateWorkload(socket.getPeerCertificate()) ?? null);
+    socket.on('error', () => socket.destroy());
+    if (socket.alpnProtocol === 'h2') this.grpc.inject(socket);
+    else this.http1.emit('connection', socket);
+  }
+
+  private callPeer(call: PeerCall): WorkloadId | null | undefined {
+    if (!this.o.identity) return undefined;
+    return certificateWorkload(call.getAuthContext().sslPeerCertificate as PeerCertificate | undefined) ?? null;
+  }
+
+  private socketPeer(socket: object): WorkloadId | null | undefined {
+    if (!this.o.identity) return undefined;
+    return this.peers.get(socket) ?? (socket instanceof TLSSocket ? (certificateWorkload(socket.getPeerCertificate()) ?? null) : null);
   }
 
   /** Reads until the first bytes say which protocol the connection speaks, then hands it over. */
@@ -135,8 +199,30 @@ export class InternalServer {
     socket.once('close', () => clearTimeout(idle));
   }
 
-  /** undefined when the call may go on to the app. */
-  private refuse(head: RequestHead): Refusal | undefined {
+  /**
+   * With mTLS the caller is the peer's certificate: a head that names another is refused, an
+   * empty one is filled in. undefined when the call may go on.
+   */
+  private verifyCaller(head: RequestHead, peer: WorkloadId | null | undefined): Refusal | undefined {
+    if (peer === undefined) return undefined; // plaintext: the head is believed
+    if (peer === null) return { status: 403, error_code: 'ERR_DIRECT_INVOKE', message: 'the peer certificate names no workload (no SPIFFE ID): caller unknown, call refused' };
+    const c = head.caller ?? { app_id: '', namespace: '', trust_domain: '' };
+    const wrong = (
+      [
+        ['app id', c.app_id, peer.appId],
+        ['namespace', c.namespace, peer.namespace],
+        ['trust domain', c.trust_domain, peer.trustDomain],
+      ] as const
+    ).find(([, said, is]) => said !== '' && said !== is);
+    if (wrong) return { status: 403, error_code: 'ERR_DIRECT_INVOKE', message: `the call names its caller's ${wrong[0]} "${wrong[1]}", but the caller's certificate is ${spiffeUri(peer)}: call refused` };
+    head.caller = { app_id: peer.appId, namespace: peer.namespace, trust_domain: peer.trustDomain };
+    return undefined;
+  }
+
+  /** undefined when the call may go on to the app (`head.caller` taken from the peer's certificate with mTLS). */
+  private refuse(head: RequestHead, peer: WorkloadId | null | undefined): Refusal | undefined {
+    const forged = this.verifyCaller(head, peer);
+    if (forged) return forged;
     if (head.target_app_id !== this.o.appId) {
       return { status: 500, error_code: 'ERR_DIRECT_INVOKE', message: `this sidecar serves app id "${this.o.appId}", not "${head.target_app_id}" (a stale registry entry or DNS record?)` };
     }
@@ -167,7 +253,7 @@ export class InternalServer {
   private async serveHttp(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const head = headOf(req);
     if (!head) return sendError(res, 400, 'ERR_MALFORMED_REQUEST', 'not a call between rt sidecars: the rt-invoke-target header is missing');
-    const refused = this.refuse(head);
+    const refused = this.refuse(head, this.socketPeer(req.socket));
     if (refused) return sendError(res, refused.status, refused.error_code, refused.message);
     const answer = new DispatchedAnswer();
     let gone = false;
@@ -211,7 +297,7 @@ export class InternalServer {
         call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: 'the first message of a call must be its request head' });
         return;
       }
-      const refused = this.refuse(head);
+      const refused = this.refuse(head, this.callPeer(call));
       if (refused) {
         answer(refused);
         call.end();

@@ -8,9 +8,11 @@
 import type { Duplex, Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import { ApiError } from '../http/errors.ts';
+import type { IdentityManager } from '../identity/manager.ts';
 import type { AppGrpcStatus } from './grpc-status.ts';
 import { HttpTransport } from './internal-http.ts';
-import { internalClient, PEER_CHANNEL_OPTIONS, type Caller, type Header, type InvokeChunk, type RequestHead } from './proto.ts';
+import { peerChannel } from './grpc-proxy.ts';
+import { internalClient, type Caller, type Header, type InvokeChunk, type RequestHead } from './proto.ts';
 import { ResolveError, type Resolver } from './resolve.ts';
 import { splitHead, writeBody } from './stream.ts';
 import type { AppTarget } from './target.ts';
@@ -42,16 +44,26 @@ export function directInvokeError(appId: string, reason: string): ApiError {
   return new ApiError(500, 'ERR_DIRECT_INVOKE', `failed to invoke, id: ${appId}, err: ${reason}`);
 }
 
+/** A TLS handshake that failed on the peer's certificate or ours: not a sidecar that is down. */
+function isTlsRefusal(e: unknown): boolean {
+  const code = (e as NodeJS.ErrnoException).code ?? '';
+  const msg = (e as Error).message ?? '';
+  return code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_') || /certificate|the peer is spiffe|SPIFFE ID/.test(msg);
+}
+
 export class Invoker {
   private readonly clients = new Map<string, grpc.Client>();
   private readonly resolver: Resolver;
   private readonly caller: Caller;
   private readonly http?: HttpTransport;
+  private readonly identity?: IdentityManager;
 
-  constructor(resolver: Resolver, caller: Caller, transport: 'http1' | 'grpc' = 'http1') {
+  /** `identity`: mutual TLS toward the other sidecars, each checked to be the app meant. */
+  constructor(resolver: Resolver, caller: Caller, transport: 'http1' | 'grpc' = 'http1', identity?: IdentityManager) {
     this.resolver = resolver;
     this.caller = caller;
-    if (transport === 'http1') this.http = new HttpTransport();
+    this.identity = identity;
+    if (transport === 'http1') this.http = new HttpTransport(identity);
   }
 
   async invoke(t: AppTarget, c: InvokeCall): Promise<InvokeAnswer> {
@@ -64,9 +76,10 @@ export class Invoker {
     }
     if (this.http) {
       try {
-        return await this.http.call(t.appId, address, this.caller, c);
+        return await this.http.call(t, address, this.caller, c);
       } catch (e) {
         if (e instanceof ApiError) throw e;
+        if (isTlsRefusal(e)) throw directInvokeError(t.appId, `the sidecar at ${address} is not "${t.appId}" in namespace "${t.namespace}" or refused this sidecar's certificate: ${(e as Error).message}`);
         if (['ECONNREFUSED', 'ECONNRESET', 'ENOENT', 'EHOSTUNREACH', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'].includes((e as NodeJS.ErrnoException).code ?? '')) {
           this.resolver.failed(t);
           this.http.drop(address);
@@ -79,7 +92,7 @@ export class Invoker {
 
   private async overStream(t: AppTarget, address: string, c: InvokeCall): Promise<InvokeAnswer> {
     const head: RequestHead = { method: c.method, path: c.path, query: c.query, headers: c.headers, caller: this.caller, target_app_id: t.appId, has_body: c.body !== undefined };
-    const call = (this.client(address) as unknown as { CallStream(md: grpc.Metadata, o: grpc.CallOptions): grpc.ClientDuplexStream<InvokeChunk, InvokeChunk> }).CallStream(new grpc.Metadata(), {});
+    const call = (this.client(t, address) as unknown as { CallStream(md: grpc.Metadata, o: grpc.CallOptions): grpc.ClientDuplexStream<InvokeChunk, InvokeChunk> }).CallStream(new grpc.Metadata(), {});
     const cancel = () => call.cancel();
     c.signal?.addEventListener('abort', cancel, { once: true });
     if (!c.body) {
@@ -118,19 +131,22 @@ export class Invoker {
     return { status: res.status, headers: res.headers, body, grpcStatus: g ? { code: g.code, message: g.message, details: g.details?.length ? Buffer.from(g.details) : undefined } : undefined };
   }
 
-  private client(address: string): grpc.Client {
-    let c = this.clients.get(address);
+  private client(t: AppTarget, address: string): grpc.Client {
+    const key = this.identity ? `${address}#${t.namespace}/${t.appId}` : address;
+    let c = this.clients.get(key);
     if (!c) {
-      const Ctor = internalClient();
-      c = new Ctor(address, grpc.credentials.createInsecure(), PEER_CHANNEL_OPTIONS);
-      this.clients.set(address, c);
+      c = peerChannel(internalClient(), address, t, this.identity);
+      this.clients.set(key, c);
     }
     return c;
   }
 
   private drop(address: string): void {
-    this.clients.get(address)?.close();
-    this.clients.delete(address);
+    for (const [key, c] of this.clients) {
+      if (key !== address && !key.startsWith(`${address}#`)) continue;
+      c.close();
+      this.clients.delete(key);
+    }
   }
 
   async close(): Promise<void> {

@@ -19,19 +19,32 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   const o = ctx.options;
   const standalone = o.mode !== 'kubernetes';
   const grpcApp = o.appProtocol === 'grpc' && o.appPort > 0 ? `${o.appChannelAddress.includes(':') ? `[${o.appChannelAddress}]` : o.appChannelAddress}:${o.appPort}` : undefined;
-  const server = new InternalServer({ appId: o.appId, namespace: o.namespace, app: ctx.app, log: ctx.log, access: accessCheck(ctx), grpcApp, appApiToken: o.appApiToken });
-  // standalone sidecars share one machine: a free port each, found through the registry
-  const internalPort = await server.listen(o.listenAddress, o.internalGrpcPort ?? (standalone ? 0 : INTERNAL_GRPC_PORT));
+  const identity = ctx.identity;
+  const server = new InternalServer({ appId: o.appId, namespace: o.namespace, app: ctx.app, log: ctx.log, access: accessCheck(ctx), grpcApp, appApiToken: o.appApiToken, identity });
   ctx.onClose(() => server.close());
-  const internalSocket = standalone ? await server.listenUnix(socketPath(o.appId, process.pid, internalPort)) : undefined;
-  ctx.log.debug({ port: internalPort, socket: internalSocket }, 'internal invocation port listening');
+  // standalone sidecars share one machine: a free port each, found through the registry. With
+  // mTLS the port waits for the first certificate: it does not serve without one
+  let internal: { port: number; socket?: string } | undefined;
+  const listening = (async () => {
+    const port = await server.listen(o.listenAddress, o.internalGrpcPort ?? (standalone ? 0 : INTERNAL_GRPC_PORT));
+    const socket = standalone ? await server.listenUnix(socketPath(o.appId, process.pid, port)) : undefined;
+    ctx.log.debug({ port, socket, mtls: !!identity }, 'internal invocation port listening');
+    internal = { port, socket };
+    return internal;
+  })();
+  if (identity?.current || !identity) await listening;
+  else {
+    ctx.readiness.push(() => (internal ? undefined : 'the internal invocation port waits for the workload certificate'));
+    listening.catch((e: unknown) => ctx.log.error({ err: e }, 'the internal invocation port could not listen'));
+  }
 
   const registry = standalone ? new LocalRegistry() : undefined;
   ctx.onClose(() => registry?.close());
   const resolver = registry ? new LocalResolver(registry) : new DnsResolver();
   // HTTP/1.1 between sidecars unless RT_INVOKE_TRANSPORT=grpc (docs/service-invocation.md)
   const transport = process.env.RT_INVOKE_TRANSPORT === 'grpc' ? 'grpc' : 'http1';
-  const invoker = new Invoker(resolver, { app_id: o.appId, namespace: o.namespace, trust_domain: '' }, transport);
+  const caller = { app_id: o.appId, namespace: o.namespace, trust_domain: identity?.id.trustDomain ?? '' };
+  const invoker = new Invoker(resolver, caller, transport, identity);
   ctx.onClose(() => invoker.close());
   ctx.services.invoke = invoker;
 
@@ -48,14 +61,14 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   await invokeRoutes(ctx.http, dispatch);
   ctx.grpc.addService(() => ({ definition: invokeServiceDefinition(), implementation: { InvokeService: invokeServiceHandler(ctx.grpc, dispatch) } }));
   // gRPC proxying: any method this port does not implement, sent with rt-app-id, goes to that app
-  const channels = new Channels();
+  const channels = new Channels(identity);
   ctx.onClose(() => channels.close());
-  ctx.grpc.setFallback(callerProxy(ctx.grpc, resolver, { app_id: o.appId, namespace: o.namespace, trust_domain: '' }, channels));
+  ctx.grpc.setFallback(callerProxy(ctx.grpc, resolver, caller, channels));
 
   if (registry) {
     let entry: ReturnType<typeof register> | undefined;
     const host = o.listenAddress === '0.0.0.0' || o.listenAddress === '::' ? '127.0.0.1' : o.listenAddress;
-    ctx.http.addHook('onListen', async () => {
+    const write = (at: { port: number; socket?: string }) => {
       const address = ctx.http.server.address();
       entry = register(
         {
@@ -64,8 +77,8 @@ export async function setup(ctx: SidecarContext): Promise<void> {
           host,
           httpPort: typeof address === 'object' && address ? address.port : o.httpPort,
           grpcPort: o.grpcPort,
-          internalGrpcPort: internalPort,
-          internalSocket,
+          internalGrpcPort: at.port,
+          internalSocket: at.socket,
           appPort: o.appPort,
           appProtocol: o.appProtocol,
           metricsPort: o.enableMetrics ? o.metricsPort : undefined,
@@ -76,6 +89,11 @@ export async function setup(ctx: SidecarContext): Promise<void> {
         },
         registry.dir,
       );
+    };
+    // other sidecars find this one once both its HTTP and its internal port listen
+    ctx.http.addHook('onListen', async () => {
+      if (internal) write(internal);
+      else void listening.then((at) => write(at), () => undefined);
     });
     // the gRPC port is known once it listens, which is after the HTTP port
     ctx.onAppReady(() => entry?.update({ grpcPort: ctx.grpc.port || o.grpcPort }));
@@ -92,7 +110,8 @@ function accessCheck(ctx: SidecarContext): AccessCheck {
     if (spec !== seen) {
       seen = spec;
       try {
-        parsed = { ac: parseAccessControl(spec) };
+        // with mTLS a policy without a trust domain names callers of this sidecar's own
+        parsed = { ac: parseAccessControl(spec, ctx.identity?.id.trustDomain) };
       } catch (e) {
         // a policy that cannot be read must not open the app to every caller
         parsed = { error: `the Configuration's accessControl is invalid, so every call is refused: ${(e as Error).message}` };

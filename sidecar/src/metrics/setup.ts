@@ -13,7 +13,7 @@ import { answerClientError } from '../http/client-error.ts';
 export async function setup(ctx: SidecarContext): Promise<void> {
   const { options, log } = ctx;
   if (!options.enableMetrics) return;
-  const { Registry, collectDefaultMetrics, Histogram } = await import('prom-client');
+  const { Registry, collectDefaultMetrics, Histogram, Gauge } = await import('prom-client');
   const registry = new Registry();
   registry.setDefaultLabels({ app_id: options.appId });
   collectDefaultMetrics({ register: registry, prefix: 'rt_' });
@@ -24,6 +24,19 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [registry],
   });
+  const identity = ctx.identity;
+  if (identity) {
+    new Gauge({
+      name: 'rt_identity_cert_expiry_seconds',
+      help: "Seconds until the sidecar's workload certificate expires (notAfter); negative once expired, absent before the first",
+      registers: [registry],
+      collect() {
+        const left = identity.secondsLeft();
+        if (left === undefined) this.reset();
+        else this.set(left);
+      },
+    });
+  }
   ctx.http.addHook('onResponse', async (req, reply) => {
     // the route pattern (e.g. /v1.0/state/:storename), never the raw URL: keys must not become labels
     const route = req.routeOptions.url ?? 'unmatched';
