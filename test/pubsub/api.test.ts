@@ -6,9 +6,9 @@
  * gRPC PublishEvent's answers for an unknown pub/sub.
  */
 import * as grpc from '@grpc/grpc-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
-import { component, startApp, startPubSubSidecar, type PubSubSidecar, type TestApp } from './helpers.ts';
+import { component, startApp, startPubSubSidecar, watchedInMemory, type PubSubSidecar, type TestApp } from './helpers.ts';
 
 const RESOURCES = [
   component('mem', 'pubsub.in-memory'),
@@ -64,6 +64,7 @@ scopes: [someone-else]
 
 let app: TestApp;
 let sc: PubSubSidecar;
+const mem = watchedInMemory();
 
 beforeAll(async () => {
   app = await startApp();
@@ -73,7 +74,7 @@ beforeAll(async () => {
     // raw: an expired message's dead-letter copy is still expired, an ordinary subscriber would drop it
     { pubsubname: 'mem', topic: 'picky-dead', route: '/picky-dead', metadata: { rawPayload: 'true' } },
   ];
-  sc = await startPubSubSidecar(RESOURCES, { appId: 'pubber', appPort: app.port, appMaxConcurrency: 2 });
+  sc = await startPubSubSidecar(RESOURCES, { appId: 'pubber', appPort: app.port, appMaxConcurrency: 2, catalog: mem.catalog });
   await app.discovered;
 });
 
@@ -249,7 +250,7 @@ describe('subscriptions and delivery', () => {
     expect(new Set(ds.map((d) => d.body.id)).size).toBe(1);
     expect(ds[1].at - ds[0].at).toBeGreaterThanOrEqual(200);
     expect(ds[2].at - ds[1].at).toBeGreaterThanOrEqual(450); // the delay doubles: 250 ms, then 500 ms
-    await new Promise((r) => setTimeout(r, 600));
+    await mem.settled(); // acknowledged: nothing is delivered again
     expect(app.deliveries).toHaveLength(3);
   });
 
@@ -277,7 +278,7 @@ describe('subscriptions and delivery', () => {
     await publish('mem/orders', JSON.stringify({ how: 'drop' }));
     await publish('mem/orders', JSON.stringify({ how: '404' }));
     const ds = await app.waitFor((x) => x.filter((d) => d.path === '/dead').length === 2);
-    await new Promise((r) => setTimeout(r, 700));
+    await mem.settled(); // every message (and copy) acknowledged: no retry can follow
     const tries = app.deliveries.filter((d) => d.path === '/orders');
     expect(tries).toHaveLength(2);
     const dead = ds.filter((d) => d.path === '/dead');
@@ -292,7 +293,7 @@ describe('subscriptions and delivery', () => {
     app.answer = () => ({ status: 200, body: { status: 'DROP' } });
     await publish('mem/prog', JSON.stringify({ how: 'drop' }));
     await app.waitFor((x) => x.length === 1);
-    await new Promise((r) => setTimeout(r, 700));
+    await mem.settled();
     expect(app.deliveries.map((d) => d.path)).toEqual(['/prog']);
   });
 
@@ -303,7 +304,7 @@ describe('subscriptions and delivery', () => {
     const gone = { specversion: '1.0', id: 'expired-1', source: 's', type: 't', data: { n: 1 }, expiration: new Date(Date.now() - 60_000).toISOString() };
     await publish('mem/picky', JSON.stringify(gone), { 'content-type': 'application/cloudevents+json' });
     const ds = await app.waitFor((x) => x.length === 3);
-    await new Promise((r) => setTimeout(r, 300));
+    await mem.settled();
     expect(app.deliveries).toHaveLength(3);
     expect(ds.filter((d) => d.path === '/picky').map((d) => d.body.data)).toEqual([{ n: 1 }]);
     // the raw subscriber of the dead-letter topic gets each copy wrapped: its bytes are the message as received
@@ -317,14 +318,21 @@ describe('subscriptions and delivery', () => {
     reset();
     let now = 0;
     let max = 0;
+    // the app answers only when the test lets it: one at a time, once two are waiting (the last alone)
+    const held: (() => void)[] = [];
     app.answer = async () => {
       max = Math.max(max, ++now);
-      await new Promise((r) => setTimeout(r, 150));
+      await new Promise<void>((r) => held.push(r));
       now--;
       return { status: 200 };
     };
     for (let i = 0; i < 10; i++) await publish('mem/orders', JSON.stringify({ i }));
+    for (let answered = 0; answered < 10; answered++) {
+      await vi.waitFor(() => expect(held.length).toBe(Math.min(2, 10 - answered)), { timeout: 5000, interval: 10 });
+      held.shift()!();
+    }
     await app.waitFor((x) => x.length === 10);
+    await mem.settled();
     expect(max).toBe(2);
   });
 

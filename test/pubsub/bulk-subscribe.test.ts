@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadResources } from '../../sidecar/src/resources/loader.ts';
-import { component, startApp, startPubSubSidecar, type PubSubSidecar, type TestApp } from './helpers.ts';
+import { component, startApp, startPubSubSidecar, watchedInMemory, type PubSubSidecar, type TestApp } from './helpers.ts';
 
 const SUB = `apiVersion: rt.io/v2alpha1
 kind: Subscription
@@ -40,6 +40,7 @@ spec:
 
 let app: TestApp;
 let sc: PubSubSidecar;
+const mem = watchedInMemory();
 
 beforeAll(async () => {
   app = await startApp();
@@ -47,7 +48,7 @@ beforeAll(async () => {
     { pubsubname: 'mem', topic: 'prog-batched', route: '/pbatch', bulkSubscribe: { enabled: true, maxMessagesCount: 2, maxAwaitDurationMs: 5000 } },
     { pubsubname: 'mem', topic: 'raw-batched', route: '/rawbatch', metadata: { rawPayload: 'true' }, bulkSubscribe: { enabled: true, maxMessagesCount: 3, maxAwaitDurationMs: 5000 } },
   ];
-  sc = await startPubSubSidecar([component('mem', 'pubsub.in-memory'), SUB, DEAD].join('---\n'), { appId: 'bulky', appPort: app.port });
+  sc = await startPubSubSidecar([component('mem', 'pubsub.in-memory'), SUB, DEAD].join('---\n'), { appId: 'bulky', appPort: app.port, catalog: mem.catalog });
   await app.discovered;
 });
 
@@ -95,7 +96,7 @@ describe('bulkSubscribe', () => {
     expect(dead).toHaveLength(1);
     expect(dead[0].body).toMatchObject({ topic: 'batched', data: { n: 1 } });
     expect(dead[0].body.id).toBe((ds[0].body.entries as Entry[]).find((e) => e.event.data.n === 1)?.event.id);
-    await new Promise((r) => setTimeout(r, 700));
+    await mem.settled(); // every entry acknowledged: no batch can follow
     expect(app.deliveries).toHaveLength(3);
   });
 
@@ -104,7 +105,7 @@ describe('bulkSubscribe', () => {
     app.answer = (d) => ({ status: d.path === '/bdead' ? 200 : 404 });
     for (let n = 10; n < 12; n++) expect((await publish('batched', n)).status).toBe(204);
     await app.waitFor((x) => x.length >= 1, 3000);
-    await new Promise((r) => setTimeout(r, 1000));
+    await mem.settled(); // both acknowledged by the 404: no retry, no copy
     expect(app.deliveries.map((d) => d.path)).toEqual(['/batch']);
   });
 

@@ -13,7 +13,7 @@ import { DaprPubSubStatusEnum, type DaprServer } from '@dapr/dapr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { daprGrpcServer } from '../services/dapr-server.ts';
 import { freePort } from '../services/net.ts';
-import { component, startPubSubSidecar, type PubSubSidecar } from './helpers.ts';
+import { component, startPubSubSidecar, watchedInMemory, type PubSubSidecar } from './helpers.ts';
 
 
 const RESOURCES = [
@@ -34,6 +34,7 @@ spec:
 ].join('---\n');
 
 let sc: PubSubSidecar;
+const mem = watchedInMemory();
 let server: DaprServer;
 const got: Record<string, unknown[]> = {};
 let answer: (topic: string, n: number) => DaprPubSubStatusEnum = () => DaprPubSubStatusEnum.SUCCESS;
@@ -53,7 +54,7 @@ function record(key: string, fixed?: DaprPubSubStatusEnum) {
 
 beforeAll(async () => {
   const appPort = await freePort();
-  sc = await startPubSubSidecar(RESOURCES, { appId: 'grpc-sub', appPort, appProtocol: 'grpc' });
+  sc = await startPubSubSidecar(RESOURCES, { appId: 'grpc-sub', appPort, appProtocol: 'grpc', catalog: mem.catalog });
   server = daprGrpcServer(appPort, sc.sidecar.grpcPort);
   await server.pubsub.subscribe('mem', 'orders', record('orders'));
   // the app's own rule for this topic differs from the Subscription resource's, which wins
@@ -89,15 +90,16 @@ beforeAll(async () => {
     return one(req as never, ...a);
   };
   await server.start();
-  // the sidecar asks the app for its subscriptions once its port answers
+  // the sidecar asks the app for its subscriptions once its port answers; the metadata lists
+  // a subscription once it is open on its component
   const end = Date.now() + 15_000;
   for (;;) {
     const md = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { subscriptions: { topic: string; type: string }[] };
-    if (md.subscriptions.some((s) => s.type === 'PROGRAMMATIC')) break;
-    if (Date.now() > end) throw new Error('the sidecar never listed the gRPC app subscriptions');
+    const topics = Object.keys(got).filter((k) => k !== 'vip'); // vip: a route of decl
+    if (topics.every((topic) => md.subscriptions.some((s) => s.topic === topic))) break;
+    if (Date.now() > end) throw new Error(`the sidecar never listed the gRPC app subscriptions: ${JSON.stringify(md.subscriptions)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-  await new Promise((r) => setTimeout(r, 100));
 }, 30_000);
 
 afterAll(async () => {
@@ -145,7 +147,7 @@ describe('a gRPC app (DaprServer over gRPC) as the subscriber', () => {
     answer = () => DaprPubSubStatusEnum.DROP;
     await publish('orders', JSON.stringify({ drop: 'me' }));
     await until(() => got.orders.length === 1);
-    await new Promise((r) => setTimeout(r, 800)); // past the first retry's backoff
+    await mem.settled(); // acknowledged: no retry can follow
     expect(got.orders).toHaveLength(1);
     answer = () => DaprPubSubStatusEnum.SUCCESS;
   });
@@ -183,7 +185,7 @@ describe('a gRPC app (DaprServer over gRPC) as the subscriber', () => {
     // the copy's CloudEvent still says topic "dlsrc": delivered under that topic, an SDK looks it
     // up among dlsrc's routes (this one acknowledges it unhandled; the Python SDK's handler
     // answered RETRY and the component brought it back every second)
-    await new Promise((r) => setTimeout(r, 2500));
+    await mem.settled(); // both acknowledged: the component brings neither back
     expect(got.dlsrc).toHaveLength(4);
     expect(got.dltopic).toHaveLength(1);
   });
@@ -195,7 +197,7 @@ describe('a gRPC app (DaprServer over gRPC) as the subscriber', () => {
     for (const n of [1, 2]) await publish('bulkdrop', JSON.stringify({ n }));
     await until(() => got.bulkdead.length === 2);
     expect(got.bulkdead).toEqual(expect.arrayContaining([{ n: 1 }, { n: 2 }]));
-    await new Promise((r) => setTimeout(r, 800)); // past the first retry's backoff
+    await mem.settled(); // all acknowledged: no retry can follow
     expect(got.dropsrc).toEqual([{ dropped: 1 }]);
     expect(got.bulkdrop).toHaveLength(2);
     expect(got.droptopic).toHaveLength(1);

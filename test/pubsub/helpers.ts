@@ -4,6 +4,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import { vi } from 'vitest';
+import { builtinCatalog, type ComponentCatalog } from '../../sidecar/src/components/catalog.ts';
+import type { PubSub, PubSubMessage } from '../../sidecar/src/components/pubsub/types.ts';
 import { startSidecar, type Sidecar, type StartOptions } from '../../sidecar/src/sidecar.ts';
 
 export interface Delivery {
@@ -115,4 +118,66 @@ export function component(name: string, type: string, metadata: Record<string, s
 /** A v1alpha1 Subscription of `topic` on pub/sub `mem`, delivered to `route`. */
 export function subscription(name: string, topic: string, route: string): string {
   return `apiVersion: rt.io/v1alpha1\nkind: Subscription\nmetadata:\n  name: ${name}\nspec:\n  pubsubname: mem\n  topic: ${topic}\n  route: ${route}\n`;
+}
+
+export interface WatchedPubSub {
+  /** The built-in catalog with pubsub.in-memory watched: pass it as the sidecar's `catalog`. */
+  catalog: ComponentCatalog;
+  /** Resolves once every message the subscriptions took is acknowledged (their handler resolved). */
+  settled(timeoutMs?: number): Promise<void>;
+  /** Subscriptions open on the component for `topic`: a publish reaches these, and only these. */
+  open(topic: string): number;
+}
+
+/**
+ * pubsub.in-memory as the sidecar gets it, watched: the messages each subscription's handler took
+ * and has not acknowledged yet (a handler that rejects leaves its message to be delivered again).
+ * With none left the component has nothing more to deliver: what must not happen (a delivery
+ * again, a retry) is checked on that settled state, not by waiting a while.
+ */
+export function watchedInMemory(): WatchedPubSub {
+  const catalog = builtinCatalog();
+  const real = catalog.get('pubsub.in-memory')!;
+  const unacked = new Set<Set<PubSubMessage>>();
+  const open = new Map<string, number>();
+  catalog.add('pubsub.in-memory', {
+    ...real,
+    load: async () => {
+      const factory = await real.load();
+      return () => {
+        const c = factory() as PubSub;
+        const subscribe = c.subscribe.bind(c);
+        c.subscribe = (topic, metadata, handler) => {
+          const taken = new Set<PubSubMessage>();
+          unacked.add(taken);
+          const sub = subscribe(topic, metadata, (m) => {
+            taken.add(m);
+            return handler(m).then(() => void taken.delete(m));
+          });
+          open.set(topic, (open.get(topic) ?? 0) + 1);
+          let closed = false;
+          return {
+            close: () => {
+              if (!closed) open.set(topic, open.get(topic)! - 1);
+              closed = true;
+              sub.close();
+            },
+          };
+        };
+        return c;
+      };
+    },
+  });
+  return {
+    catalog,
+    open: (topic) => open.get(topic) ?? 0,
+    settled: (timeoutMs = 10_000) =>
+      vi.waitFor(
+        () => {
+          const left = [...unacked].reduce((n, t) => n + t.size, 0);
+          if (left > 0) throw new Error(`${left} message(s) not acknowledged`);
+        },
+        { timeout: timeoutMs, interval: 20 },
+      ),
+  };
 }

@@ -5,14 +5,18 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { component, startApp, startPubSubSidecar, type PubSubSidecar, type TestApp } from './helpers.ts';
+import { SubscriptionManager } from '../../sidecar/src/pubsub/subscriptions.ts';
+import { component, startApp, startPubSubSidecar, watchedInMemory, type PubSubSidecar, type TestApp } from './helpers.ts';
 
 let app: TestApp;
 let sc: PubSubSidecar;
+const mem = watchedInMemory();
+// the manager's looks at the resources (on a change, and once a second)
+const looks = vi.spyOn(SubscriptionManager.prototype, 'reconcile');
 
 beforeAll(async () => {
   app = await startApp();
-  sc = await startPubSubSidecar(component('mem', 'pubsub.in-memory'), { appId: 'hot', appPort: app.port });
+  sc = await startPubSubSidecar(component('mem', 'pubsub.in-memory'), { appId: 'hot', appPort: app.port, catalog: mem.catalog });
   await app.discovered;
 });
 
@@ -51,10 +55,14 @@ describe('hot updates of Subscription resources', () => {
       },
       { timeout: 10_000, interval: 200 },
     );
-    await new Promise((r) => setTimeout(r, 1200)); // the manager looks once a second
+    // the manager looked again since (its look once a second): the removal held
+    const seen = looks.mock.calls.length;
+    await vi.waitFor(() => expect(looks.mock.calls.length).toBeGreaterThan(seen), { timeout: 5000, interval: 50 });
+    expect(mem.open('later')).toBe(0);
     const before = app.deliveries.length;
-    await publish();
-    await new Promise((r) => setTimeout(r, 300));
+    await publish(); // reaches no subscription: none is open on the component
+    await mem.settled();
+    expect(mem.open('later')).toBe(0);
     expect(app.deliveries).toHaveLength(before);
   });
 });

@@ -152,7 +152,12 @@ describe.skipIf(!available)('pubsub.redis against a real Redis', () => {
     a.subscribe(topic, {}, async (m) => void seenA.push(Buffer.from(m.data).toString()));
     b.subscribe(topic, {}, async (m) => void seenB.push(Buffer.from(m.data).toString()));
     other.subscribe(topic, {}, async (m) => void seenOther.push(Buffer.from(m.data).toString()));
-    await new Promise((r) => setTimeout(r, 200));
+    // both groups are on the stream (the shared one and the other app's)
+    const groups = async () => ((await redis.xinfo('GROUPS', topic).catch(() => [])) as unknown[][]).map((g) => g[g.indexOf('name') + 1]);
+    await until(async () => {
+      const g = await groups();
+      return g.includes('shared') && g.includes('other-app');
+    });
     for (let i = 0; i < 50; i++) await a.publish(topic, Buffer.from(String(i)));
     await until(() => seenA.length + seenB.length === 50 && seenOther.length === 50);
     expect(new Set([...seenA, ...seenB]).size).toBe(50);

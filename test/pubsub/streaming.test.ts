@@ -6,9 +6,9 @@
  * event's topic and pub/sub are the stream's, whatever its CloudEvent says.
  */
 import * as grpc from '@grpc/grpc-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
-import { component, startPubSubSidecar, type PubSubSidecar } from './helpers.ts';
+import { component, startPubSubSidecar, watchedInMemory, type PubSubSidecar } from './helpers.ts';
 
 interface EventMessage {
   id: string;
@@ -27,10 +27,11 @@ interface Response {
 }
 
 let sc: PubSubSidecar;
+const mem = watchedInMemory();
 let client: grpc.Client & Record<string, (...a: unknown[]) => unknown>;
 
 beforeAll(async () => {
-  sc = await startPubSubSidecar(component('mem', 'pubsub.in-memory'), { appId: 'streamer' });
+  sc = await startPubSubSidecar(component('mem', 'pubsub.in-memory'), { appId: 'streamer', catalog: mem.catalog });
   const Client = runtimeClient();
   client = new Client(`127.0.0.1:${sc.sidecar.grpcPort}`, grpc.credentials.createInsecure()) as typeof client;
 });
@@ -82,13 +83,14 @@ describe('SubscribeTopicEventsAlpha1', () => {
     await until(() => s.events.length === 2);
     expect(s.events[1].id).toBe(e.id);
     s.call.write({ event_processed: { id: e.id, status: { status: 0 } } }); // SUCCESS
-    await new Promise((r) => setTimeout(r, 500));
+    await mem.settled(); // acknowledged: not sent again
     expect(s.events).toHaveLength(2);
 
     s.call.end();
-    await new Promise((r) => setTimeout(r, 100));
-    const after = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { subscriptions: Record<string, unknown>[] };
-    expect(after.subscriptions.filter((x) => x.type === 'STREAMING')).toEqual([]);
+    await vi.waitFor(async () => {
+      const after = (await (await fetch(`${sc.base}/v1.0/metadata`)).json()) as { subscriptions: Record<string, unknown>[] };
+      expect(after.subscriptions.filter((x) => x.type === 'STREAMING')).toEqual([]);
+    });
   });
 
   it('after the retries the event goes to the dead-letter topic; DROP is not retried and goes there at once', async () => {
@@ -112,7 +114,7 @@ describe('SubscribeTopicEventsAlpha1', () => {
     await until(() => s.events.length === 5 && dead.events.length === 2);
     expect(dead.events[1]).toMatchObject({ id: s.events[4].id, topic: 'live-dead', pubsub_name: 'mem' });
     expect(JSON.parse(Buffer.from(dead.events[1].data).toString())).toEqual({ drop: true });
-    await new Promise((r) => setTimeout(r, 600));
+    await mem.settled(); // both acknowledged, and their copies: no retry can follow
     expect(s.events).toHaveLength(5);
     expect(dead.events).toHaveLength(2);
     s.call.end();
