@@ -17,16 +17,17 @@
  *     Date.now() < deadline) await sleep(100)`, `for (let i = 0; i < 100 && !ok; i++) …`);
  *   - watchdogs: a timer that only fails or stops what overran (`setTimeout(() => reject(…), ms)`,
  *     `setTimeout(() => proc.kill('SIGKILL'), ms)`, `const t = setTimeout(…)` later cleared);
+ *   - waits on a test's ManualClock (`wait(1000, { clock })` in a file that makes one): fake time;
  *   - waits whose duration the file does not say (a parameter: the helper's own definition).
  * Code in template literals (a script a test runs in a child) is scanned like the rest.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 
 const ROOT = join(import.meta.dirname, '..');
 const MIN_MS = 100;
 
-export type Kind = 'fixed' | 'poll' | 'watchdog' | 'unknown';
+export type Kind = 'fixed' | 'poll' | 'watchdog' | 'fake' | 'unknown';
 export interface Wait {
   file: string;
   line: number;
@@ -240,7 +241,8 @@ export function waitsIn(file: string, src: string): Wait[] {
     // a usual name called with something that is not a duration (`wait(port)`) is another function
     if (ms === undefined && m[1] !== undefined && ['sleep', 'delay', 'wait', 'pause'].includes(m[1])) continue;
     if (ms === undefined && enclosingFunction(code, m.index)?.params.includes(args[index])) continue; // a helper of a helper
-    add(m.index, ms, 'fixed');
+    const onManualClock = /\bManualClock\b/.test(code) && args.some((a, i) => i !== index && /\bclock\b/.test(a));
+    add(m.index, ms, onManualClock ? 'fake' : 'fixed');
   }
   return waits.sort((a, b) => a.line - b.line);
 }
@@ -250,7 +252,7 @@ if (import.meta.main) {
   const all = argv.includes('--all');
   const roots = argv.filter((a) => !a.startsWith('--'));
   const files = (roots.length ? roots : ['test', 'e2e']).flatMap((r) => {
-    const path = join(ROOT, r);
+    const path = resolve(ROOT, r);
     return statSync(path).isDirectory() ? filesUnder(path) : [path];
   });
   const waits = files.sort().flatMap((f) => waitsIn(relative(ROOT, f), readFileSync(f, 'utf8')));
@@ -263,6 +265,7 @@ if (import.meta.main) {
   if (all) {
     show('poll', 'polls (a wait between checks of a condition, not counted)');
     show('watchdog', 'watchdogs (a timer that fails or stops what overran, not counted)');
+    show('fake', 'waits on a ManualClock (fake time, not counted)');
     show('unknown', 'waits of a duration the file does not say (not counted)');
   }
 }
