@@ -13,6 +13,7 @@ import type { Clock } from '../../sidecar/src/util/clock.ts';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
 import { SchedulerEngine } from './engine.ts';
 import { startSchedulerServer, type SchedulerServer } from './grpc/server.ts';
+import type { TlsSource } from '../../sidecar/src/identity/server-credentials.ts';
 import { EtcdJobStore } from './store/etcd.ts';
 import { SqliteJobStore } from './store/sqlite.ts';
 import type { JobStore } from './store/types.ts';
@@ -35,7 +36,14 @@ options:
   --lease-ttl SECONDS       how long a dead replica holds its jobs (default 5)
   --replica-id ID           this replica's name (default host-pid-random)
   --token-file PATH         require this token from every caller (or env RT_SCHEDULER_TOKEN);
-                            sidecars send it from their env RT_SCHEDULER_TOKEN
+                            sidecars send it from their env RT_SCHEDULER_TOKEN. For standalone use:
+                            one token shared by every app cannot tell them apart; on a cluster use
+                            --identity-trust-bundle-file
+  --identity-trust-bundle-file PATH
+                            mutual TLS (needs --tls-*): every caller must present a workload
+                            certificate from these roots (PEM, one or two during a root rotation;
+                            re-read when it changes; env RT_IDENTITY_TRUST_BUNDLE_FILE), and each
+                            call is limited to the namespace and app id of its certificate
   --tls-cert-file PATH      serve gRPC over TLS with this PEM certificate chain (env RT_SCHEDULER_TLS_CERT_FILE)
   --tls-key-file PATH       and this PEM key (env RT_SCHEDULER_TLS_KEY_FILE); sidecars verify the
                             certificate with the CA in their env RT_SCHEDULER_TLS_CA_FILE
@@ -61,8 +69,13 @@ export interface SchedulerProcessOptions {
   token?: string;
   /** TLS toward etcd (--etcd-ca-file, and --etcd-cert-file/--etcd-key-file for client auth). */
   etcdTls?: { ca: Buffer; cert?: Buffer; key?: Buffer };
-  /** PEM certificate chain and key: serve gRPC over TLS (sidecars verify it with RT_SCHEDULER_TLS_CA_FILE). */
-  tls?: { cert: Buffer; key: Buffer };
+  /**
+   * PEM certificate chain and key: serve gRPC over TLS (sidecars verify it with RT_SCHEDULER_TLS_CA_FILE).
+   * With the files named, they are read again when they change (a renewed certificate).
+   */
+  tls?: { cert: Buffer; key: Buffer; certFile?: string; keyFile?: string };
+  /** The workload trust bundle: mutual TLS, every call scoped to its client certificate's app. */
+  clientCa?: { pem: Buffer; file?: string };
   /** The engine's time (tests pass a ManualClock); the system clock by default. */
   clock?: Clock;
 }
@@ -90,6 +103,7 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
         'etcd-cert-file': { type: 'string' },
         'etcd-key-file': { type: 'string' },
         'tls-key-file': { type: 'string' },
+        'identity-trust-bundle-file': { type: 'string' },
         'log-level': { type: 'string' },
         'log-as-json': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -126,7 +140,11 @@ export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'h
       (v['etcd-cert-file'] as string | undefined) ?? env.RT_SCHEDULER_ETCD_CERT_FILE,
       (v['etcd-key-file'] as string | undefined) ?? env.RT_SCHEDULER_ETCD_KEY_FILE,
     ),
-    tls: readTls((v['tls-cert-file'] as string | undefined) ?? env.RT_SCHEDULER_TLS_CERT_FILE, (v['tls-key-file'] as string | undefined) ?? env.RT_SCHEDULER_TLS_KEY_FILE),
+    ...readTls(
+      (v['tls-cert-file'] as string | undefined) ?? env.RT_SCHEDULER_TLS_CERT_FILE,
+      (v['tls-key-file'] as string | undefined) ?? env.RT_SCHEDULER_TLS_KEY_FILE,
+      (v['identity-trust-bundle-file'] as string | undefined) ?? (env.RT_IDENTITY_TRUST_BUNDLE_FILE || undefined),
+    ),
   };
 }
 
@@ -143,10 +161,22 @@ function readFlagFile(flag: string, file: string): Buffer {
   }
 }
 
-function readTls(certFile: string | undefined, keyFile: string | undefined): SchedulerProcessOptions['tls'] {
-  if (!certFile && !keyFile) return undefined;
+function readTls(certFile: string | undefined, keyFile: string | undefined, bundleFile: string | undefined): Pick<SchedulerProcessOptions, 'tls' | 'clientCa'> {
+  if (bundleFile && !certFile) throw new SchedulerUsageError('--identity-trust-bundle-file (mutual TLS) needs --tls-cert-file and --tls-key-file');
+  if (!certFile && !keyFile) return {};
   if (!certFile || !keyFile) throw new SchedulerUsageError('TLS needs both --tls-cert-file and --tls-key-file');
-  return { cert: readFlagFile('tls-cert-file', certFile), key: readFlagFile('tls-key-file', keyFile) };
+  return {
+    tls: { cert: readFlagFile('tls-cert-file', certFile), key: readFlagFile('tls-key-file', keyFile), certFile, keyFile },
+    clientCa: bundleFile ? { pem: readFlagFile('identity-trust-bundle-file', bundleFile), file: bundleFile } : undefined,
+  };
+}
+
+/** What the gRPC server serves with: the files when named (re-read on change), else the buffers. */
+function tlsSource(o: SchedulerProcessOptions): TlsSource | undefined {
+  if (!o.tls) return undefined;
+  const { cert, key, certFile, keyFile } = o.tls;
+  if (certFile && keyFile && (!o.clientCa || o.clientCa.file)) return { certFile, keyFile, caFile: o.clientCa?.file };
+  return { cert, key, ca: o.clientCa?.pem };
 }
 
 function readEtcdTls(caFile: string | undefined, certFile: string | undefined, keyFile: string | undefined): SchedulerProcessOptions['etcdTls'] {
@@ -191,7 +221,7 @@ export async function startScheduler(o: SchedulerProcessOptions, log = createLog
   await engine.start();
   let server: SchedulerServer;
   try {
-    server = await startSchedulerServer(engine, { host: o.listenAddress, port: o.port, log, token: o.token, tls: o.tls });
+    server = await startSchedulerServer(engine, { host: o.listenAddress, port: o.port, log, token: o.token, tls: tlsSource(o), requireClientCertificate: !!o.clientCa });
   } catch (e) {
     await engine.close();
     throw e;
@@ -199,8 +229,8 @@ export async function startScheduler(o: SchedulerProcessOptions, log = createLog
   const health = o.healthPort ? await startHealth(engine, store, o.listenAddress, o.healthPort) : undefined;
   const loopback = /^(127\.|::1$|\[::1\]|localhost$)/.test(o.listenAddress);
   if (!o.tls && !loopback) log.warn('scheduler gRPC without TLS on a non-loopback address: triggers, job data and the token travel in clear; set --tls-cert-file and --tls-key-file');
-  if (!o.token && !loopback) log.warn('no scheduler token: any client that reaches this port can schedule and receive jobs of every app; set RT_SCHEDULER_TOKEN or --token-file');
-  log.info({ address: server.address, store: store.describe(), healthPort: health?.port, token: o.token ? 'required' : 'none' }, `rt scheduler ready: gRPC on ${server.address}`);
+  if (!o.token && !o.clientCa && !loopback) log.warn('no scheduler token: any client that reaches this port can schedule and receive jobs of every app; set --identity-trust-bundle-file (mutual TLS) or, standalone, RT_SCHEDULER_TOKEN or --token-file');
+  log.info({ address: server.address, store: store.describe(), healthPort: health?.port, token: o.token ? 'required' : 'none', clientCertificate: o.clientCa ? 'required' : 'none' }, `rt scheduler ready: gRPC on ${server.address}`);
   return {
     engine,
     server,
