@@ -53,15 +53,17 @@ export class GrpcSchedulerClient implements SchedulerClient {
   /**
    * `token`: the scheduler's token (env RT_SCHEDULER_TOKEN), sent on every call.
    * `tlsCa`: PEM CA that signed the scheduler's certificate: connect over TLS and verify it.
+   * `credentials`: the channel's credentials instead (mTLS: the sidecar's workload certificate,
+   * which follows its rotation; sidecar/src/identity/tls.ts).
    * `clock`: the time of its stream backoff and call retries (the system's; grpc-js's channel
    * reconnects keep their own timers).
    */
-  constructor(addresses: string[], opts: { log: Logger; token?: string; tlsCa?: Buffer; clock?: Clock }) {
+  constructor(addresses: string[], opts: { log: Logger; token?: string; tlsCa?: Buffer; credentials?: grpc.ChannelCredentials; clock?: Clock }) {
     this.log = opts.log;
     this.token = opts.token;
     this.clock = opts.clock ?? systemClock({ keepAlive: true });
     const Ctor = schedulerService();
-    const credentials = opts.tlsCa ? grpc.credentials.createSsl(opts.tlsCa) : grpc.credentials.createInsecure();
+    const credentials = opts.credentials ?? (opts.tlsCa ? grpc.credentials.createSsl(opts.tlsCa) : grpc.credentials.createInsecure());
     this.hosts = addresses.map((address) => ({
       address,
       client: new Ctor(address, credentials, {

@@ -8,6 +8,7 @@ import type { SidecarContext } from '../context.ts';
 import type { SchedulerClient } from '../../../scheduler/src/client.ts';
 import { startInProcessScheduler } from '../../../scheduler/src/embedded.ts';
 import { GrpcSchedulerClient } from '../../../scheduler/src/grpc/client.ts';
+import { grpcClientCredentials } from '../identity/tls.ts';
 import { makeDeliverer } from './delivery.ts';
 import { InternalJobsService } from './internal-jobs.ts';
 import { setInternalJobs } from './internal.ts';
@@ -22,7 +23,10 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     const caFile = process.env.RT_SCHEDULER_TLS_CA_FILE;
     // read at start: a CA file that cannot be read stops the sidecar with the path in the message
     const tlsCa = caFile ? readFileSync(caFile) : undefined;
-    client = new GrpcSchedulerClient(options.schedulerAddresses, { log: ctx.log.child({ scope: 'rt.jobs' }), token: process.env.RT_SCHEDULER_TOKEN || undefined, tlsCa });
+    // mTLS: the workload certificate is the client certificate; the scheduler is checked with its CA
+    // file when given, else with the trust bundle (a workload of this trust domain)
+    const credentials = ctx.identity ? grpcClientCredentials(ctx.identity, { caPem: tlsCa }) : undefined;
+    client = new GrpcSchedulerClient(options.schedulerAddresses, { log: ctx.log.child({ scope: 'rt.jobs' }), token: process.env.RT_SCHEDULER_TOKEN || undefined, tlsCa, credentials });
   } else if (options.mode === 'standalone') {
     client = await startInProcessScheduler({ dataDir: options.dataDir, namespace: options.namespace, appId: options.appId, log: ctx.log });
   } else {

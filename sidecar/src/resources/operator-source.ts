@@ -10,6 +10,8 @@ import type { Logger } from 'pino';
 import { operatorClient, type ResourceSnapshot } from '../../../operator/src/proto.ts';
 import { RESOLVED_SECRETS_ANNOTATION } from '../../../operator/src/snapshot.ts';
 import { Backoff } from '../util/backoff.ts';
+import type { IdentityManager } from '../identity/manager.ts';
+import { grpcClientCredentials } from '../identity/tls.ts';
 import type { SidecarOptions } from '../options.ts';
 import { parseResources } from './loader.ts';
 import { emptyResources, type ResourceSource } from './source.ts';
@@ -24,6 +26,7 @@ export class OperatorSource implements ResourceSource {
   private readonly options: SidecarOptions;
   private readonly log: Logger;
   private readonly env: NodeJS.ProcessEnv;
+  private readonly identity?: IdentityManager;
   private client: ReturnType<typeof operatorClient> | undefined;
   private call: grpc.ClientReadableStream<ResourceSnapshot> | undefined;
   private latest: Resources | undefined;
@@ -34,8 +37,10 @@ export class OperatorSource implements ResourceSource {
   private retryTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
-  constructor(options: SidecarOptions, log: Logger, env: NodeJS.ProcessEnv = process.env) {
+  /** `identity` (mTLS): the stream presents the workload certificate too (the token stays). */
+  constructor(options: SidecarOptions, log: Logger, env: NodeJS.ProcessEnv = process.env, identity?: IdentityManager) {
     this.options = options;
+    this.identity = identity;
     this.log = log.child({ scope: 'operator-source' });
     this.env = env;
     this.description = `operator at ${options.controlPlaneAddress}`;
@@ -71,6 +76,8 @@ export class OperatorSource implements ResourceSource {
 
   private credentials(): grpc.ChannelCredentials {
     const caFile = this.env.RT_OPERATOR_CA_FILE;
+    // the workload certificate as client certificate, the one in force at each new connection
+    if (this.identity) return grpcClientCredentials(this.identity, { caPem: caFile ? readFileSync(caFile) : undefined });
     if (!caFile) return grpc.credentials.createInsecure();
     return grpc.credentials.createSsl(readFileSync(caFile));
   }

@@ -31,7 +31,7 @@ export async function openResources(ctx: SidecarContext): Promise<SidecarResourc
   const fromOperator = options.mode === 'kubernetes' && !!options.controlPlaneAddress;
   if (fromOperator) {
     const { OperatorSource } = await import('./operator-source.ts');
-    source = new OperatorSource(options, log);
+    source = new OperatorSource(options, log, process.env, ctx.identity);
   } else {
     source = new FileSource(options.resourcesPaths, loadOpts, log);
   }
