@@ -2,7 +2,7 @@
  * Mutual TLS between sidecars, with real sidecars in this process (found through a private
  * registry, RT_HOME), certificates from a test issuer (a real CA gRPC server signing with
  * issueFor), real sockets and real TLS:
- * - HTTP/1.1 and gRPC (CallStream) invocation both ways over mTLS;
+ * - HTTP/1.1 and gRPC (CallStream) invocation both ways over mTLS, and gRPC proxying to a gRPC app;
  * - the receiving sidecar takes the caller from the certificate: a forged caller header with a
  *   valid certificate of another app is refused, a missing one is filled in;
  * - a plain-TCP client, a TLS client without a certificate and one with a certificate of another
@@ -27,11 +27,18 @@ import { startSidecar, type Sidecar } from '../../sidecar/src/sidecar.ts';
 import { startTestIssuer, type TestIssuer } from './test-issuer.ts';
 
 const HOUR = 3_600_000;
+const raw = (b: Buffer) => b;
+
+/** A unary call of /test.Echo/Say with raw bytes; the answer's text or the error. */
+function say(client: grpc.Client, md: grpc.Metadata): Promise<{ text?: string; code?: number; details?: string }> {
+  return new Promise((resolve) => client.makeUnaryRequest('/test.Echo/Say', raw, raw, Buffer.from('hi'), md, (err, res) => resolve(err ? { code: err.code, details: err.details } : { text: res!.toString() })));
+}
 
 describe('mutual TLS between sidecars', () => {
   let dir: string;
   let issuer: TestIssuer;
   let app: Server;
+  let grpcApp: grpc.Server;
   const sidecars: Record<string, Sidecar> = {};
   const prev = { home: process.env.RT_HOME, transport: process.env.RT_INVOKE_TRANSPORT };
   let targetPort = 0;
@@ -57,6 +64,13 @@ describe('mutual TLS between sidecars', () => {
     sidecars.frontend = await startSidecar({ ...common, appId: 'frontend', appPort });
     sidecars.guarded = await startSidecar({ ...common, appId: 'guarded', appPort, configFile: join(dir, 'config.yaml') });
     sidecars.intruder = await startSidecar({ ...common, appId: 'intruder' });
+    // a gRPC app whose one method answers with the caller its sidecar handed it
+    grpcApp = new grpc.Server();
+    grpcApp.addService({ Say: { path: '/test.Echo/Say', requestStream: false, responseStream: false, requestSerialize: raw, requestDeserialize: raw, responseSerialize: raw, responseDeserialize: raw } } as unknown as grpc.ServiceDefinition, {
+      Say: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, Buffer.from(String(call.metadata.get('dapr-caller-app-id')[0]))),
+    });
+    const grpcAppPort = await new Promise<number>((res, rej) => grpcApp.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+    sidecars.grpcTarget = await startSidecar({ ...common, appId: 'grpc-target', appPort: grpcAppPort, appProtocol: 'grpc' });
     process.env.RT_INVOKE_TRANSPORT = 'grpc';
     sidecars.overGrpc = await startSidecar({ ...common, appId: 'caller-grpc', appPort });
     delete process.env.RT_INVOKE_TRANSPORT;
@@ -65,6 +79,7 @@ describe('mutual TLS between sidecars', () => {
   afterAll(async () => {
     await Promise.all(Object.values(sidecars).map((s) => s.close()));
     app?.close();
+    grpcApp?.forceShutdown();
     await issuer?.stop();
     for (const [k, v] of [['RT_HOME', prev.home], ['RT_INVOKE_TRANSPORT', prev.transport]] as const) {
       if (v === undefined) delete process.env[k];
@@ -112,6 +127,31 @@ describe('mutual TLS between sidecars', () => {
       const res = await invoke(from, to);
       expect(res.status, `${caller} -> ${to}`).toBe(200);
       expect(await res.json()).toEqual({ url: '/hello', caller });
+    }
+  });
+
+  it("proxies a gRPC call to another sidecar's gRPC app over mTLS; a proxied call with a forged caller is refused", async () => {
+    const client = new grpc.Client(`127.0.0.1:${sidecars.frontend.grpcPort}`, grpc.credentials.createInsecure());
+    const md = new grpc.Metadata();
+    md.set('rt-app-id', 'grpc-target');
+    try {
+      expect(await say(client, md)).toEqual({ text: 'frontend' });
+    } finally {
+      client.close();
+    }
+    const intruder = await certificateOf('intruder');
+    const port = listEntries(registryDir()).find((e) => e.appId === 'grpc-target')!.internalGrpcPort;
+    const direct = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createSsl(Buffer.from(intruder.ca), Buffer.from(intruder.key), Buffer.from(intruder.cert), { checkServerIdentity: () => undefined }), { 'grpc.ssl_target_name_override': 'rt-internal' });
+    try {
+      const forged = new grpc.Metadata();
+      forged.set('rt-invoke-target', 'grpc-target');
+      forged.set('rt-invoke-caller-app-id', 'frontend');
+      expect(await say(direct, forged)).toMatchObject({ code: grpc.status.PERMISSION_DENIED, details: expect.stringContaining('spiffe://cluster.local/ns/default/intruder') });
+      const plain = new grpc.Metadata();
+      plain.set('rt-invoke-target', 'grpc-target');
+      expect(await say(direct, plain)).toEqual({ text: 'intruder' });
+    } finally {
+      direct.close();
     }
   });
 
