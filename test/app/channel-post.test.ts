@@ -71,8 +71,8 @@ describe('AppChannel.post', () => {
     const first = c.post('/hold-1', '', {});
     const second = c.post('/job/after-hold', '', {});
     await waitUntil(() => held.length === 1);
-    await new Promise((r) => setTimeout(r, 200));
-    // the second call has not reached the app while the first holds the only slot
+    // the second call waits in the channel for the only slot, which the first holds: it was not sent
+    expect((c as unknown as { waiting: unknown[] }).waiting).toHaveLength(1);
     expect(seen.some((s) => s.path === '/job/after-hold')).toBe(false);
     held[0].writeHead(200).end();
     expect(await first).toBe(200);

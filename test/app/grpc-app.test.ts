@@ -17,7 +17,7 @@ import { AppChannel } from '../../sidecar/src/app/channel.ts';
 import type { SidecarOptions } from '../../sidecar/src/options.ts';
 import { DEFAULT_OPTIONS } from '../../sidecar/src/sidecar.ts';
 import { PROTO_DIR } from '../../sidecar/src/grpc/runtime/proto.ts';
-import { postJob, sidecarFor, tempDir, waitFor } from '../jobs/helpers.ts';
+import { postJob, sidecarFor, tempDir, waitFor, waitJobDone } from '../jobs/helpers.ts';
 import { daprGrpcServer } from '../services/dapr-server.ts';
 import { freePort } from '../services/net.ts';
 import { component, startPubSubSidecar, type PubSubSidecar } from '../pubsub/helpers.ts';
@@ -176,7 +176,7 @@ describe('job triggers to a gRPC app', () => {
     try {
       expect((await postJob(sidecar.base, 'stable', { dueTime: '0s', data: { n: 1 } })).status).toBe(204);
       await waitFor(() => got.length >= 1, 10_000, 'the job event');
-      await new Promise((r) => setTimeout(r, 200));
+      await waitJobDone(sidecar.base, 'stable'); // acked: no other call for it can follow
       expect(got).toEqual([{ rpc: 'OnJobEvent', name: 'stable' }]);
     } finally {
       await sidecar.close();

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postJob, sidecarFor, startRecordingApp, tempDir, waitFor, type RecordingApp } from './helpers.ts';
+import { postJob, sidecarFor, startRecordingApp, tempDir, waitFor, waitJobDone, type RecordingApp } from './helpers.ts';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
 
 describe('jobs API on the embedded scheduler', () => {
@@ -25,9 +25,9 @@ describe('jobs API on the embedded scheduler', () => {
     expect(got.contentType).toContain('application/json');
     // the fire's due time travels with it (the app's idempotency key, with the name)
     expect(Math.abs(Date.parse(got.dueTime!) - got.at)).toBeLessThan(2000);
-    await new Promise((r) => setTimeout(r, 300));
+    // a finished one-shot is gone: no fire can follow
+    await waitJobDone(sc.base, 'once');
     expect(app.received.filter((r) => r.name === 'once')).toHaveLength(1);
-    // a finished one-shot is gone
     const get = await fetch(`${sc.base}/v1.0-alpha1/jobs/once`);
     expect(get.status).toBe(500);
     const body = (await get.json()) as { errorCode: string; message: string };

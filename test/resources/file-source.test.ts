@@ -20,11 +20,23 @@ const comp = (name: string) => stringify({ apiVersion: 'rt.io/v1alpha1', kind: '
 class HeldSource extends FileSource {
   hold = false;
   readonly held: (() => void)[] = [];
-  override async list(): Promise<Resources> {
-    const r = await super.list();
-    if (this.hold) await new Promise<void>((release) => this.held.push(release));
-    return r;
+  /** Every read, in order. */
+  readonly reads: Promise<Resources>[] = [];
+  override list(): Promise<Resources> {
+    const read = (async () => {
+      const r = await super.list();
+      if (this.hold) await new Promise<void>((release) => this.held.push(release));
+      return r;
+    })();
+    this.reads.push(read);
+    return read;
   }
+}
+
+/** Resolves once the source has decided about `read`'s result (it decides in the check phase after the read). */
+async function decided(read: Promise<Resources>): Promise<void> {
+  await read;
+  await new Promise((r) => setImmediate(r));
 }
 
 describe('file source re-reads', () => {
@@ -69,11 +81,12 @@ describe('file source re-reads', () => {
     source.hold = true;
     await writeFile(file, comp('old'));
     await vi.waitFor(() => expect(source.held.length).toBe(1), { timeout: 5_000 });
+    const old = source.reads.at(-1)!;
     source.hold = false;
     await writeFile(file, comp('new'));
     await vi.waitFor(() => expect(applied).toEqual([['new']]), { timeout: 5_000 });
     source.held.splice(0)[0]?.(); // the read of "old" finishes last
-    await new Promise((r) => setTimeout(r, 300));
+    await decided(old);
     expect(applied).toEqual([['new']]);
   });
 
