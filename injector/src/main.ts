@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
 import { ComponentInformer, groupServed, MergedComponents, StaticComponents, type ComponentLister } from './components.ts';
 import type { InjectorSettings } from './mutate.ts';
+import { workloadIdProblem } from '../../sidecar/src/identity/spiffe.ts';
 import { startInjectorServer, type InjectorServer } from './server.ts';
 
 export const INJECTOR_HELP = `usage: rt injector --tls-cert-file F --tls-key-file F [options]
@@ -27,9 +28,17 @@ options:
                                 (default rt-operator.rt-system.svc.cluster.local:6500)
   --operator-ca-file F          the operator's CA (PEM): sidecars read it from RT_OPERATOR_CA_FILE
   --native-sidecar true|false   default of rt.io/native-sidecar (default true: Kubernetes 1.29+)
+  --mtls true|false             workload identity and mutual TLS for every sidecar (default false); a
+                                pod's rt.io/mtls cannot change it
+  --trust-domain TD             SPIFFE trust domain given to sidecars (default cluster.local)
+  --identity-issuer-address A   where sidecars ask for their certificate (default: --control-plane-address)
+  --trust-anchors-file F        the workload trust bundle (PEM roots; required with --mtls true): sidecars
+                                read it from RT_TRUST_ANCHORS_FILE, and RT_SCHEDULER_TLS_CA_FILE points
+                                at it (the scheduler's serving certificate comes from the same CA)
   --log-level LEVEL             debug, info, warn, error (default info)
 environment: RT_INJECTOR_PORT, RT_INJECTOR_TLS_CERT_FILE, RT_INJECTOR_TLS_KEY_FILE, RT_SIDECAR_IMAGE,
-  RT_CONTROL_PLANE_ADDRESS, RT_OPERATOR_CA_FILE, RT_NATIVE_SIDECAR, KUBECONFIG, RT_LOG_LEVEL`;
+  RT_CONTROL_PLANE_ADDRESS, RT_OPERATOR_CA_FILE, RT_NATIVE_SIDECAR, RT_MTLS_ENABLED, RT_TRUST_DOMAIN,
+  RT_IDENTITY_ISSUER_ADDRESS, RT_TRUST_ANCHORS_FILE, KUBECONFIG, RT_LOG_LEVEL`;
 
 export class InjectorUsageError extends Error {}
 
@@ -59,6 +68,10 @@ export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = proce
         'scheduler-address': { type: 'string' },
         'operator-ca-file': { type: 'string' },
         'native-sidecar': { type: 'string' },
+        mtls: { type: 'string' },
+        'trust-domain': { type: 'string' },
+        'identity-issuer-address': { type: 'string' },
+        'trust-anchors-file': { type: 'string' },
         'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -80,13 +93,20 @@ export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = proce
   const logLevel = s('log-level', 'RT_LOG_LEVEL') ?? 'info';
   if (!isLogLevel(logLevel)) throw new InjectorUsageError(`--log-level must be one of debug, info, warn, error, got "${logLevel}"`);
   const caFile = s('operator-ca-file', 'RT_OPERATOR_CA_FILE');
-  let operatorCaPem: string | undefined;
-  if (caFile) {
-    try {
-      operatorCaPem = readFileSync(caFile, 'utf8');
-    } catch (e) {
-      throw new InjectorUsageError(`--operator-ca-file ${caFile}: ${(e as Error).message}`);
-    }
+  const operatorCaPem = caFile ? readPem('operator-ca-file', caFile) : undefined;
+  const mtls = s('mtls', 'RT_MTLS_ENABLED') ?? 'false';
+  if (mtls !== 'true' && mtls !== 'false') throw new InjectorUsageError(`--mtls must be true or false, got "${mtls}"`);
+  const controlPlaneAddress = s('control-plane-address', 'RT_CONTROL_PLANE_ADDRESS') ?? 'rt-operator.rt-system.svc.cluster.local:6500';
+  let identity: InjectorSettings['identity'];
+  if (mtls === 'true') {
+    const anchorsFile = s('trust-anchors-file', 'RT_TRUST_ANCHORS_FILE');
+    if (!anchorsFile) throw new InjectorUsageError('--mtls true needs --trust-anchors-file (the roots sidecars check peers against)');
+    const trustAnchorsPem = readPem('trust-anchors-file', anchorsFile);
+    if (!trustAnchorsPem.includes('-----BEGIN CERTIFICATE-----')) throw new InjectorUsageError(`--trust-anchors-file ${anchorsFile} holds no PEM certificate`);
+    const trustDomain = s('trust-domain', 'RT_TRUST_DOMAIN') ?? 'cluster.local';
+    const problem = workloadIdProblem({ trustDomain, namespace: 'default', appId: 'app' });
+    if (problem) throw new InjectorUsageError(`--trust-domain: ${problem}`);
+    identity = { trustDomain, issuerAddress: s('identity-issuer-address', 'RT_IDENTITY_ISSUER_ADDRESS') ?? controlPlaneAddress, trustAnchorsPem };
   }
   return {
     port,
@@ -97,12 +117,21 @@ export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = proce
     logLevel,
     settings: {
       sidecarImage: s('sidecar-image', 'RT_SIDECAR_IMAGE') ?? 'rt:latest',
-      controlPlaneAddress: s('control-plane-address', 'RT_CONTROL_PLANE_ADDRESS') ?? 'rt-operator.rt-system.svc.cluster.local:6500',
+      controlPlaneAddress,
       schedulerAddress: s('scheduler-address', 'RT_SCHEDULER_ADDRESS'),
       nativeSidecar: native === 'true',
       operatorCaPem,
+      identity,
     },
   };
+}
+
+function readPem(flag: string, file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new InjectorUsageError(`--${flag} ${file}: ${(e as Error).message}`);
+  }
 }
 
 export interface RunningInjector {
@@ -138,7 +167,7 @@ export async function startInjector(o: InjectorProcessOptions, log: Logger = cre
     await Promise.all(informers.map((i) => i.stop()));
     throw e;
   }
-  log.info({ port: server.port, sidecarImage: o.settings.sidecarImage, nativeSidecar: o.settings.nativeSidecar }, `rt injector ready: HTTPS on ${o.listenAddress}:${server.port}`);
+  log.info({ port: server.port, sidecarImage: o.settings.sidecarImage, nativeSidecar: o.settings.nativeSidecar, mtls: !!o.settings.identity, trustDomain: o.settings.identity?.trustDomain }, `rt injector ready: HTTPS on ${o.listenAddress}:${server.port}`);
   return {
     server,
     components,

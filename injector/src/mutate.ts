@@ -7,7 +7,7 @@ import { injectionRequested, parseAnnotations, PREFIX } from './annotations.ts';
 import type { ComponentLister } from './components.ts';
 import { injectedComponents, prepareComponentContainer, type ComponentContainer } from './pluggable.ts';
 import { addEnv, alreadyInjected, defaultAppId, podShapeError, type Container, type Pod } from './pod.ts';
-import { appEnv, CA_ANNOTATION, sidecarContainer, SOCKETS_VOLUME, TOKEN_AUDIENCE, TOKEN_VOLUME } from './sidecar-container.ts';
+import { appEnv, CA_ANNOTATION, IDENTITY_ENV, sidecarContainer, SOCKETS_VOLUME, TOKEN_AUDIENCE, TOKEN_VOLUME, TRUST_ANCHORS_ANNOTATION } from './sidecar-container.ts';
 
 export interface InjectorSettings {
   sidecarImage: string;
@@ -22,6 +22,12 @@ export interface InjectorSettings {
    * file beside the token (a Secret or ConfigMap would have to exist in every namespace).
    */
   operatorCaPem?: string;
+  /**
+   * Workload identity, when the platform turned it on (the chart's identity.enabled): every
+   * sidecar gets mutual TLS, the issuer's address and the trust anchors (PEM roots), the latter
+   * as the operator's CA is given (pod annotation `rt.io/trust-anchors` → downward API).
+   */
+  identity?: { trustDomain: string; issuerAddress: string; trustAnchorsPem: string };
 }
 
 export type MutateResult =
@@ -46,6 +52,11 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
   const appId = config.appId ?? defaultAppId(pod);
   if (!appId) return deny(`rt injector: the pod has no name or generateName; set ${PREFIX}app-id`, warnings);
   const native = config.nativeSidecar ?? settings.nativeSidecar;
+  const identity = settings.identity;
+  if (identity && config.mtls === false) warnings.push(`${PREFIX}mtls: "false" is ignored: mutual TLS is on for every sidecar of this cluster (the platform's setting)`);
+  if (!identity && config.mtls === true) warnings.push(`${PREFIX}mtls: "true" has no effect: this cluster's injector runs without --mtls (the chart's identity.enabled)`);
+  const lockedEnv = identity ? config.env.filter((e) => IDENTITY_ENV.includes(e.name)).map((e) => e.name) : [];
+  if (lockedEnv.length) warnings.push(`${PREFIX}env: ${lockedEnv.join(', ')} ignored: the identity settings come from the platform`);
 
   const out = structuredClone(pod);
   const spec = out.spec;
@@ -88,6 +99,7 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
     controlPlaneAddress: settings.controlPlaneAddress,
     schedulerAddress: settings.schedulerAddress,
     operatorCa: settings.operatorCaPem !== undefined,
+    identity: identity && { trustDomain: identity.trustDomain, issuerAddress: identity.issuerAddress },
     native,
     sockets: pluggable.length ? { folder, names: [...new Set(pluggable.flatMap((p) => p.sockets))] } : undefined,
   });
@@ -115,6 +127,7 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
       sources: [
         { serviceAccountToken: { audience: TOKEN_AUDIENCE, expirationSeconds: TOKEN_SECONDS, path: 'token' } },
         ...(settings.operatorCaPem ? [{ downwardAPI: { items: [{ path: 'ca.crt', fieldRef: { fieldPath: `metadata.annotations['${CA_ANNOTATION}']` } }] } }] : []),
+        ...(identity ? [{ downwardAPI: { items: [{ path: 'trust-anchors.pem', fieldRef: { fieldPath: `metadata.annotations['${TRUST_ANCHORS_ANNOTATION}']` } }] } }] : []),
       ],
     },
   });
@@ -124,6 +137,7 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
   // the operator reads the app id from this annotation of the pod the sidecar's token is bound to
   const added: Record<string, string> = { [`${PREFIX}app-id`]: appId };
   if (settings.operatorCaPem) added[CA_ANNOTATION] = settings.operatorCaPem;
+  if (identity) added[TRUST_ANCHORS_ANNOTATION] = identity.trustAnchorsPem;
   out.metadata = { ...(out.metadata ?? {}), annotations: { ...annotations, ...added } };
   // the label the operator's headless Service <app-id>-rt selects pods by (docs/kubernetes.md);
   // an app id that is no label value gets none, and a warning

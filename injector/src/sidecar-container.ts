@@ -13,6 +13,9 @@ export const TOKEN_FILE = `${TOKEN_DIR}/token`;
 export const CA_FILE = `${TOKEN_DIR}/ca.crt`;
 export const CA_ANNOTATION = 'rt.io/operator-ca';
 export const TOKEN_AUDIENCE = 'rt.io/operator';
+/** The workload trust bundle (identity roots), projected from the pod's `rt.io/trust-anchors` annotation. */
+export const TRUST_ANCHORS_FILE = `${TOKEN_DIR}/trust-anchors.pem`;
+export const TRUST_ANCHORS_ANNOTATION = 'rt.io/trust-anchors';
 export const TOKEN_VOLUME = 'rt-identity-token';
 export const SOCKETS_VOLUME = 'rt-components-sockets';
 export const HEALTH_PATH = '/v1.0/healthz';
@@ -26,6 +29,8 @@ export interface SidecarSettings {
   schedulerAddress?: string;
   /** The pod carries the operator's CA: the sidecar reads it from CA_FILE. */
   operatorCa: boolean;
+  /** Workload identity and mutual TLS (the pod carries the trust anchors: TRUST_ANCHORS_FILE). */
+  identity?: { trustDomain: string; issuerAddress: string };
   native: boolean;
   /** Socket folder and the sockets to wait for, when the pod has pluggable components. */
   sockets?: { folder: string; names: string[] };
@@ -59,11 +64,14 @@ export function sidecarContainer(s: SidecarSettings): Container {
     { name: 'RT_OPERATOR_TOKEN_FILE', value: TOKEN_FILE },
   ];
   if (s.operatorCa) env.push({ name: 'RT_OPERATOR_CA_FILE', value: CA_FILE });
+  const locked = identityEnv(s);
+  env.push(...locked);
   if (c.apiTokenSecret) env.push(secretEnv('RT_API_TOKEN', c.apiTokenSecret));
   if (c.appTokenSecret) env.push(secretEnv('RT_APP_API_TOKEN', c.appTokenSecret));
   if (s.sockets) env.push({ name: 'RT_COMPONENTS_SOCKETS_FOLDER', value: s.sockets.folder });
   // the user's env annotation wins over ours for the same name
-  const user = new Map(c.env.map((e) => [e.name, e]));
+  // except the identity settings: mutual TLS is the platform's, not the pod's, to turn off
+  const user = new Map(c.env.filter((e) => !locked.some((l) => l.name === e.name)).map((e) => [e.name, e]));
   const allEnv = [...env.filter((e) => !user.has(e.name)), ...user.values()];
 
   const volumeMounts = [{ name: TOKEN_VOLUME, mountPath: TOKEN_DIR, readOnly: true }];
@@ -104,6 +112,26 @@ export function sidecarContainer(s: SidecarSettings): Container {
   }
   return container;
 }
+
+/**
+ * The identity env of a sidecar when mutual TLS is on: it asks the issuer for its certificate with
+ * its token, checks peers (other sidecars, the scheduler, whose serving certificate the same CA
+ * signed) against the trust anchors.
+ */
+function identityEnv(s: SidecarSettings): EnvVar[] {
+  if (!s.identity) return [];
+  const env: EnvVar[] = [
+    { name: 'RT_MTLS_ENABLED', value: 'true' },
+    { name: 'RT_TRUST_DOMAIN', value: s.identity.trustDomain },
+    { name: 'RT_IDENTITY_ISSUER_ADDRESS', value: s.identity.issuerAddress },
+    { name: 'RT_TRUST_ANCHORS_FILE', value: TRUST_ANCHORS_FILE },
+  ];
+  if (s.schedulerAddress) env.push({ name: 'RT_SCHEDULER_TLS_CA_FILE', value: TRUST_ANCHORS_FILE });
+  return env;
+}
+
+/** The env names the pod's rt.io/env annotation cannot override when mutual TLS is on. */
+export const IDENTITY_ENV = ['RT_MTLS_ENABLED', 'RT_TRUST_DOMAIN', 'RT_IDENTITY_ISSUER_ADDRESS', 'RT_TRUST_ANCHORS_FILE', 'RT_SCHEDULER_TLS_CA_FILE'];
 
 /** Env a container gets to reach the sidecar (app containers), as both RT_* and DAPR_* names. */
 export function appEnv(c: SidecarConfig): EnvVar[] {

@@ -156,6 +156,45 @@ describe('injector: the sidecar container', () => {
     expect(envOf(sidecarOf(admit(pod()).pod), 'RT_OPERATOR_CA_FILE')).toBeUndefined();
   });
 
+  it('with identity on, gives the sidecar mutual TLS, the trust domain, the issuer and the trust anchors (annotation → downward API), the scheduler CA too', () => {
+    const anchors = '-----BEGIN CERTIFICATE-----\nroot1\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nroot2\n-----END CERTIFICATE-----\n';
+    const identity = { trustDomain: 'example.org', issuerAddress: 'rt-operator.rt-system.svc:6500', trustAnchorsPem: anchors };
+    const a = admit(pod(), { settings: { identity, schedulerAddress: 'rt-scheduler-0.rt-scheduler.rt-system.svc.cluster.local:50006' } });
+    const s = sidecarOf(a.pod);
+    expect(Object.fromEntries(['RT_MTLS_ENABLED', 'RT_TRUST_DOMAIN', 'RT_IDENTITY_ISSUER_ADDRESS', 'RT_TRUST_ANCHORS_FILE', 'RT_SCHEDULER_TLS_CA_FILE', 'RT_OPERATOR_TOKEN_FILE'].map((n) => [n, envOf(s, n)?.value]))).toEqual({
+      RT_MTLS_ENABLED: 'true',
+      RT_TRUST_DOMAIN: 'example.org',
+      RT_IDENTITY_ISSUER_ADDRESS: 'rt-operator.rt-system.svc:6500',
+      RT_TRUST_ANCHORS_FILE: '/var/run/secrets/rt.io/trust-anchors.pem',
+      RT_SCHEDULER_TLS_CA_FILE: '/var/run/secrets/rt.io/trust-anchors.pem',
+      RT_OPERATOR_TOKEN_FILE: '/var/run/secrets/rt.io/token',
+    });
+    expect(a.pod.metadata?.annotations?.['rt.io/trust-anchors']).toBe(anchors);
+    const sources = a.pod.spec.volumes?.find((v) => v.name === 'rt-identity-token')?.projected?.sources ?? [];
+    expect(sources.flatMap((x) => x.downwardAPI?.items ?? [])).toContainEqual({ path: 'trust-anchors.pem', fieldRef: { fieldPath: "metadata.annotations['rt.io/trust-anchors']" } });
+    // no scheduler: no scheduler CA
+    expect(envOf(sidecarOf(admit(pod(), { settings: { identity } }).pod), 'RT_SCHEDULER_TLS_CA_FILE')).toBeUndefined();
+    // identity off: none of it
+    const off = admit(pod()).pod;
+    expect(envOf(sidecarOf(off), 'RT_MTLS_ENABLED')).toBeUndefined();
+    expect(off.metadata?.annotations?.['rt.io/trust-anchors']).toBeUndefined();
+  });
+
+  it('lets a pod neither turn mutual TLS off (rt.io/mtls, rt.io/env) when the platform turned it on, nor on when it did not; each with a warning', () => {
+    const identity = { trustDomain: 'cluster.local', issuerAddress: 'op:6500', trustAnchorsPem: '-----BEGIN CERTIFICATE-----\nr\n-----END CERTIFICATE-----\n' };
+    const a = admit(pod({ 'rt.io/mtls': 'false', 'rt.io/env': 'RT_MTLS_ENABLED=false,RT_TRUST_ANCHORS_FILE=/tmp/mine.pem,OTHER=1' }), { settings: { identity } });
+    const s = sidecarOf(a.pod);
+    expect(envOf(s, 'RT_MTLS_ENABLED')?.value).toBe('true');
+    expect(envOf(s, 'RT_TRUST_ANCHORS_FILE')?.value).toBe('/var/run/secrets/rt.io/trust-anchors.pem');
+    expect(envOf(s, 'OTHER')?.value).toBe('1');
+    expect(a.warnings.join('\n')).toMatch(/rt\.io\/mtls: "false" is ignored/);
+    expect(a.warnings.join('\n')).toMatch(/rt\.io\/env: RT_MTLS_ENABLED, RT_TRUST_ANCHORS_FILE ignored/);
+    const b = admit(pod({ 'rt.io/mtls': 'true' }));
+    expect(envOf(sidecarOf(b.pod), 'RT_MTLS_ENABLED')).toBeUndefined();
+    expect(b.warnings.join('\n')).toMatch(/rt\.io\/mtls: "true" has no effect/);
+    expect(admit(pod({ 'rt.io/mtls': 'maybe' })).message).toMatch(/annotation rt\.io\/mtls/);
+  });
+
   it('gives app containers the ports unless they set them', () => {
     const a = admit(pod({}, { containers: [{ name: 'app', image: 'a', env: [{ name: 'RT_HTTP_PORT', value: '1' }] }, { name: 'other', image: 'b' }] }));
     const [app, other] = a.pod.spec.containers;

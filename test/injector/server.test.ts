@@ -235,6 +235,19 @@ describe('rt injector (the command)', () => {
     expect(() => parseInjectorArgs(['--bogus'], {})).toThrow(InjectorUsageError);
   });
 
+  it('parses the identity flags: --mtls needs the trust anchors; the issuer defaults to the control-plane address', () => {
+    const tls = ['--tls-cert-file', 'c', '--tls-key-file', 'k'];
+    expect(parseInjectorArgs(tls, {})).toMatchObject({ settings: { identity: undefined } });
+    const o = parseInjectorArgs([...tls, '--mtls', 'true', '--trust-anchors-file', ca.caFile, '--control-plane-address', 'op:6500'], {});
+    expect(o !== 'help' && o.settings.identity).toEqual({ trustDomain: 'cluster.local', issuerAddress: 'op:6500', trustAnchorsPem: ca.caPem });
+    const e = parseInjectorArgs(tls, { RT_MTLS_ENABLED: 'true', RT_TRUST_ANCHORS_FILE: ca.caFile, RT_TRUST_DOMAIN: 'example.org', RT_IDENTITY_ISSUER_ADDRESS: 'issuer:6500' });
+    expect(e !== 'help' && e.settings.identity).toMatchObject({ trustDomain: 'example.org', issuerAddress: 'issuer:6500' });
+    expect(() => parseInjectorArgs([...tls, '--mtls', 'true'], {})).toThrow(/--mtls true needs --trust-anchors-file/);
+    expect(() => parseInjectorArgs([...tls, '--mtls', 'yes'], {})).toThrow(/--mtls must be true or false/);
+    expect(() => parseInjectorArgs([...tls, '--mtls', 'true', '--trust-anchors-file', '/nope.pem'], {})).toThrow(/--trust-anchors-file \/nope\.pem: ENOENT/);
+    expect(() => parseInjectorArgs([...tls, '--mtls', 'true', '--trust-anchors-file', ca.caFile, '--trust-domain', 'A B'], {})).toThrow(/--trust-domain: trust domain "A B"/);
+  });
+
   it('runs as `rt injector` and answers /healthz over HTTPS', async () => {
     const port = await freePort();
     const proc = spawn(process.execPath, [join(import.meta.dirname, '../../cli/rt.ts'), 'injector', '--port', String(port), '--listen-address', '127.0.0.1', '--tls-cert-file', join(dir, 'tls.crt'), '--tls-key-file', join(dir, 'tls.key')], {
