@@ -1,12 +1,17 @@
 /**
  * The Helm chart, rendered by the real helm: `helm lint --strict`, every object of the default,
  * HA, minimal and loopback-cluster renders valid against the Kubernetes schema, the webhook and
- * RBAC as the issue asks, one CA signing both serving certificates, and values.schema.json
+ * RBAC as the issue asks, one CA signing both serving certificates, the workload-identity CA (its
+ * own Secret, the scheduler signed by it, a user-supplied root and two-root bundle), and values.schema.json
  * refusing bad values before anything is rendered.
  */
 import { X509Certificate } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { issueFor } from '../../sidecar/src/identity/issue.ts';
+import { createCsr, createRootCa, newWorkloadKey } from '../../sidecar/src/identity/x509.ts';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { CHART, find, helm, HOSTNETWORK_VALUES, LOCAL_VALUES, ROOT, template, validateObject, type K8sObject } from './render.ts';
@@ -45,7 +50,7 @@ const secretPem = (objects: K8sObject[], name: string, key: string) => Buffer.fr
 const verbsOn = (rs: Rule[], group: string, resource: string) => rs.filter((r) => r.apiGroups.includes(group) && r.resources.includes(resource)).flatMap((r) => r.verbs).sort();
 
 const HA = ['scheduler.replicas=3', 'scheduler.etcdEndpoints={etcd-0.etcd:2379,etcd-1.etcd:2379,etcd-2.etcd:2379}', 'operator.watchdog.deleteUninjected=true', 'injector.webhook.failurePolicy=Fail', 'injector.replicas=2'];
-const MINIMAL = ['crds.install=false', 'scheduler.enabled=false', 'operator.tls=false', 'operator.metricsPort=0'];
+const MINIMAL = ['crds.install=false', 'scheduler.enabled=false', 'operator.tls=false', 'operator.metricsPort=0', 'identity.enabled=false'];
 
 let renders: Record<'default' | 'ha' | 'minimal' | 'local' | 'loopback', K8sObject[]>;
 beforeAll(async () => {
@@ -230,6 +235,65 @@ describe('the rt chart', () => {
     expect(injector.env).toContainEqual({ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' });
   });
 
+  it('makes a workload-identity CA of its own (not the serving CA), signs the scheduler for its Service and pod names with it, and gives sidecars its bundle', async () => {
+    const objects = renders.default;
+    const caPem = secretPem(objects, 'rt-identity-ca', 'tls.crt');
+    const ca = new X509Certificate(caPem);
+    expect(ca.ca).toBe(true);
+    expect(caPem).not.toBe(secretPem(objects, 'rt-ca', 'tls.crt'));
+    expect(secretPem(objects, 'rt-identity-ca', 'ca.crt')).toBe(caPem);
+    // the scheduler's serving certificate: the identity CA's, for every name a sidecar dials
+    const sched = new X509Certificate(secretPem(objects, 'rt-scheduler-tls', 'tls.crt'));
+    expect(sched.verify(ca.publicKey)).toBe(true);
+    expect(secretPem(objects, 'rt-scheduler-tls', 'ca.crt')).toBe(caPem);
+    for (const host of ['rt-scheduler-0.rt-scheduler.rt-system.svc.cluster.local', 'rt-scheduler.rt-system.svc', 'rt-scheduler']) expect(sched.checkHost(host)).toBe(host);
+    expect(new X509Certificate(secretPem(renders.ha, 'rt-scheduler-tls', 'tls.crt')).checkHost('rt-scheduler-2.rt-scheduler.rt-system.svc.cluster.local')).toBeDefined();
+    expect(new X509Certificate(secretPem(renders.loopback, 'rt-scheduler-tls', 'tls.crt')).checkIP('127.0.0.1')).toBe('127.0.0.1');
+    // helm's genCA key (RSA) signs workload certificates with the identity library
+    const key = newWorkloadKey();
+    const id = { trustDomain: 'cluster.local', namespace: 'shop', appId: 'orders' };
+    const issued = await issueFor({ trustDomain: 'cluster.local', ca: { certPem: caPem, keyPem: secretPem(objects, 'rt-identity-ca', 'tls.key') }, trustBundlePem: caPem, ttlMs: 3_600_000 }, { namespace: 'shop', appId: 'orders' }, { id: 'orders', namespace: 'shop', trustDomain: 'cluster.local', csrPem: await createCsr(key, id) });
+    expect(new X509Certificate(issued.certPem).verify(ca.publicKey)).toBe(true);
+
+    const operator = pod(objects, 'Deployment', 'rt-operator');
+    expect(operator.containers[0].args).toEqual(expect.arrayContaining(['--trust-domain=cluster.local', '--workload-cert-ttl=24h', '--identity-ca-cert-file=/var/run/rt/identity/tls.crt', '--identity-ca-key-file=/var/run/rt/identity/tls.key', '--identity-trust-bundle-file=/var/run/rt/identity/ca.crt']));
+    expect(operator.volumes).toContainEqual({ name: 'identity', secret: { secretName: 'rt-identity-ca' } });
+    const scheduler = pod(objects, 'StatefulSet', 'rt-scheduler');
+    expect(scheduler.containers[0].args).toEqual(expect.arrayContaining(['--tls-cert-file=/var/run/rt/tls/tls.crt', '--tls-key-file=/var/run/rt/tls/tls.key', '--identity-trust-bundle-file=/var/run/rt/tls/ca.crt']));
+    expect(scheduler.volumes).toContainEqual({ name: 'tls', secret: { secretName: 'rt-scheduler-tls' } });
+    const injector = pod(objects, 'Deployment', 'rt-injector');
+    expect(injector.containers[0].args).toEqual(expect.arrayContaining(['--mtls=true', '--trust-domain=cluster.local', '--trust-anchors-file=/var/run/rt/identity/ca.crt']));
+    // the injector sees the bundle, never the key
+    expect(injector.volumes).toContainEqual({ name: 'identity', secret: { secretName: 'rt-identity-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] } });
+    const annotations = find<{ spec: { template: { metadata: { annotations?: Record<string, string> } } } }>(objects, 'Deployment', 'rt-injector').spec.template.metadata.annotations;
+    expect(annotations?.['rt.io/trust-bundle-sha256']).toMatch(/^[0-9a-f]{64}$/);
+
+    // off: none of it
+    const off = await template({ set: ['identity.enabled=false'] });
+    expect(off.some((o) => o.metadata.name === 'rt-identity-ca' || o.metadata.name === 'rt-scheduler-tls')).toBe(false);
+    expect(pod(off, 'Deployment', 'rt-injector').containers[0].args.some((a) => a.startsWith('--mtls'))).toBe(false);
+    expect(pod(off, 'StatefulSet', 'rt-scheduler').containers[0].args.some((a) => a.startsWith('--tls') || a.startsWith('--identity'))).toBe(false);
+  });
+
+  it('takes a user-supplied signing CA and a two-root trust bundle (root rotation), signing the scheduler with that CA', async () => {
+    const [oldRoot, newRoot] = await Promise.all([createRootCa({ ttlMs: 3_600_000, commonName: 'old' }), createRootCa({ ttlMs: 3_600_000, commonName: 'new' })]);
+    const dir = mkdtempSync(join(tmpdir(), 'rt-chart-identity-'));
+    try {
+      const file = join(dir, 'values.yaml');
+      writeFileSync(file, stringify({ identity: { trustDomain: 'example.org', workloadCertTTL: '2m', ca: { certPEM: newRoot.certPem, keyPEM: newRoot.keyPem, trustBundlePEM: oldRoot.certPem + newRoot.certPem } } }));
+      const objects = await template({ values: [file] });
+      expect(secretPem(objects, 'rt-identity-ca', 'tls.crt')).toBe(newRoot.certPem);
+      expect(secretPem(objects, 'rt-identity-ca', 'tls.key')).toBe(newRoot.keyPem);
+      expect(secretPem(objects, 'rt-identity-ca', 'ca.crt')).toBe(oldRoot.certPem + newRoot.certPem);
+      expect(secretPem(objects, 'rt-scheduler-tls', 'ca.crt')).toBe(oldRoot.certPem + newRoot.certPem);
+      expect(new X509Certificate(secretPem(objects, 'rt-scheduler-tls', 'tls.crt')).verify(new X509Certificate(newRoot.certPem).publicKey)).toBe(true);
+      expect(pod(objects, 'Deployment', 'rt-operator').containers[0].args).toEqual(expect.arrayContaining(['--trust-domain=example.org', '--workload-cert-ttl=2m']));
+      for (const o of objects) await validateObject(o);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it.each([
     ['an unknown key', 'operatr.replicas=2', /additional properties 'operatr' not allowed/],
     ['a failurePolicy other than Ignore or Fail', 'injector.webhook.failurePolicy=Sometimes', /failurePolicy.*one of 'Ignore', 'Fail'/],
@@ -239,6 +303,11 @@ describe('the rt chart', () => {
     ['an IP that is not one', 'certificates.extraIPs={not-an-ip}', /extraIPs\/0/],
     ['several SQLite schedulers', 'scheduler.replicas=2', /etcdEndpoints.*minItems/],
     ['a log level rt does not have', 'logLevel=verbose', /logLevel/],
+    ['a trust domain that is not a SPIFFE one', 'identity.trustDomain=Example.COM', /trustDomain.*does not match pattern/],
+    ['a certificate TTL that is no duration', 'identity.workloadCertTTL=tomorrow', /workloadCertTTL.*does not match pattern/],
+    ['an identity key the chart does not have', 'identity.rootCA=x', /additional properties 'rootCA' not allowed/],
+    ['identity without operator TLS', 'operator.tls=false', /identity\.enabled needs operator\.tls/],
+    ['a signing certificate without its key', 'identity.ca.certPEM=-----BEGIN CERTIFICATE-----', /identity\.ca\.certPEM and identity\.ca\.keyPEM go together/],
   ])('refuses %s before rendering (values.schema.json)', async (_what, set, message) => {
     const r = await helm(['template', 'rt', CHART, '--set', set]);
     expect(r.code).not.toBe(0);

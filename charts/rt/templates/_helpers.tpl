@@ -153,3 +153,61 @@ lifecycle:
       seconds: {{ int .drainSeconds }}
 {{- end }}
 {{- end -}}
+
+{{/*
+Workload identity's PKI (identity.enabled): the signing CA of workload certificates, the trust
+bundle sidecars check peers against, and the scheduler's serving certificate signed by that CA
+(sidecars verify the scheduler with the trust bundle and its DNS name). Kept across upgrades
+with lookup, like rt.pki, in its own Secret <release>-identity-ca. User values win:
+identity.ca.certPEM + keyPEM replace the signing CA, identity.ca.trustBundlePEM the bundle (a
+root rotation: docs/identity.md). Computed once per render into .Values.__rtIdentity.
+*/}}
+{{- define "rt.identityPki" -}}
+{{- if not (hasKey .Values "__rtIdentity") -}}
+{{- $full := include "rt.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $v := .Values.identity.ca -}}
+{{- if ne (empty $v.certPEM) (empty $v.keyPEM) -}}
+{{- fail "identity.ca.certPEM and identity.ca.keyPEM go together (the signing CA's certificate and its key)" -}}
+{{- end -}}
+{{- $existing := lookup "v1" "Secret" $ns (printf "%s-identity-ca" $full) -}}
+{{- $ca := dict -}}
+{{- $bundle := "" -}}
+{{- if $v.certPEM -}}
+{{- $ca = dict "cert" $v.certPEM "key" $v.keyPEM -}}
+{{- $bundle = $v.certPEM -}}
+{{- else if $existing -}}
+{{- $ca = dict "cert" (index $existing.data "tls.crt" | b64dec) "key" (index $existing.data "tls.key" | b64dec) -}}
+{{- $bundle = index $existing.data "ca.crt" | b64dec -}}
+{{- else -}}
+{{- $gen := genCA (printf "%s-identity-ca" $full) (int .Values.certificates.validityDays) -}}
+{{- $ca = dict "cert" $gen.Cert "key" $gen.Key -}}
+{{- $bundle = $gen.Cert -}}
+{{- end -}}
+{{- if $v.trustBundlePEM -}}
+{{- $bundle = $v.trustBundlePEM -}}
+{{- end -}}
+{{- $pki := dict "ca" $ca "bundle" $bundle -}}
+{{- if .Values.scheduler.enabled -}}
+{{- $name := printf "%s-scheduler" $full -}}
+{{- $dns := list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) -}}
+{{- range $i := until (int .Values.scheduler.replicas) -}}
+{{- $dns = append $dns (printf "%s-%d.%s.%s.svc.cluster.local" $name $i $name $ns) -}}
+{{- $dns = append $dns (printf "%s-%d.%s.%s.svc" $name $i $name $ns) -}}
+{{- end -}}
+{{- $dns = concat $dns .Values.certificates.extraDNSNames -}}
+{{- $ips := .Values.certificates.extraIPs -}}
+{{- /* reused while the signer and the names are the same; made again when either changed */ -}}
+{{- $stamp := sha256sum (printf "%s|%s|%s" $ca.cert (join "," $dns) (join "," $ips)) -}}
+{{- $old := lookup "v1" "Secret" $ns (printf "%s-tls" $name) -}}
+{{- if and $old (eq (index ($old.metadata.annotations | default dict) "rt.io/issued-for" | default "") $stamp) -}}
+{{- $_ := set $pki "scheduler" (dict "cert" (index $old.data "tls.crt" | b64dec) "key" (index $old.data "tls.key" | b64dec) "stamp" $stamp) -}}
+{{- else -}}
+{{- $signer := buildCustomCert ($ca.cert | b64enc) ($ca.key | b64enc) -}}
+{{- $c := genSignedCert (printf "%s.%s.svc" $name $ns) $ips $dns (int .Values.certificates.validityDays) $signer -}}
+{{- $_ := set $pki "scheduler" (dict "cert" $c.Cert "key" $c.Key "stamp" $stamp) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set .Values "__rtIdentity" $pki -}}
+{{- end -}}
+{{- end -}}
