@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { checkAccess, parseAccessControl } from '../../sidecar/src/invoke/access-control.ts';
+import { DispatchedAnswer } from '../../sidecar/src/invoke/answer.ts';
 import type { RequestHead } from '../../sidecar/src/invoke/proto.ts';
 import { startSidecar, type Sidecar } from '../../sidecar/src/sidecar.ts';
 
@@ -44,6 +45,8 @@ describe('access control, app token and concurrency on the receiving side', () =
   let maxActive = 0;
   /** '/public/held' waits for release() (a timer would let the slot go on its own on a loaded machine). */
   let release = () => {};
+  /** Answers of '/public/slow…' calls, held until the test lets each go. */
+  const slow: (() => void)[] = [];
   const sidecars: Record<string, Sidecar> = {};
   const prevHome = process.env.RT_HOME;
 
@@ -59,7 +62,8 @@ describe('access control, app token and concurrency on the receiving side', () =
         res.end(`ok ${req.url}`);
       };
       if (req.url === '/public/held') release = done;
-      else setTimeout(done, req.url!.startsWith('/public/slow') ? 100 : 0);
+      else if (req.url!.startsWith('/public/slow')) slow.push(done);
+      else done();
     });
     const appPort = await new Promise<number>((r) => app.listen(0, '127.0.0.1', () => r((app.address() as { port: number }).port)));
     await writeFile(join(dir, 'config.yaml'), JSON.stringify(CONFIG));
@@ -99,8 +103,20 @@ describe('access control, app token and concurrency on the receiving side', () =
     expect(seen.map((s) => s.path).filter((p) => !p.startsWith('/rt/') && !p.startsWith('/dapr/'))).toEqual(['/orders/1', '/public/a/b']);
   });
 
+  /** Calls the backend's app channel holds for its one slot (--app-max-concurrency 1). */
+  const queued = () => (sidecars.backend.ctx.app as unknown as { waiting: unknown[] }).waiting.length;
+  /** Answers the held slow calls one at a time, each once the rest wait for the slot in the backend. */
+  const answerSlow = async (n: number) => {
+    for (let left = n; left > 0; left--) {
+      await vi.waitFor(() => expect([slow.length, queued()]).toEqual([1, left - 1]), { timeout: 10_000, interval: 10 });
+      slow.shift()!();
+    }
+  };
+
   it('sends the app its API token and holds --app-max-concurrency', async () => {
-    const all = await Promise.all([1, 2, 3, 4].map((i) => call('frontend', 'GET', `/public/slow${i}`)));
+    const calls = Promise.all([1, 2, 3, 4].map((i) => call('frontend', 'GET', `/public/slow${i}`)));
+    await answerSlow(4);
+    const all = await calls;
     expect(all.map((r) => r.status)).toEqual([200, 200, 200, 200]);
     expect(maxActive).toBe(1);
     expect(seen.every((s) => s.token === 'app-secret')).toBe(true);
@@ -113,15 +129,20 @@ describe('access control, app token and concurrency on the receiving side', () =
     await vi.waitFor(() => expect(seen.at(-1)?.path).toBe('/public/held'), { timeout: 10_000 });
     const gone = new AbortController();
     const waiting = fetch(`http://127.0.0.1:${sidecars.frontend.httpPort}/v1.0/invoke/backend/method/public/never`, { signal: gone.signal });
-    await new Promise((r) => setTimeout(r, 100));
+    await vi.waitFor(() => expect(queued()).toBe(1), { timeout: 10_000, interval: 10 }); // it waits for the slot
+    const aborts = vi.spyOn(DispatchedAnswer.prototype, 'abort');
     gone.abort();
     await expect(waiting).rejects.toThrow();
-    // the caller's leaving travels on to the target's sidecar (two hops) before the slot frees
-    await new Promise((r) => setTimeout(r, 300));
+    // the caller's leaving travels on to the target's sidecar (two hops: the caller's sidecar's
+    // call, then the target's) before the slot frees
+    await vi.waitFor(() => expect(aborts.mock.calls.length).toBeGreaterThanOrEqual(2), { timeout: 10_000, interval: 10 });
+    aborts.mockRestore();
     release();
     expect((await held).status).toBe(200);
     // the slot is free again, and only one call at a time still reaches the app
-    const after = await Promise.all([1, 2].map((i) => call('frontend', 'GET', `/public/slow-after${i}`)));
+    const afterCalls = Promise.all([1, 2].map((i) => call('frontend', 'GET', `/public/slow-after${i}`)));
+    await answerSlow(2);
+    const after = await afterCalls;
     expect(after.map((r) => r.status)).toEqual([200, 200]);
     expect(maxActive).toBe(1);
     expect(seen.slice(before).map((s) => s.path)).not.toContain('/public/never');

@@ -7,7 +7,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startSidecar, type Sidecar } from '../../sidecar/src/sidecar.ts';
 
 describe('invocation cut off by the caller', () => {
@@ -16,12 +16,15 @@ describe('invocation cut off by the caller', () => {
   let caller: Sidecar;
   let target: Sidecar;
   const closed: string[] = [];
+  /** The paths of the requests that reached the app. */
+  const arrived: string[] = [];
   const prevHome = process.env.RT_HOME;
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'rt-invoke-cancel-'));
     process.env.RT_HOME = join(dir, 'home');
     app = createServer((req, res) => {
+      arrived.push(req.url!);
       if (req.url === '/hang') {
         // answers never; notes when the sidecar gives up on it
         res.on('close', () => closed.push(req.url!));
@@ -46,22 +49,23 @@ describe('invocation cut off by the caller', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  const abortAfter = (method: string, path: string, ms: number, body?: boolean) =>
-    new Promise<void>((resolve) => {
-      const req = request({ host: '127.0.0.1', port: caller.httpPort, method, path, headers: body ? { 'transfer-encoding': 'chunked' } : {} });
-      req.on('error', () => resolve());
-      if (body) req.write(Buffer.alloc(64 * 1024, 1)); // a body that never ends
-      else req.end();
-      setTimeout(() => {
-        req.destroy();
-        resolve();
-      }, ms);
-    });
+  /** Leaves mid-call: once the call has reached the app (its answer, or its body, still to come). */
+  const leaveMidCall = async (method: string, path: string, body?: boolean) => {
+    const at = path.slice(path.lastIndexOf('/'));
+    const count = () => arrived.filter((p) => p === at).length;
+    const before = count();
+    const req = request({ host: '127.0.0.1', port: caller.httpPort, method, path, headers: body ? { 'transfer-encoding': 'chunked' } : {} });
+    req.on('error', () => undefined);
+    if (body) req.write(Buffer.alloc(64 * 1024, 1)); // a body that never ends
+    else req.end();
+    await vi.waitFor(() => expect(count()).toBe(before + 1), { timeout: 10_000, interval: 10 });
+    req.destroy();
+  };
 
   it('aborts the app request when the caller leaves, and both sidecars keep answering', async () => {
-    await abortAfter('GET', '/v1.0/invoke/target/method/hang', 300);
-    await abortAfter('POST', '/v1.0/invoke/target/method/hang', 300, true);
-    await abortAfter('POST', '/v1.0/invoke/target/method/echo', 300, true);
+    await leaveMidCall('GET', '/v1.0/invoke/target/method/hang');
+    await leaveMidCall('POST', '/v1.0/invoke/target/method/hang', true);
+    await leaveMidCall('POST', '/v1.0/invoke/target/method/echo', true);
     for (let i = 0; i < 100 && closed.length < 2; i++) await new Promise((r) => setTimeout(r, 50));
     expect(closed).toEqual(['/hang', '/hang']);
     const again = await fetch(`http://127.0.0.1:${caller.httpPort}/v1.0/invoke/target/method/echo`, { method: 'POST', body: 'x' });
