@@ -64,9 +64,9 @@ describe.skipIf(!available)('pubsub.redis: a replica killed with kill -9 loses n
     // the doomed replica's app takes messages and never answers while its sidecar lives
     doomedApp.answer = () => new Promise((r) => held.push(() => r({ status: 500 })));
     const doomed = await replica('a', doomedApp);
-    await doomedApp.discovered;
+    await doomedApp.opened(doomed.base, [topic]);
     const survivor = await replica('b', survivorApp);
-    await survivorApp.discovered;
+    await survivorApp.opened(survivor.base, [topic]);
 
     const N = 60;
     for (let i = 0; i < N; i++) {

@@ -19,7 +19,7 @@ const clients: DaprClient[] = [];
 beforeAll(async () => {
   app = await startApp();
   sc = await startPubSubSidecar([component('mem', 'pubsub.in-memory'), ...SUBS].join('---\n'), { appId: 'sdk-pub', appPort: app.port });
-  await app.discovered;
+  await app.opened(sc.base);
 });
 
 afterAll(async () => {

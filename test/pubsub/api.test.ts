@@ -75,7 +75,7 @@ beforeAll(async () => {
     { pubsubname: 'mem', topic: 'picky-dead', route: '/picky-dead', metadata: { rawPayload: 'true' } },
   ];
   sc = await startPubSubSidecar(RESOURCES, { appId: 'pubber', appPort: app.port, appMaxConcurrency: 2, catalog: mem.catalog });
-  await app.discovered;
+  await app.opened(sc.base);
 });
 
 afterAll(async () => {

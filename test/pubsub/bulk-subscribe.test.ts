@@ -49,7 +49,7 @@ beforeAll(async () => {
     { pubsubname: 'mem', topic: 'raw-batched', route: '/rawbatch', metadata: { rawPayload: 'true' }, bulkSubscribe: { enabled: true, maxMessagesCount: 3, maxAwaitDurationMs: 5000 } },
   ];
   sc = await startPubSubSidecar([component('mem', 'pubsub.in-memory'), SUB, DEAD].join('---\n'), { appId: 'bulky', appPort: app.port, catalog: mem.catalog });
-  await app.discovered;
+  await app.opened(sc.base, ['batched']);
 });
 
 afterAll(async () => {

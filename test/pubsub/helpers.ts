@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { vi } from 'vitest';
+import { expect, vi } from 'vitest';
 import { builtinCatalog, type ComponentCatalog } from '../../sidecar/src/components/catalog.ts';
 import type { PubSub, PubSubMessage } from '../../sidecar/src/components/pubsub/types.ts';
 import { startSidecar, type Sidecar, type StartOptions } from '../../sidecar/src/sidecar.ts';
@@ -27,6 +27,11 @@ export interface TestApp {
   subscribe: unknown[];
   /** Resolves once the sidecar asked for the app's subscriptions (they open right after). */
   discovered: Promise<void>;
+  /**
+   * Resolves once the sidecar at `base` asked for the app's subscriptions and lists every one of
+   * them, and `topics` besides (the metadata lists a subscription once it is open on its component).
+   */
+  opened(base: string, topics?: string[]): Promise<void>;
   waitFor(pred: (ds: Delivery[]) => boolean, timeoutMs?: number): Promise<Delivery[]>;
   close(): Promise<void>;
 }
@@ -34,9 +39,20 @@ export interface TestApp {
 /** `port`: where to listen (a free one when absent). */
 export async function startApp(port = 0): Promise<TestApp> {
   let onDiscovered: () => void = () => undefined;
-  const discovered = new Promise<void>((r) => (onDiscovered = r)).then(() => new Promise<void>((r) => setTimeout(r, 100)));
+  const discovered = new Promise<void>((r) => (onDiscovered = r));
   const app: TestApp = {
     discovered,
+    async opened(base, topics = []) {
+      await discovered;
+      const want = [...(app.subscribe as { topic: string }[]).map((s) => s.topic), ...topics];
+      await vi.waitFor(
+        async () => {
+          const md = (await (await fetch(`${base}/v1.0/metadata`)).json()) as { subscriptions: { topic: string }[] };
+          expect(want.filter((t) => !md.subscriptions.some((s) => s.topic === t))).toEqual([]);
+        },
+        { timeout: 10_000, interval: 20 },
+      );
+    },
     port: 0,
     deliveries: [],
     answer: () => ({ status: 200, body: { status: 'SUCCESS' } }),

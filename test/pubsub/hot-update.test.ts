@@ -17,7 +17,7 @@ const looks = vi.spyOn(SubscriptionManager.prototype, 'reconcile');
 beforeAll(async () => {
   app = await startApp();
   sc = await startPubSubSidecar(component('mem', 'pubsub.in-memory'), { appId: 'hot', appPort: app.port, catalog: mem.catalog });
-  await app.discovered;
+  await app.opened(sc.base);
 });
 
 afterAll(async () => {

@@ -20,7 +20,7 @@ beforeAll(async () => {
   app = await startApp();
   const sub = `apiVersion: rt.io/v2alpha1\nkind: Subscription\nmetadata:\n  name: s\nspec:\n  pubsubname: plug\n  topic: orders\n  routes:\n    rules:\n      - match: event.data.vip == true\n        path: /vip\n    default: /orders\n`;
   sc = await startPubSubSidecar([component('plug', 'pubsub.broker'), sub].join('---\n'), { appId: 'plugged', appPort: app.port, componentsSocketsFolder: dirs.sockets });
-  await app.discovered;
+  await app.opened(sc.base, ['orders']);
 });
 
 afterAll(async () => {

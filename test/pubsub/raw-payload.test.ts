@@ -57,7 +57,7 @@ beforeAll(async () => {
   app = await startApp();
   app.subscribe = [{ pubsubname: 'mem', topic: 'raw-prog', route: '/raw/prog', metadata: { rawPayload: 'true' } }];
   sc = await startPubSubSidecar(RESOURCES, { appId: 'raw-app', appPort: app.port });
-  await app.discovered;
+  await app.opened(sc.base);
 });
 
 afterAll(async () => {
