@@ -79,7 +79,12 @@ export class Invoker {
         return await this.http.call(t, address, this.caller, c);
       } catch (e) {
         if (e instanceof ApiError) throw e;
-        if (isTlsRefusal(e)) throw directInvokeError(t.appId, `the sidecar at ${address} is not "${t.appId}" in namespace "${t.namespace}" or refused this sidecar's certificate: ${(e as Error).message}`);
+        if (isTlsRefusal(e)) {
+          // an address now held by another app's sidecar (a pod IP reused): look it up again next time
+          this.resolver.failed(t);
+          this.http.drop(address);
+          throw directInvokeError(t.appId, `the sidecar at ${address} is not "${t.appId}" in namespace "${t.namespace}" or refused this sidecar's certificate: ${(e as Error).message}`);
+        }
         if (['ECONNREFUSED', 'ECONNRESET', 'ENOENT', 'EHOSTUNREACH', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'].includes((e as NodeJS.ErrnoException).code ?? '')) {
           this.resolver.failed(t);
           this.http.drop(address);
