@@ -7,6 +7,10 @@
  * and the most req/s at 32 in flight. Targets (issue 21): added p50 ≤ 0.5 ms (the reference
  * runtime publishes +1.06 ms on a cluster), throughput ≥ 40% of direct.
  *
+ * The same path with mutual TLS between the sidecars (`--enable-mtls`, certificates of the local CA
+ * under the bench's RT_HOME) runs beside it, interleaved: the issue 35 targets are added p50 ≤ +0.15 ms
+ * at 1,000 req/s and throughput ≥ 0.85× of plaintext at 32 in flight.
+ *
  * A third path is the floor any pair of Node proxies pays: two bare `node:http` servers forwarding
  * through undici's dispatch API (the second over a Unix socket, as the sidecars do), nothing else.
  *
@@ -66,6 +70,9 @@ try {
     });
   children.push(await sidecar('target', targetHttp, ['--app-port', String(appPort)]));
   children.push(await sidecar('caller', callerHttp, []));
+  // the same pair with mutual TLS on the internal port (TLS over its Unix socket too)
+  const [mtlsTargetHttp, mtlsCallerHttp] = [await freePort(), await freePort()];
+  const mtlsSidecars = [await sidecar('mtls-target', mtlsTargetHttp, ['--app-port', String(appPort), '--enable-mtls']), await sidecar('mtls-caller', mtlsCallerHttp, ['--enable-mtls'])];
   const [floorT, floorC] = [await freePort(), await freePort()];
   const undici = join(root, 'node_modules/undici/index.js');
   const floorSock = join(home, 'floor.sock');
@@ -73,34 +80,39 @@ try {
     await startChild(process.execPath, ['-e', PROXY], { env: { PORT: String(floorT), OUT: String(appPort), SOCK_IN: floorSock, UNDICI: undici }, readyUrl: `http://127.0.0.1:${floorT}/` }),
   ];
   floor.push(await startChild(process.execPath, ['-e', PROXY], { env: { PORT: String(floorC), SOCK_OUT: floorSock, UNDICI: undici }, readyUrl: `http://127.0.0.1:${floorC}/` }));
-  children.push(...floor);
+  children.push(...floor, ...mtlsSidecars);
 
   const direct = `http://127.0.0.1:${appPort}/ping`;
   const via = `http://127.0.0.1:${callerHttp}/v1.0/invoke/target/method/ping`;
   const bare = `http://127.0.0.1:${floorC}/ping`;
+  const viaMtls = `http://127.0.0.1:${mtlsCallerHttp}/v1.0/invoke/mtls-target/method/ping`;
   // warm the paths (connections, JIT)
   await load({ url: direct, durationMs: 1000 });
   await load({ url: via, durationMs: 2000 });
+  await load({ url: viaMtls, durationMs: 2000 });
   await load({ url: bare, durationMs: 2000 });
 
   // alternate the paths, three runs each, and keep each one's median, so load from other work hits both
-  const runs = { lightD: [] as LoadResult[], lightV: [] as LoadResult[], steadyD: [] as LoadResult[], steadyV: [] as LoadResult[], steadyF: [] as LoadResult[], maxD: [] as LoadResult[], maxV: [] as LoadResult[], maxF: [] as LoadResult[] };
+  const runs = { lightD: [] as LoadResult[], lightV: [] as LoadResult[], steadyD: [] as LoadResult[], steadyV: [] as LoadResult[], steadyF: [] as LoadResult[], maxD: [] as LoadResult[], maxV: [] as LoadResult[], maxF: [] as LoadResult[], steadyM: [] as LoadResult[], maxM: [] as LoadResult[], lightM: [] as LoadResult[] };
   const ms = seconds * 1000;
   for (let i = 0; i < 3; i++) {
     // 100 req/s: what a call costs when nothing queues (on a shared machine 1,000 req/s may not be)
     runs.lightD.push(await load({ url: direct, durationMs: ms, rate: 100, concurrency: 64 }));
     runs.lightV.push(await load({ url: via, durationMs: ms, rate: 100, concurrency: 64 }));
+    runs.lightM.push(await load({ url: viaMtls, durationMs: ms, rate: 100, concurrency: 64 }));
     runs.steadyD.push(await load({ url: direct, durationMs: ms, rate: 1000, concurrency: 64 }));
     runs.steadyV.push(await load({ url: via, durationMs: ms, rate: 1000, concurrency: 64 }));
+    runs.steadyM.push(await load({ url: viaMtls, durationMs: ms, rate: 1000, concurrency: 64 }));
     runs.steadyF.push(await load({ url: bare, durationMs: ms, rate: 1000, concurrency: 64 }));
     runs.maxD.push(await load({ url: direct, durationMs: ms, concurrency: 32 }));
     runs.maxV.push(await load({ url: via, durationMs: ms, concurrency: 32 }));
+    runs.maxM.push(await load({ url: viaMtls, durationMs: ms, concurrency: 32 }));
     runs.maxF.push(await load({ url: bare, durationMs: ms, concurrency: 32 }));
   }
   // CPU each process spends per call (Linux /proc, the load generator by process.cpuUsage): the
   // share of each hop, and on a CPU-bound machine the ceiling of the throughput ratio
-  const [app, target, caller, floorTarget, floorCaller] = children;
-  const cpuRuns = { direct: await cpuPerCall(direct, [app]), via: await cpuPerCall(via, [app, target, caller]), bare: await cpuPerCall(bare, [app, floorTarget, floorCaller]) };
+  const [app, target, caller, floorTarget, floorCaller, mtlsTarget, mtlsCaller] = children;
+  const cpuRuns = { direct: await cpuPerCall(direct, [app]), via: await cpuPerCall(via, [app, target, caller]), bare: await cpuPerCall(bare, [app, floorTarget, floorCaller]), mtls: await cpuPerCall(viaMtls, [app, mtlsTarget, mtlsCaller]) };
 
   const pick = (rs: LoadResult[], k: 'p50Ms' | 'p99Ms' | 'rps') => [...rs].sort((a, b) => a[k] - b[k])[1];
   const { lightD, lightV, steadyD, steadyV, steadyF, maxD, maxV, maxF } = runs;
@@ -109,6 +121,7 @@ try {
   const [d99, v99] = [pick(steadyD, 'p99Ms'), pick(steadyV, 'p99Ms')];
   const [f1, f99] = [pick(steadyF, 'p50Ms'), pick(steadyF, 'p99Ms')];
   const [dMax, vMax, fMax] = [pick(maxD, 'rps'), pick(maxV, 'rps'), pick(maxF, 'rps')];
+  const [m1, m99, mMax, lm1] = [pick(runs.steadyM, 'p50Ms'), pick(runs.steadyM, 'p99Ms'), pick(runs.maxM, 'rps'), pick(runs.lightM, 'p50Ms')];
 
   console.log(machineLine());
   console.log(`load average before the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')}`);
@@ -131,12 +144,19 @@ try {
     { path: 'target', 'req/s': '', 'p50 ms': '', 'p99 ms': '', errors: '', 'vs direct': '≥ 0.40×' },
     { path: 'floor: app → bare proxy → bare proxy → app', 'req/s': fMax.rps, 'p50 ms': fMax.p50Ms, 'p99 ms': fMax.p99Ms, errors: fMax.errors, 'vs direct': ratio(fMax.rps, dMax.rps) },
   ]);
-  const [a, b, f] = [cpuRuns.direct, cpuRuns.via, cpuRuns.bare];
+  printTable('invoke — mutual TLS between the sidecars against plaintext (median of 3 runs each, interleaved)', [
+    { path: 'plaintext: app → sidecar → sidecar → app', 'p50 ms at 1,000 req/s': v1.p50Ms, 'p99 ms at 1,000 req/s': v99.p99Ms, 'p50 ms at 100 req/s': lv1.p50Ms, 'req/s at 32 in flight': vMax.rps, errors: v1.errors + vMax.errors },
+    { path: 'mTLS: the same with --enable-mtls', 'p50 ms at 1,000 req/s': m1.p50Ms, 'p99 ms at 1,000 req/s': m99.p99Ms, 'p50 ms at 100 req/s': lm1.p50Ms, 'req/s at 32 in flight': mMax.rps, errors: m1.errors + mMax.errors },
+    { path: 'mTLS − plaintext, mTLS ÷ plaintext', 'p50 ms at 1,000 req/s': m1.p50Ms - v1.p50Ms, 'p99 ms at 1,000 req/s': m99.p99Ms - v99.p99Ms, 'p50 ms at 100 req/s': lm1.p50Ms - lv1.p50Ms, 'req/s at 32 in flight': ratio(mMax.rps, vMax.rps), errors: '' },
+    { path: 'target', 'p50 ms at 1,000 req/s': '≤ +0.15', 'p99 ms at 1,000 req/s': '', 'p50 ms at 100 req/s': '', 'req/s at 32 in flight': '≥ 0.85×', errors: '' },
+  ]);
+  const [a, b, f, m] = [cpuRuns.direct, cpuRuns.via, cpuRuns.bare, cpuRuns.mtls];
   const total = (r: number[]) => r.reduce((x, y) => x + y, 0);
   printTable('invoke — CPU µs per call in each process (closed loop, 8 in flight)', [
     { path: 'anchor: app → app directly', 'load generator': a[0], 'target app': a[1], 'target sidecar': '', 'caller sidecar': '', total: total(a) },
     { path: 'app → sidecar → sidecar → app', 'load generator': b[0], 'target app': b[1], 'target sidecar': b[2], 'caller sidecar': b[3], total: total(b) },
     { path: 'direct ÷ via: throughput ceiling when CPU-bound', 'load generator': '', 'target app': '', 'target sidecar': '', 'caller sidecar': '', total: ratio(total(a), total(b)) },
+    { path: 'app → sidecar → sidecar → app, mTLS', 'load generator': m[0], 'target app': m[1], 'target sidecar': m[2], 'caller sidecar': m[3], total: total(m) },
     { path: 'floor: bare proxies in the sidecars\' places', 'load generator': f[0], 'target app': f[1], 'target sidecar': f[2], 'caller sidecar': f[3], total: total(f) },
     { path: 'direct ÷ floor: the most two Node proxies allow', 'load generator': '', 'target app': '', 'target sidecar': '', 'caller sidecar': '', total: ratio(total(a), total(f)) },
   ]);
