@@ -16,7 +16,8 @@
  *   - polls: the wait is the interval of a loop that checks a condition (`while (!done() &&
  *     Date.now() < deadline) await sleep(100)`, `for (let i = 0; i < 100 && !ok; i++) …`);
  *   - watchdogs: a timer that only fails or stops what overran (`setTimeout(() => reject(…), ms)`,
- *     `setTimeout(() => proc.kill('SIGKILL'), ms)`, `const t = setTimeout(…)` later cleared);
+ *     `setTimeout(() => proc.kill('SIGKILL'), ms)`, `const t = setTimeout(…)` later cleared, a
+ *     timeout in a `Promise.race`);
  *   - waits on a test's ManualClock (`wait(1000, { clock })` in a file that makes one): fake time;
  *   - waits whose duration the file does not say (a parameter: the helper's own definition).
  * Code in template literals (a script a test runs in a child) is scanned like the rest.
@@ -193,6 +194,8 @@ function loopHeadIsCondition(word: string, head: string): boolean {
 
 /** A timer that only fails or stops what overran, or one the file clears. */
 function isWatchdog(code: string, at: number, callback: string): boolean {
+  // a bound raced against what is awaited (`Promise.race([done, timeout])`): it wins only on failure
+  if (/Promise\.race\(\s*\[[^;]*$/.test(code.slice(Math.max(0, at - 200), at))) return true;
   const assigned = /(?:const|let|var)?\s*([A-Za-z_$][\w$.]*)\s*=\s*$/.exec(code.slice(Math.max(0, at - 80), at));
   if (assigned && new RegExp(`clearTimeout\\(\\s*${assigned[1].replace(/[.$]/g, '\\$&')}\\s*\\)`).test(code)) return true;
   if (!/=>/.test(callback)) return false;
