@@ -179,7 +179,8 @@ function mtlsOptions(v: Values, str: (flag: string, envName: string) => string |
   const on = (v['enable-mtls'] as boolean | undefined) ?? ['true', '1'].includes((env.RT_MTLS_ENABLED ?? '').toLowerCase());
   if (!on) return undefined;
   const issuerAddress = str('identity-issuer-address', 'RT_IDENTITY_ISSUER_ADDRESS');
-  if (mode === 'kubernetes' && !issuerAddress) throw new UsageError('--enable-mtls in kubernetes mode needs --identity-issuer-address (env RT_IDENTITY_ISSUER_ADDRESS)');
+  // the kubelet's credential bundle (a podCertificate volume) needs no issuer
+  if (mode === 'kubernetes' && !issuerAddress && !env.RT_IDENTITY_CREDENTIAL_BUNDLE_FILE) throw new UsageError('--enable-mtls in kubernetes mode needs --identity-issuer-address (env RT_IDENTITY_ISSUER_ADDRESS)');
   return {
     trustDomain: str('trust-domain', 'RT_TRUST_DOMAIN'),
     issuerAddress,
