@@ -12,7 +12,9 @@ import { SECRETS_SCHEMAS } from '../secrets/schemas.ts';
 import { STATE_SCHEMAS } from '../state/schemas.ts';
 import { route, type JsonSchema, type RouteSchema } from './schema.ts';
 
-export const HEALTHZ = route('health.up', 'Is the sidecar up (answers without the API token)', { responses: { '204': 'up' } });
+export const HEALTHZ = route('health.up', 'Is the sidecar up (answers without the API token)', {
+  responses: { '204': 'up', '503': 'ERR_HEALTH_NOT_READY with the reasons (with mTLS: no usable workload certificate yet, or it expired)' },
+});
 
 export const HEALTHZ_OUTBOUND = route('health.outbound', "Do the sidecar's components answer (answers without the API token)", {
   responses: { '204': 'every component answers', '500': 'ERR_HEALTH_NOT_READY naming the ones that do not' },
