@@ -1,22 +1,14 @@
 /**
  * The field tables of the docs come from the components' metadata declarations: every declared
- * field and alias of a built-in component is named in its row of docs/compatibility.md (the
- * event-routing binding: in the Metadata section of docs/bindings-eventgrid.md).
+ * field and alias of a built-in component (the index in components/metadata/declarations.ts) is
+ * named in its row of docs/compatibility.md (the event-routing binding: in the Metadata section
+ * of docs/bindings-eventgrid.md).
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { METADATA as eventRouter } from '../../sidecar/src/components/bindings/eventgrid/metadata.ts';
-import { METADATA as sftp } from '../../sidecar/src/components/bindings/sftp/metadata.ts';
 import { builtinCatalog } from '../../sidecar/src/components/catalog.ts';
-import type { Fields, MetadataDeclaration } from '../../sidecar/src/components/metadata/decode.ts';
-import { METADATA as pubsubRedis } from '../../sidecar/src/components/pubsub/redis/index.ts';
-import { METADATA as localEnv } from '../../sidecar/src/components/secretstores/local.env/index.ts';
-import { METADATA as localFile } from '../../sidecar/src/components/secretstores/local.file/index.ts';
-import { METADATA as postgresql } from '../../sidecar/src/components/state/postgresql/index.ts';
-import { METADATA as redis } from '../../sidecar/src/components/state/redis/index.ts';
-import { METADATA as sqlite } from '../../sidecar/src/components/state/sqlite/index.ts';
+import { DECLARATIONS } from '../../sidecar/src/components/metadata/declarations.ts';
 
-const DECLARATIONS: MetadataDeclaration<Fields>[] = [eventRouter, sftp, pubsubRedis, localEnv, localFile, postgresql, redis, sqlite];
 /** Built-in types that read no metadata. */
 const NONE = ['state.in-memory', 'pubsub.in-memory'];
 

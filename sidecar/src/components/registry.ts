@@ -4,7 +4,8 @@
  */
 import type { Logger } from 'pino';
 import { ComponentCatalog } from './catalog.ts';
-import { decodeMetadata, defineMetadata } from './metadata/decode.ts';
+import { decodeMetadata } from './metadata/decode.ts';
+import { STATE_STORE_METADATA } from './state/metadata.ts';
 import type {
   Component,
   ComponentContext,
@@ -14,12 +15,6 @@ import type {
   SecretStore,
   StateStore,
 } from './types.ts';
-
-/** What the runtime itself reads from every state store's metadata, built-in or pluggable. */
-export const STATE_STORE_METADATA = defineMetadata('state.*', {
-  /** The store of actor (workflow) state. */
-  actorStateStore: { type: 'boolean', default: false },
-});
 
 export interface LoadedComponent {
   spec: ComponentSpec;

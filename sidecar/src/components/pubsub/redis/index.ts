@@ -10,10 +10,11 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { decodeMetadata, defineMetadata, metadataFields, type Decoded } from '../../metadata/decode.ts';
-import { REDIS_CONNECTION, redisOptions } from '../../state/redis/index.ts';
+import { decodeMetadata, defineMetadata, type Decoded } from '../../metadata/decode.ts';
+import { redisOptions } from '../../state/redis/index.ts';
 import type { ComponentContext, ComponentFactory, ComponentSpec } from '../../types.ts';
 import type { BulkPublishEntry, MessageHandler, PubSub, TopicSubscription } from '../types.ts';
+import { METADATA, STREAM } from './metadata.ts';
 
 export interface StreamSettings {
   consumerGroup: string;
@@ -24,16 +25,6 @@ export interface StreamSettings {
   maxLenApprox?: number;
 }
 
-/** The stream fields of pubsub.redis (its connection fields are state.redis'). */
-const STREAM = metadataFields({
-  /** The consumer group; default the app id. */
-  consumerID: { type: 'string' },
-  processingTimeout: { type: 'duration', default: 60_000, min: 1 },
-  redeliverInterval: { type: 'duration', default: 15_000, min: 1 },
-  concurrency: { type: 'integer', default: 10, min: 1 },
-  maxLenApprox: { type: 'integer', min: 1 },
-});
-export const METADATA = defineMetadata('pubsub.redis', { ...REDIS_CONNECTION, ...STREAM });
 const STREAM_ONLY = defineMetadata('pubsub.redis', STREAM);
 
 function settingsOf(m: Decoded<typeof STREAM>, appId: string): StreamSettings {

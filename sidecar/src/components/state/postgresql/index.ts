@@ -13,12 +13,13 @@
  * The query API runs as SQL (query.ts) over the values read as JSON.
  */
 import type { Pool, PoolClient, QueryConfig } from 'pg';
-import { decodeMetadata, defineMetadata } from '../../metadata/decode.ts';
+import { decodeMetadata } from '../../metadata/decode.ts';
 import type { ComponentContext, ComponentSpec, StateDeleteRequest, StateFeature, StateItem, StateSetRequest, StateTransactionOperation } from '../../types.ts';
 import { asBuffer, capabilitiesOf, requestEtag, sqlIdentifier, ttlSeconds } from '../common.ts';
 import { EtagMismatchError, StateRequestError } from '../errors.ts';
 import type { QueryableStateStore, QueryResult, StateQuery } from '../query.ts';
 import { postgresConnectionConfig } from './connection.ts';
+import { METADATA } from './metadata.ts';
 import { querySql } from './query.ts';
 
 const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR', 'QUERY_API'];
@@ -35,17 +36,6 @@ interface Sql {
   delIfEtag: string;
   cleanup: string;
 }
-
-/** The fields as the reference declares them (its `timeoutInSeconds` and `cleanupIntervalInSeconds` are aliases there too). */
-export const METADATA = defineMetadata('state.postgresql', {
-  connectionString: { type: 'string', required: true, secret: true, aliases: ['url'], doc: 'e.g. postgres://user:pass@host:5432/db' },
-  tableName: { type: 'string', default: 'state' },
-  /** Bound on each query. */
-  timeout: { type: 'duration', default: 20_000, min: 1, aliases: ['timeoutInSeconds'] },
-  /** 0 or less: no sweep (expired rows are never returned anyway). */
-  cleanupInterval: { type: 'duration', default: 3_600_000, aliases: ['cleanupIntervalInSeconds'] },
-  maxConns: { type: 'integer', default: 10, min: 1 },
-});
 
 /** `table` or `schema.table`, each part a plain identifier; returned quoted. */
 export function qualifiedTable(name: string): { quoted: string; plain: string } {

@@ -10,9 +10,10 @@
  */
 import type { Redis, RedisOptions } from 'ioredis';
 import type { ComponentSpec, StateDeleteRequest, StateFeature, StateItem, StateSetRequest, StateStore, StateTransactionOperation } from '../../types.ts';
-import { decodeMetadata, defineMetadata, metadataFields, type Decoded } from '../../metadata/decode.ts';
-import { asBuffer, capabilitiesOf, MAX_TTL_SECONDS, requestEtag, ttlSeconds } from '../common.ts';
+import { decodeMetadata, type Decoded } from '../../metadata/decode.ts';
+import { asBuffer, capabilitiesOf, requestEtag, ttlSeconds } from '../common.ts';
 import { EtagMismatchError } from '../errors.ts';
+import { METADATA, type REDIS_CONNECTION } from './metadata.ts';
 import { WRITE } from './scripts.ts';
 
 const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR'];
@@ -32,23 +33,6 @@ export function parseRedisHost(text: string): { host: string; port: number } {
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`metadata redisHost "${text}" has an invalid port`);
   return { host: m[1], port };
 }
-
-/** The connection fields state.redis and pubsub.redis share, as the reference names them. */
-export const REDIS_CONNECTION = metadataFields({
-  redisHost: { type: 'string', required: true, doc: 'host:port, e.g. localhost:6379' },
-  redisUsername: { type: 'string' },
-  redisPassword: { type: 'string', secret: true },
-  redisDB: { type: 'integer', default: 0, min: 0 },
-  redisType: { type: 'enum', values: ['node', 'cluster'], default: 'node' },
-  enableTLS: { type: 'boolean', default: false },
-  failover: { type: 'boolean', default: false },
-});
-
-export const METADATA = defineMetadata('state.redis', {
-  ...REDIS_CONNECTION,
-  /** The TTL of a write whose request names none; 0 or -1: none. */
-  ttlInSeconds: { type: 'integer', min: -1, max: MAX_TTL_SECONDS },
-});
 
 export function redisOptions(md: Decoded<typeof REDIS_CONNECTION>): RedisOptions {
   if (md.redisType !== 'node') throw new Error(`metadata redisType "${md.redisType}" is not supported: only "node"`);

@@ -24,11 +24,12 @@ import { mkdirSync } from 'node:fs';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { dirname, resolve } from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
-import { decodeMetadata, defineMetadata } from '../../metadata/decode.ts';
+import { decodeMetadata } from '../../metadata/decode.ts';
 import type { ComponentSpec, StateFeature, StateItem, StateTransactionOperation } from '../../types.ts';
 import { SQL_ETAG_RULES, checkConcurrency, requestEtag, sqlIdentifier, ttlSeconds } from '../common.ts';
 import { runQuery, type QueryableStateStore, type QueryResult, type StateQuery } from '../query.ts';
 import { SyncStateStore } from '../sync-store.ts';
+import { METADATA } from './metadata.ts';
 
 const FEATURES: StateFeature[] = ['ETAG', 'TRANSACTIONAL', 'TTL', 'ACTOR', 'QUERY_API'];
 
@@ -44,14 +45,6 @@ interface Statements {
   cleanup: StatementSync;
   scan: StatementSync;
 }
-
-export const METADATA = defineMetadata('state.sqlite', {
-  connectionString: { type: 'string', required: true, aliases: ['url'], doc: 'a file path (e.g. ./data/state.db) or ":memory:"' },
-  tableName: { type: 'string', default: 'state' },
-  busyTimeout: { type: 'duration', default: 5000, min: 0 },
-  /** 0 or less: no sweep (expired rows are never returned anyway). */
-  cleanupInterval: { type: 'duration', default: 3_600_000, aliases: ['cleanupIntervalInSeconds'] },
-});
 
 /** Parses `connectionString` into what DatabaseSync opens. */
 export function sqlitePath(connectionString: string | undefined): string {
