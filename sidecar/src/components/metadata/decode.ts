@@ -15,7 +15,9 @@
  * - integer: decimal digits with an optional sign; enum: one of the values, any case; list:
  *   comma-separated, each item trimmed, empty items dropped;
  * - string: kept as written;
- * - keys nobody declared are left alone (a component reads or ignores them as before).
+ * - keys nobody declared are left alone (a component reads or ignores them as before);
+ * - rules across fields (`anyOf`: at least one of some fields is set) run after the required
+ *   check, before the values are decoded.
  *
  * Every problem is a MetadataError naming the field and the value (never a secret's value); the
  * registry adds the component's name when it fails to load.
@@ -96,10 +98,17 @@ type Always<F> = F extends { required: true } ? true : F extends { default: unkn
 /** The typed result of decoding fields F: unset fields without a default are undefined. */
 export type Decoded<F extends Fields> = { -readonly [K in keyof F]: Always<F[K]> extends true ? ValueOf<F[K]> : ValueOf<F[K]> | undefined };
 
+/**
+ * A rule across fields that a single field's `required` cannot say: given the metadata and the
+ * declared fields that are set, it throws a MetadataError when broken. The operator runs it too.
+ */
+export type MetadataRule = (md: Readonly<Record<string, string>>, present: ReadonlySet<string>) => void;
+
 export interface MetadataDeclaration<F extends Fields> {
   /** The component types that read these fields (`state.sqlite`). */
   readonly types: readonly string[];
   readonly fields: F;
+  readonly rules: readonly MetadataRule[];
 }
 
 /** Fields shared by several declarations, spread into each (literal types kept). */
@@ -107,9 +116,18 @@ export function metadataFields<const F extends Fields>(fields: F): F {
   return fields;
 }
 
-/** A component's metadata, declared once. */
-export function defineMetadata<const F extends Fields>(types: string | readonly string[], fields: F): MetadataDeclaration<F> {
-  return { types: typeof types === 'string' ? [types] : types, fields };
+/** A component's metadata, declared once, with its rules across fields. */
+export function defineMetadata<const F extends Fields>(types: string | readonly string[], fields: F, rules: readonly MetadataRule[] = []): MetadataDeclaration<F> {
+  return { types: typeof types === 'string' ? [types] : types, fields, rules };
+}
+
+/** The rule that at least one of `fields` is set: `set "a" or "b" (or both): why`. */
+export function anyOf(fields: readonly string[], why: string): MetadataRule {
+  const names = fields.map((f) => `"${f}"`);
+  const list = names.length > 2 ? `one of ${names.join(', ')}` : `${names.join(' or ')} (or both)`;
+  return (_md, present) => {
+    if (!fields.some((f) => present.has(f))) throw new MetadataError(fields[0], '', `set ${list}: ${why}`);
+  };
 }
 
 /** Decodes `md` by the declaration; throws MetadataError (missing required fields first, all named at once). */
@@ -117,6 +135,10 @@ export function decodeMetadata<F extends Fields>(decl: MetadataDeclaration<F>, m
   const raw = rawValues(decl, md);
   const missing = Object.entries(decl.fields).filter(([name, f]) => f.required && raw[name] === undefined).map(([name]) => name);
   if (missing.length) throw new MetadataError(missing[0], '', requiredMessage(missing, decl.fields));
+  if (decl.rules.length) {
+    const present = setFields(raw);
+    for (const rule of decl.rules) rule(md, present);
+  }
   const out: Record<string, unknown> = {};
   for (const [name, field] of Object.entries(decl.fields)) {
     const v = raw[name];
@@ -128,8 +150,38 @@ export function decodeMetadata<F extends Fields>(decl: MetadataDeclaration<F>, m
 
 /** The declared fields that are set (under any spelling or alias), without decoding them. */
 export function presentFields(decl: MetadataDeclaration<Fields>, md: Readonly<Record<string, string>>): Set<string> {
-  const raw = rawValues(decl, md);
+  return setFields(rawValues(decl, md));
+}
+
+function setFields(raw: Record<string, Found | undefined>): Set<string> {
   return new Set(Object.keys(raw).filter((k) => raw[k] !== undefined));
+}
+
+/**
+ * A text the field accepts: what stands for a value that cannot be read where the metadata is
+ * checked (the operator's stand-in for a `secretKeyRef`).
+ */
+export function acceptedText(field: Field): string {
+  switch (field.type) {
+    case 'string':
+      return 'x';
+    case 'boolean':
+      return 'false';
+    case 'integer':
+      return String(field.min ?? Math.min(0, field.max ?? 0));
+    case 'duration':
+      return `${field.min ?? Math.min(0, field.max ?? 0)}ms`;
+    case 'enum':
+      return field.values[0];
+    case 'list':
+      return field.values?.[0] ?? 'x';
+  }
+}
+
+/** The declared field that key `key` sets (its name or an alias, any case); undefined when none. */
+export function fieldOfKey(decl: MetadataDeclaration<Fields>, key: string): Field | undefined {
+  const l = key.toLowerCase();
+  return Object.entries(decl.fields).find(([name, f]) => [name, ...(f.aliases ?? [])].some((n) => n.toLowerCase() === l))?.[1];
 }
 
 /** A value as found: the key it was given under, and its text. */

@@ -76,9 +76,13 @@ const INPUT = metadataFields({
   armPollInterval: { type: 'duration', default: 2000, min: 10, max: 60_000 },
   jwksRefreshCooldown: { type: 'duration', default: 30_000, min: 0, max: 3_600_000 },
 });
-/** Every field; a direction's fields are decoded only when the binding serves it. */
-export const METADATA = defineMetadata(TYPES, { ...COMMON, ...OUTPUT, ...INPUT });
 const COMMON_ONLY = defineMetadata(TYPES, COMMON);
+/**
+ * Every field, and the rule that each direction served has its fields (`servedDirections`). The
+ * binding decodes a direction's fields only when it serves it; a check by this declaration (the
+ * operator's) decodes them all.
+ */
+export const METADATA = defineMetadata(TYPES, { ...COMMON, ...OUTPUT, ...INPUT }, [(md, present) => void servedDirections(md, present)]);
 const OUTPUT_ONLY = defineMetadata(TYPES, OUTPUT);
 const INPUT_ONLY = defineMetadata(TYPES, INPUT);
 
@@ -113,13 +117,9 @@ export interface ParseOptions {
 
 /** Parses and validates the component metadata. Throws MetadataError naming the field. */
 export function parseMetadata(raw: Record<string, string>, opts: ParseOptions): EventRouterMetadata {
-  const present = presentFields(METADATA, raw);
-  const has = (k: string) => present.has(k);
-  const directions = parseDirection(decodeMetadata(COMMON_ONLY, raw).direction, has);
-
+  const directions = servedDirections(raw, presentFields(METADATA, raw));
   const out: EventRouterMetadata = { directions };
   if (directions.has('output')) {
-    requireFields('output', OUTPUT_REQUIRED, has);
     const md = decodeMetadata(OUTPUT_ONLY, raw);
     out.output = {
       accessKey: md.accessKey!,
@@ -128,7 +128,6 @@ export function parseMetadata(raw: Record<string, string>, opts: ParseOptions): 
     };
   }
   if (directions.has('input')) {
-    requireFields('input', INPUT_REQUIRED, has);
     if (opts.nonStringKeys?.includes('handshakePort')) {
       throw new MetadataError('handshakePort', `must be passed as a quoted string in YAML (value: "${raw.handshakePort}"), not as a number`);
     }
@@ -179,6 +178,18 @@ export function defaultSubscriptionName(componentName: string): string {
   let n = componentName.replace(/[^A-Za-z0-9]/g, '').slice(0, 64);
   if (n.length < 3) n = `${n}sub`.slice(0, 64); // names of one or two characters would be rejected by the service
   return n;
+}
+
+/**
+ * The directions the binding serves (`direction`, else the side(s) whose fields are present), each
+ * with its required fields set; throws MetadataError naming the field.
+ */
+function servedDirections(raw: Readonly<Record<string, string>>, present: ReadonlySet<string>): Set<Direction> {
+  const has = (k: string) => present.has(k);
+  const directions = parseDirection(decodeMetadata(COMMON_ONLY, raw).direction, has);
+  if (directions.has('output')) requireFields('output', OUTPUT_REQUIRED, has);
+  if (directions.has('input')) requireFields('input', INPUT_REQUIRED, has);
+  return directions;
 }
 
 function parseDirection(value: ('input' | 'output')[] | undefined, has: (k: string) => boolean): Set<Direction> {

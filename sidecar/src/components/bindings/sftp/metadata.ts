@@ -4,7 +4,7 @@
  * Secret values (password, privateKey, privateKeyPassphrase) never appear in messages.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { decodeMetadata, defineMetadata } from '../../metadata/decode.ts';
+import { anyOf, decodeMetadata, defineMetadata } from '../../metadata/decode.ts';
 import { normalizeRoot } from './paths.ts';
 import { parseHostPublicKey, type HostKey } from './hostkeys.ts';
 
@@ -27,27 +27,29 @@ export interface SftpMetadata {
   hostKeys: HostKeyPolicy;
 }
 
-export const METADATA = defineMetadata('bindings.sftp', {
-  rootPath: { type: 'string', required: true, doc: 'the folder every operation stays within' },
-  address: { type: 'string', required: true, doc: 'host:port, e.g. sftp.example.com:22' },
-  username: { type: 'string', required: true },
-  password: { type: 'string', secret: true },
-  privateKey: { type: 'string', secret: true },
-  privateKeyPassphrase: { type: 'string', secret: true },
-  hostPublicKey: { type: 'string' },
-  knownHostsFile: { type: 'string' },
-  insecureIgnoreHostKey: { type: 'boolean', default: false },
-});
+export const METADATA = defineMetadata(
+  'bindings.sftp',
+  {
+    rootPath: { type: 'string', required: true, doc: 'the folder every operation stays within' },
+    address: { type: 'string', required: true, doc: 'host:port, e.g. sftp.example.com:22' },
+    username: { type: 'string', required: true },
+    password: { type: 'string', secret: true },
+    privateKey: { type: 'string', secret: true },
+    privateKeyPassphrase: { type: 'string', secret: true },
+    hostPublicKey: { type: 'string' },
+    knownHostsFile: { type: 'string' },
+    insecureIgnoreHostKey: { type: 'boolean', default: false },
+  },
+  [anyOf(['password', 'privateKey'], 'the binding needs a way to log in')],
+);
 
 /** Parses the component's metadata; throws an Error whose message names the field to fix. */
 export function parseMetadata(raw: Record<string, string>): SftpMetadata {
   const md = decodeMetadata(METADATA, raw);
   const { host, port } = parseAddress(md.address.trim());
+  // one of them is set (the declaration's rule)
   const password = md.password;
   const privateKey = readPrivateKey(md.privateKey);
-  if (password === undefined && privateKey === undefined) {
-    throw new Error('set "password" or "privateKey" (or both): the binding needs a way to log in');
-  }
 
   const hostPublicKey = md.hostPublicKey;
   const knownHostsFile = md.knownHostsFile;
