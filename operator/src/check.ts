@@ -1,24 +1,19 @@
 /**
  * What the operator checks on a Component beyond what the API server can: the type is a built-in
- * one (or a pluggable one), and the metadata each built-in type cannot do without is there.
+ * one (or a pluggable one), and its metadata decodes by the component's declaration
+ * (sidecar/src/components/metadata/declarations.ts) as the sidecar will decode it: required
+ * fields under any spelling or alias, each plain value by its field's type, the declaration's
+ * rules across fields, with the decoder's own message. A value the operator cannot read here
+ * (`secretKeyRef`, `envRef`, a `{env:…}`-style template) counts as set and is not decoded.
  * The CRD's own rules run again too, for objects stored before the CRD had them.
  */
 import { validateResource } from '../../crds/validate.ts';
-import type { ComponentObject } from '../../crds/types.ts';
+import type { ComponentObject, MetadataEntry } from '../../crds/types.ts';
 import { builtinCatalog, ComponentCatalog } from '../../sidecar/src/components/catalog.ts';
+import { acceptedText, decodeMetadata, fieldOfKey, MetadataError } from '../../sidecar/src/components/metadata/decode.ts';
+import { declarationsOf } from '../../sidecar/src/components/metadata/declarations.ts';
 import { isPluggableApi } from '../../sidecar/src/pluggable/apis.ts';
-
-/** Metadata a built-in type needs (one of each inner list). Kept beside the catalog's types. */
-const REQUIRED_METADATA: Record<string, string[][]> = {
-  'state.redis': [['redisHost']],
-  'state.postgresql': [['connectionString']],
-  'state.sqlite': [['connectionString']],
-  'secretstores.local.file': [['secretsFile']],
-  'bindings.sftp': [['rootPath'], ['address'], ['username'], ['password', 'privateKey']],
-  // Event Grid needs one side's fields: output (accessKey, topicEndpoint) or input (see its metadata.ts)
-  'bindings.azure.eventgrid': [['accessKey', 'cloudClientId']],
-  'bindings.cloud.eventrouter': [['accessKey', 'cloudClientId']],
-};
+import { hasTemplate } from '../../sidecar/src/resources/loader.ts';
 
 export interface Verdict {
   ready: boolean;
@@ -33,11 +28,8 @@ export function checkComponent(obj: ComponentObject): Verdict {
   if (rule) return { ready: false, reason: 'Invalid', message: `${rule.field}: ${rule.message}` };
   const type = obj.spec.type;
   const category = ComponentCatalog.categoryOf(type);
-  if (!builtins.includes(type)) {
-    if (isPluggableApi(category)) {
-      const socket = type.slice(category!.length + 1);
-      return { ready: true, reason: 'Pluggable', message: `not a built-in type: served by a pluggable component on socket "${socket}.sock" in the app's pod` };
-    }
+  const builtin = builtins.includes(type);
+  if (!builtin && !isPluggableApi(category)) {
     const known = builtins.filter((t) => t.startsWith(`${category}.`));
     return {
       ready: false,
@@ -45,11 +37,43 @@ export function checkComponent(obj: ComponentObject): Verdict {
       message: `spec.type: unknown type "${type}"; built-in types${category ? ` of ${category}` : ''}: ${(known.length ? known : builtins).join(', ')}`,
     };
   }
-  const have = new Set((obj.spec.metadata ?? []).map((m) => m.name));
-  for (const oneOf of REQUIRED_METADATA[type] ?? []) {
-    if (!oneOf.some((n) => have.has(n))) {
-      return { ready: false, reason: 'Invalid', message: `spec.metadata: ${type} needs ${oneOf.length > 1 ? `one of ${oneOf.join(', ')}` : `"${oneOf[0]}"`}` };
-    }
+  const problem = metadataProblem(type, obj.spec.metadata ?? []);
+  if (problem) return { ready: false, reason: 'Invalid', message: `spec.metadata: ${problem}` };
+  if (!builtin) {
+    const socket = type.slice(category!.length + 1);
+    return { ready: true, reason: 'Pluggable', message: `not a built-in type: served by a pluggable component on socket "${socket}.sock" in the app's pod` };
   }
   return { ready: true, reason: 'Valid', message: `${type} component is valid` };
+}
+
+/** A value as the sidecar's loader will have it, or undefined when only the sidecar can know it. */
+function plainValue(e: MetadataEntry): string | undefined {
+  if (e.secretKeyRef !== undefined || e.envRef !== undefined) return undefined;
+  const v: unknown = e.value;
+  const text = v === undefined || v === null ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v as string | number | boolean);
+  return hasTemplate(text) ? undefined : text;
+}
+
+/** The decoder's message for the first declaration `entries` break, undefined when none. */
+function metadataProblem(type: string, entries: readonly MetadataEntry[]): string | undefined {
+  const decls = declarationsOf(type);
+  if (!decls.length) return undefined;
+  // as the sidecar loads them: a later entry wins, and secret references are resolved last
+  const values = new Map<string, string | undefined>();
+  for (const e of entries) if (e.secretKeyRef === undefined) values.set(e.name, plainValue(e));
+  for (const e of entries) if (e.secretKeyRef !== undefined) values.set(e.name, undefined);
+  for (const decl of decls) {
+    const md: Record<string, string> = {};
+    for (const [key, v] of values) {
+      const field = v === undefined ? fieldOfKey(decl, key) : undefined;
+      md[key] = v ?? (field ? acceptedText(field) : 'x');
+    }
+    try {
+      decodeMetadata(decl, md);
+    } catch (e) {
+      if (e instanceof MetadataError) return e.message;
+      throw e;
+    }
+  }
+  return undefined;
 }

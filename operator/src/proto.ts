@@ -3,6 +3,12 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { protoLoader } from '../../sidecar/src/grpc/proto-libs.ts';
 
+/**
+ * Marks the metadata entries whose values came from Secrets, so the sidecar never logs them. Here,
+ * beside the wire types, so that the sidecar does not load the operator's checks for it.
+ */
+export const RESOLVED_SECRETS_ANNOTATION = 'rt.io/resolved-secrets';
+
 export interface WatchResourcesRequest {
   namespace: string;
   appId: string;

@@ -7,10 +7,7 @@ import { createHash } from 'node:crypto';
 import type * as k8s from '@kubernetes/client-node';
 import type { ComponentObject, HttpEndpointObject, MetadataEntry, RtResourceObject } from '../../crds/types.ts';
 import { checkComponent } from './check.ts';
-import type { WireResource, WireWithheld } from './proto.ts';
-
-/** Marks the metadata entries whose values came from Secrets, so the sidecar never logs them. */
-export const RESOLVED_SECRETS_ANNOTATION = 'rt.io/resolved-secrets';
+import { RESOLVED_SECRETS_ANNOTATION, type WireResource, type WireWithheld } from './proto.ts';
 
 export interface SnapshotInputs {
   objects(namespace: string): RtResourceObject[];

@@ -52,7 +52,7 @@ describe.skipIf(!available)('rt operator on a real kube-apiserver', () => {
     );
     await vi.waitFor(async () => expect(await ready(ns, 'good')).toMatchObject({ status: 'True', reason: 'Valid', observedGeneration: 1 }), { timeout: 15_000 });
     await vi.waitFor(async () => expect(await ready(ns, 'no-host')).toMatchObject({ status: 'False', reason: 'Invalid', observedGeneration: 1 }), { timeout: 15_000 });
-    expect((await ready(ns, 'no-host')).message).toMatch(/spec\.metadata: state\.redis needs "redisHost"/);
+    expect((await ready(ns, 'no-host')).message).toMatch(/spec\.metadata: metadata field "redisHost" is required/);
     await vi.waitFor(async () => expect(await ready(ns, 'unknown')).toMatchObject({ status: 'False', reason: 'Invalid' }), { timeout: 15_000 });
     expect((await ready(ns, 'unknown')).message).toMatch(/spec\.type: unknown type "lock\.nope"/);
     await vi.waitFor(async () => expect(await ready(ns, 'plug')).toMatchObject({ status: 'True', reason: 'Pluggable' }), { timeout: 15_000 });

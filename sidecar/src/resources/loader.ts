@@ -285,10 +285,17 @@ function parseComponent(
  * Templates in metadata values, as components of this ecosystem use them:
  * {uuid}, {appID}, {namespace}, {podName}, and {env:NAME} for an environment variable.
  */
+const TEMPLATE = /\{(uuid|appID|namespace|podName|env:([A-Za-z_][A-Za-z0-9_]*))\}/g;
+
+/** Whether a metadata value holds a template, so that what it means is known only in the sidecar. */
+export function hasTemplate(value: string): boolean {
+  return value.includes('{') && new RegExp(TEMPLATE.source).test(value);
+}
+
 function expandTemplates(value: string, opts: LoadOptions): string {
   if (!value.includes('{')) return value;
   const env = opts.env ?? process.env;
-  return value.replace(/\{(uuid|appID|namespace|podName|env:([A-Za-z_][A-Za-z0-9_]*))\}/g, (_all, what: string, envName?: string) => {
+  return value.replace(TEMPLATE, (_all, what: string, envName?: string) => {
     if (envName) return env[envName] ?? '';
     switch (what) {
       case 'uuid':

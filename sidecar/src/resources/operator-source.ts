@@ -7,8 +7,7 @@
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { operatorClient, type ResourceSnapshot } from '../../../operator/src/proto.ts';
-import { RESOLVED_SECRETS_ANNOTATION } from '../../../operator/src/snapshot.ts';
+import { operatorClient, RESOLVED_SECRETS_ANNOTATION, type ResourceSnapshot } from '../../../operator/src/proto.ts';
 import { Backoff } from '../util/backoff.ts';
 import type { IdentityManager } from '../identity/manager.ts';
 import { grpcClientCredentials } from '../identity/tls.ts';
