@@ -45,8 +45,9 @@ export function peerChannel<C extends grpc.Client>(Ctor: new (address: string, c
     creds = grpcClientCredentials(identity, { checkServerIdentity: expectPeer({ trustDomain: identity.id.trustDomain, namespace: t.namespace, appId: t.appId }) });
     byApp.set(key, creds);
   }
-  // the TLS server name is not an address (RFC 6066) and is not what is checked: the SPIFFE ID is
-  return new Ctor(address, creds, { ...PEER_CHANNEL_OPTIONS, 'grpc.ssl_target_name_override': 'rt-internal' });
+  // the TLS server name is not an address (RFC 6066) and is not what is checked: the SPIFFE ID is.
+  // Connections of its own: a channel made after a renewal must not share the old one's connection
+  return new Ctor(address, creds, { ...PEER_CHANNEL_OPTIONS, 'grpc.ssl_target_name_override': 'rt-internal', 'grpc.use_local_subchannel_pool': 1 });
 }
 
 /** gRPC channels, one per address (and with mTLS per app meant), kept for the sidecar's life. */
@@ -55,8 +56,19 @@ export class Channels {
   private readonly identity?: IdentityManager;
 
   /** `identity`: channels to other sidecars are mutual TLS (not those to this sidecar's own app). */
+  private stopRotation?: () => void;
+
   constructor(identity?: IdentityManager) {
     this.identity = identity;
+    // after a renewal, channels to other sidecars are replaced: calls under way finish on the old
+    // ones (grpc-js closes a channel once its calls have ended), new calls connect with the new certificate
+    this.stopRotation = identity?.onRotate(() => {
+      for (const [key, c] of this.clients) {
+        if (!key.includes('#')) continue;
+        this.clients.delete(key);
+        c.close();
+      }
+    });
   }
 
   /** A channel to another sidecar serving `t`, or with no target to this sidecar's own app (plaintext). */
@@ -79,6 +91,7 @@ export class Channels {
   }
 
   close(): void {
+    this.stopRotation?.();
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
   }

@@ -50,7 +50,9 @@ const POOL = { connections: 256, pipelining: 1, keepAliveTimeout: 30_000, maxHea
  * mutual TLS (`identity`), the pool of a target also belongs to the app meant: its connections
  * present this sidecar's certificate and take the peer only if its certificate names that app
  * (namespace and app id, in this trust domain). A connection is made with the certificate in force;
- * after a renewal new ones present the new certificate while kept-alive ones go on.
+ * after a renewal the pools are retired: calls under way finish on their connections, new calls
+ * get new pools and connections that present the new certificate (so no connection outlives the
+ * certificate it was made with by more than one renewal).
  */
 export class HttpTransport {
   private readonly agent = new Agent(POOL);
@@ -58,8 +60,16 @@ export class HttpTransport {
   private readonly pools = new Map<string, Pool>();
   private readonly identity?: IdentityManager;
 
+  private stopRotation?: () => void;
+
   constructor(identity?: IdentityManager) {
     this.identity = identity;
+    this.stopRotation = identity?.onRotate(() => {
+      const retired = [...this.pools.values()];
+      this.pools.clear();
+      // close() lets the requests under way finish, then ends the connections
+      for (const pool of retired) void pool.close().catch(() => undefined);
+    });
   }
 
   private dispatcher(t: AppTarget, address: string): { d: Dispatcher; origin: string } {
@@ -127,6 +137,7 @@ export class HttpTransport {
   }
 
   async close(): Promise<void> {
+    this.stopRotation?.();
     await Promise.all([this.agent, ...this.pools.values()].map((d) => d.close().catch(() => undefined)));
     this.pools.clear();
   }

@@ -57,6 +57,7 @@ export class Invoker {
   private readonly caller: Caller;
   private readonly http?: HttpTransport;
   private readonly identity?: IdentityManager;
+  private readonly stopRotation?: () => void;
 
   /** `identity`: mutual TLS toward the other sidecars, each checked to be the app meant. */
   constructor(resolver: Resolver, caller: Caller, transport: 'http1' | 'grpc' = 'http1', identity?: IdentityManager) {
@@ -64,6 +65,12 @@ export class Invoker {
     this.caller = caller;
     this.identity = identity;
     if (transport === 'http1') this.http = new HttpTransport(identity);
+    // after a renewal new streams go over new connections with the new certificate; calls under way finish
+    this.stopRotation = identity?.onRotate(() => {
+      const retired = [...this.clients.values()];
+      this.clients.clear();
+      for (const c of retired) c.close();
+    });
   }
 
   async invoke(t: AppTarget, c: InvokeCall): Promise<InvokeAnswer> {
@@ -155,6 +162,7 @@ export class Invoker {
   }
 
   async close(): Promise<void> {
+    this.stopRotation?.();
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
     await this.http?.close();
