@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freePort } from '../../test/services/net.ts';
 import { runRt, until, type RtProcess } from '../rt-process.ts';
 
@@ -45,7 +45,8 @@ describe('jobs through rt run (real CLI)', () => {
       const firedAt = Date.now();
       expect(firedAt).toBeGreaterThanOrEqual(due.getTime());
       expect(fired(run.out(), 'greet')).toEqual(['[app] job greet fired with data {"hello":"from rt","n":42}']);
-      await new Promise((r) => setTimeout(r, 1000));
+      // done (acked, nothing stored to fire): it cannot fire again
+      await vi.waitFor(async () => expect((await fetch(`${base}/v1.0-alpha1/jobs/greet`)).status).toBe(500), { timeout: 10_000, interval: 50 });
       expect(fired(run.out(), 'greet')).toHaveLength(1);
 
       // a job that comes due while rt run is stopped fires after the next start

@@ -3,7 +3,7 @@
  * wait for its component containers' sockets instead of racing them. The component is the
  * repo's example pluggable state store, as a real process started after the sidecar.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import pino from 'pino';
 import { parseSidecarArgs } from '../../cli/options.ts';
 import { waitForSockets } from '../../sidecar/src/pluggable/wait.ts';
@@ -28,10 +28,18 @@ describe('--wait-for-sockets', () => {
 
   it('a sidecar started before its component waits for the socket and then loads it', async () => {
     dirs = tempDirs();
-    // initTimeout alone (1 s) would fail the start: the component comes up later than that
     writeComponents(dirs.resources, [{ name: 'store', type: 'state.memstore', initTimeout: '1s' }]);
-    const started = sidecarFor(dirs, 'waiter', { waitForSockets: ['memstore'] });
-    await new Promise((r) => setTimeout(r, 1500)); // the component container starting late, on purpose
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    const started = sidecarFor(dirs, 'waiter', { waitForSockets: ['memstore'], logger });
+    let settled = false;
+    void started.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    // the component container starting late, on purpose: only once the sidecar looked and waits for it
+    await vi.waitFor(() => expect(lines.some((l) => l.includes('waiting for pluggable component sockets: memstore'))).toBe(true), { timeout: 10_000, interval: 20 });
+    expect(settled).toBe(false);
     example = await startExample(dirs.sockets, 'memstore');
     sidecar = await started;
     const base = `http://127.0.0.1:${sidecar.httpPort}`;

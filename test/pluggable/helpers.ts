@@ -75,7 +75,7 @@ export function sidecarFor(dirs: TempDirs, appId = 'pluggable-test', extra: Part
     dataDir: dirs.data,
     componentsSocketsFolder: dirs.sockets,
     resourcesPaths: [dirs.resources],
-    logger: pino({ level: 'silent' }),
+    logger: extra.logger ?? pino({ level: 'silent' }),
   });
 }
 

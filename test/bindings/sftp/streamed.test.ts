@@ -106,7 +106,8 @@ describe.skipIf(!sshdAvailable)('bindings.sftp streamed create (real sshd)', () 
     req.on('error', () => undefined);
     req.write(head);
     for (let i = 0; i < 16; i++) req.write(Buffer.alloc(256 * 1024, 0x41));
-    await new Promise((r) => setTimeout(r, 300));
+    // mid-upload: its temporary file is on the server
+    await expect.poll(async () => (await tree(s.root)).filter((f) => f.includes('rt-upload')), { timeout: 10_000, interval: 20 }).not.toEqual([]);
     req.destroy();
     await expect.poll(async () => (await tree(s.root)).filter((f) => f.includes('rt-upload')), { timeout: 5000 }).toEqual([]);
     const res = await post(`{"operation":"create","data":"QUJD","metadata":{"fileName":"after.txt"}}`);
