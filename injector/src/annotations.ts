@@ -160,6 +160,7 @@ export const ANNOTATIONS = {
   socketsFolder: def(['pluggable-components-sockets-folder'], absPath, '/tmp/rt-components-sockets', 'socket folder shared by the sidecar and the component containers'),
   nativeSidecar: opt(['native-sidecar'], bool, 'run the sidecar and the components as native sidecars (default: the injector\'s --native-sidecar)'),
   mtls: opt(['mtls'], bool, 'read only to warn: mutual TLS is the platform\'s choice (the injector\'s --mtls), a pod can neither turn it off nor on'),
+  podCertificate: opt(['pod-certificate'], bool, 'false: the sidecar asks the issuer for its certificate even where the kubelet could get it (PodCertificateRequest); both paths give the same identity'),
 } as const;
 
 type Table = typeof ANNOTATIONS;

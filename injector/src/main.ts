@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import type { KubeConfig as KubeConfigType } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
 import { ComponentInformer, groupServed, MergedComponents, StaticComponents, type ComponentLister } from './components.ts';
@@ -32,6 +33,10 @@ options:
                                 pod's rt.io/mtls cannot change it
   --trust-domain TD             SPIFFE trust domain given to sidecars (default cluster.local)
   --identity-issuer-address A   where sidecars ask for their certificate (default: --control-plane-address)
+  --pod-certificates auto|true|false
+                                with --mtls: the kubelet gets each sidecar its certificate through a
+                                podCertificate volume (PodCertificateRequest, signer rt.io/workload);
+                                auto (default): where the cluster serves that API
   --trust-anchors-file F        the workload trust bundle (PEM roots; required with --mtls true): sidecars
                                 read it from RT_TRUST_ANCHORS_FILE, and RT_SCHEDULER_TLS_CA_FILE points
                                 at it (the scheduler's serving certificate comes from the same CA)
@@ -50,6 +55,8 @@ export interface InjectorProcessOptions {
   kubeconfig?: string;
   settings: InjectorSettings;
   logLevel: string;
+  /** With identity: whether the kubelet gets sidecars their certificates (PodCertificateRequest); auto = where the cluster serves the API. */
+  podCertificates?: 'auto' | 'true' | 'false';
 }
 
 export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): InjectorProcessOptions | 'help' {
@@ -72,6 +79,7 @@ export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = proce
         'trust-domain': { type: 'string' },
         'identity-issuer-address': { type: 'string' },
         'trust-anchors-file': { type: 'string' },
+        'pod-certificates': { type: 'string' },
         'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -108,6 +116,8 @@ export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = proce
     if (problem) throw new InjectorUsageError(`--trust-domain: ${problem}`);
     identity = { trustDomain, issuerAddress: s('identity-issuer-address', 'RT_IDENTITY_ISSUER_ADDRESS') ?? controlPlaneAddress, trustAnchorsPem };
   }
+  const podCertificates = s('pod-certificates', 'RT_POD_CERTIFICATES') ?? 'auto';
+  if (!['auto', 'true', 'false'].includes(podCertificates)) throw new InjectorUsageError(`--pod-certificates must be auto, true or false, got "${podCertificates}"`);
   return {
     port,
     listenAddress: s('listen-address', 'RT_INJECTOR_LISTEN_ADDRESS') ?? '0.0.0.0',
@@ -115,6 +125,7 @@ export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = proce
     keyFile,
     kubeconfig: s('kubeconfig', 'KUBECONFIG'),
     logLevel,
+    podCertificates: podCertificates as InjectorProcessOptions['podCertificates'],
     settings: {
       sidecarImage: s('sidecar-image', 'RT_SIDECAR_IMAGE') ?? 'rt:latest',
       controlPlaneAddress,
@@ -132,6 +143,13 @@ function readPem(flag: string, file: string): string {
   } catch (e) {
     throw new InjectorUsageError(`--${flag} ${file}: ${(e as Error).message}`);
   }
+}
+
+/** Whether the API server serves certificates.k8s.io/v1beta1 podcertificaterequests (beta in 1.35, off by default). */
+async function podCertificatesServed(kc: KubeConfigType): Promise<boolean> {
+  const k8s = await import('@kubernetes/client-node');
+  const list = await kc.makeApiClient(k8s.CertificatesV1beta1Api).getAPIResources();
+  return list.resources.some((r) => r.name === 'podcertificaterequests');
 }
 
 export interface RunningInjector {
@@ -153,6 +171,11 @@ export async function startInjector(o: InjectorProcessOptions, log: Logger = cre
     // dapr.io Components, as the operator serves them, where their CRD is installed
     if (await groupServed(kc, 'dapr.io').catch(() => false)) informers.push(new ComponentInformer(kc, log, 'dapr.io'));
     components = new MergedComponents(informers);
+    const identity = o.settings.identity;
+    if (identity && o.podCertificates !== 'false') {
+      identity.podCertificates = o.podCertificates === 'true' || (await podCertificatesServed(kc).catch(() => false));
+      log.info({ podCertificates: identity.podCertificates }, identity.podCertificates ? 'sidecars get their certificates from the kubelet (PodCertificateRequest, signer rt.io/workload)' : 'the cluster does not serve PodCertificateRequests: sidecars ask the issuer for their certificates');
+    }
     // not awaited: /healthz answers 503 until the first lists arrived, and the webhook call of
     // a pod asking for component containers fails until then (its failurePolicy decides)
     for (const i of informers) void i.start();

@@ -7,7 +7,7 @@ import { injectionRequested, parseAnnotations, PREFIX } from './annotations.ts';
 import type { ComponentLister } from './components.ts';
 import { injectedComponents, prepareComponentContainer, type ComponentContainer } from './pluggable.ts';
 import { addEnv, alreadyInjected, defaultAppId, podShapeError, type Container, type Pod } from './pod.ts';
-import { appEnv, CA_ANNOTATION, IDENTITY_ENV, sidecarContainer, SOCKETS_VOLUME, TOKEN_AUDIENCE, TOKEN_VOLUME, TRUST_ANCHORS_ANNOTATION } from './sidecar-container.ts';
+import { appEnv, CA_ANNOTATION, IDENTITY_ENV, POD_CERTIFICATE_FILE, POD_CERTIFICATE_PATH, WORKLOAD_SIGNER, sidecarContainer, SOCKETS_VOLUME, TOKEN_AUDIENCE, TOKEN_VOLUME, TRUST_ANCHORS_ANNOTATION } from './sidecar-container.ts';
 
 export interface InjectorSettings {
   sidecarImage: string;
@@ -27,7 +27,19 @@ export interface InjectorSettings {
    * sidecar gets mutual TLS, the issuer's address and the trust anchors (PEM roots), the latter
    * as the operator's CA is given (pod annotation `rt.io/trust-anchors` → downward API).
    */
-  identity?: { trustDomain: string; issuerAddress: string; trustAnchorsPem: string };
+  identity?: {
+    trustDomain: string;
+    issuerAddress: string;
+    trustAnchorsPem: string;
+    /**
+     * The cluster serves PodCertificateRequests (decided at the injector's start): the kubelet
+     * gets each sidecar its certificate through a projected podCertificate volume (signer
+     * rt.io/workload), unless the pod says `rt.io/pod-certificate: "false"`.
+     */
+    podCertificates?: boolean;
+    /** maxExpirationSeconds of the projected podCertificate (≥ 3600; the API server's floor). */
+    podCertificateSeconds?: number;
+  };
 }
 
 export type MutateResult =
@@ -57,6 +69,9 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
   if (!identity && config.mtls === true) warnings.push(`${PREFIX}mtls: "true" has no effect: this cluster's injector runs without --mtls (the chart's identity.enabled)`);
   const lockedEnv = identity ? config.env.filter((e) => IDENTITY_ENV.includes(e.name)).map((e) => e.name) : [];
   if (lockedEnv.length) warnings.push(`${PREFIX}env: ${lockedEnv.join(', ')} ignored: the identity settings come from the platform`);
+
+  const podCertificate = !!identity?.podCertificates && config.podCertificate !== false;
+  if (config.podCertificate === true && identity && !identity.podCertificates) warnings.push(`${PREFIX}pod-certificate: "true" has no effect: this cluster does not serve PodCertificateRequests, so the sidecar asks the issuer`);
 
   const out = structuredClone(pod);
   const spec = out.spec;
@@ -99,7 +114,7 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
     controlPlaneAddress: settings.controlPlaneAddress,
     schedulerAddress: settings.schedulerAddress,
     operatorCa: settings.operatorCaPem !== undefined,
-    identity: identity && { trustDomain: identity.trustDomain, issuerAddress: identity.issuerAddress },
+    identity: identity && { trustDomain: identity.trustDomain, issuerAddress: identity.issuerAddress, podCertificate: podCertificate ? POD_CERTIFICATE_FILE : undefined },
     native,
     sockets: pluggable.length ? { folder, names: [...new Set(pluggable.flatMap((p) => p.sockets))] } : undefined,
   });
@@ -128,6 +143,10 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
         { serviceAccountToken: { audience: TOKEN_AUDIENCE, expirationSeconds: TOKEN_SECONDS, path: 'token' } },
         ...(settings.operatorCaPem ? [{ downwardAPI: { items: [{ path: 'ca.crt', fieldRef: { fieldPath: `metadata.annotations['${CA_ANNOTATION}']` } }] } }] : []),
         ...(identity ? [{ downwardAPI: { items: [{ path: 'trust-anchors.pem', fieldRef: { fieldPath: `metadata.annotations['${TRUST_ANCHORS_ANNOTATION}']` } }] } }] : []),
+        // the kubelet makes the key, gets it signed by rt.io/workload and rotates it; the pod does not start without it
+        ...(podCertificate
+          ? [{ podCertificate: { signerName: WORKLOAD_SIGNER, keyType: 'ECDSAP256', maxExpirationSeconds: identity!.podCertificateSeconds ?? 86_400, credentialBundlePath: POD_CERTIFICATE_PATH } }]
+          : []),
       ],
     },
   });

@@ -17,6 +17,11 @@ export const TOKEN_AUDIENCE = 'rt.io/operator';
 export const TRUST_ANCHORS_FILE = `${TOKEN_DIR}/trust-anchors.pem`;
 export const TRUST_ANCHORS_ANNOTATION = 'rt.io/trust-anchors';
 export const TOKEN_VOLUME = 'rt-identity-token';
+/** The kubelet's credential bundle (key, then chain) in the same volume, where PodCertificateRequests are served. */
+export const POD_CERTIFICATE_PATH = 'workload-credentials.pem';
+export const POD_CERTIFICATE_FILE = `${TOKEN_DIR}/${POD_CERTIFICATE_PATH}`;
+/** The signer name the operator signs PodCertificateRequests for. */
+export const WORKLOAD_SIGNER = 'rt.io/workload';
 export const SOCKETS_VOLUME = 'rt-components-sockets';
 export const HEALTH_PATH = '/v1.0/healthz';
 
@@ -30,7 +35,7 @@ export interface SidecarSettings {
   /** The pod carries the operator's CA: the sidecar reads it from CA_FILE. */
   operatorCa: boolean;
   /** Workload identity and mutual TLS (the pod carries the trust anchors: TRUST_ANCHORS_FILE). */
-  identity?: { trustDomain: string; issuerAddress: string };
+  identity?: { trustDomain: string; issuerAddress: string; /** the kubelet's credential bundle, when it gets the certificate */ podCertificate?: string };
   native: boolean;
   /** Socket folder and the sockets to wait for, when the pod has pluggable components. */
   sockets?: { folder: string; names: string[] };
@@ -71,7 +76,7 @@ export function sidecarContainer(s: SidecarSettings): Container {
   if (s.sockets) env.push({ name: 'RT_COMPONENTS_SOCKETS_FOLDER', value: s.sockets.folder });
   // the user's env annotation wins over ours for the same name
   // except the identity settings: mutual TLS is the platform's, not the pod's, to turn off
-  const user = new Map(c.env.filter((e) => !locked.some((l) => l.name === e.name)).map((e) => [e.name, e]));
+  const user = new Map(c.env.filter((e) => !(s.identity && IDENTITY_ENV.includes(e.name)) && !locked.some((l) => l.name === e.name)).map((e) => [e.name, e]));
   const allEnv = [...env.filter((e) => !user.has(e.name)), ...user.values()];
 
   const volumeMounts = [{ name: TOKEN_VOLUME, mountPath: TOKEN_DIR, readOnly: true }];
@@ -125,13 +130,14 @@ function identityEnv(s: SidecarSettings): EnvVar[] {
     { name: 'RT_TRUST_DOMAIN', value: s.identity.trustDomain },
     { name: 'RT_IDENTITY_ISSUER_ADDRESS', value: s.identity.issuerAddress },
     { name: 'RT_TRUST_ANCHORS_FILE', value: TRUST_ANCHORS_FILE },
+    ...(s.identity.podCertificate ? [{ name: 'RT_IDENTITY_CREDENTIAL_BUNDLE_FILE', value: s.identity.podCertificate }] : []),
   ];
   if (s.schedulerAddress) env.push({ name: 'RT_SCHEDULER_TLS_CA_FILE', value: TRUST_ANCHORS_FILE });
   return env;
 }
 
 /** The env names the pod's rt.io/env annotation cannot override when mutual TLS is on. */
-export const IDENTITY_ENV = ['RT_MTLS_ENABLED', 'RT_TRUST_DOMAIN', 'RT_IDENTITY_ISSUER_ADDRESS', 'RT_TRUST_ANCHORS_FILE', 'RT_SCHEDULER_TLS_CA_FILE'];
+export const IDENTITY_ENV = ['RT_MTLS_ENABLED', 'RT_TRUST_DOMAIN', 'RT_IDENTITY_ISSUER_ADDRESS', 'RT_TRUST_ANCHORS_FILE', 'RT_SCHEDULER_TLS_CA_FILE', 'RT_IDENTITY_CREDENTIAL_BUNDLE_FILE'];
 
 /** Env a container gets to reach the sidecar (app containers), as both RT_* and DAPR_* names. */
 export function appEnv(c: SidecarConfig): EnvVar[] {

@@ -88,6 +88,11 @@ export class CertificateIssuer {
     return { raw, settings: { trustDomain: this.opts.trustDomain, ca: { certPem: cert, keyPem: key }, trustBundlePem: bundle, ttlMs: this.opts.ttlMs } };
   }
 
+  /** The CA and settings in force (PodCertificateRequests are signed with the same). */
+  get settings(): IssuerSettings {
+    return this.current();
+  }
+
   /** The settings, read again when the files changed (a Secret's files swap through a symlink). */
   private current(): IssuerSettings {
     const now = Date.now();

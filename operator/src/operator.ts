@@ -20,6 +20,7 @@ import { certificateWorkload } from '../../sidecar/src/identity/spiffe.ts';
 import { operatorService, type ResourceSnapshot, type WatchResourcesRequest } from './proto.ts';
 import { loadInCluster, loadKubeconfig } from './kube/config.ts';
 import { LeaderElector } from './leader.ts';
+import { PCR_API, PodCertificateSigner } from './pod-certificates.ts';
 import { ApiError, KubeClient, NotLeaderError } from './kube/client.ts';
 import { WorkQueue } from './queue.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, ServiceReconciler } from './services.ts';
@@ -79,6 +80,8 @@ export class Operator {
   private readonly identity: IdentityChecker;
   /** The workload-certificate issuer, when the CA files are given. */
   readonly issuer: CertificateIssuer | undefined;
+  /** The rt.io/workload signer of PodCertificateRequests, when the issuer is on and the cluster serves them. */
+  private podCertificates: PodCertificateSigner | undefined;
   private readonly watchdog: Watchdog;
   private readonly subscribers = new Set<Subscriber>();
   private readonly dirtyNamespaces = new Set<string>();
@@ -144,11 +147,33 @@ export class Operator {
     this.server = new grpc.Server();
     this.server.addService(operatorService(), { WatchResources: (call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>) => void this.serve(call) });
     if (this.issuer) this.server.addService(caService(), this.issuer.implementation());
+    await this.startPodCertificates();
     const port = await new Promise<number>((resolve, reject) =>
       this.server!.bindAsync(`${this.opts.listenAddress ?? '0.0.0.0'}:${this.opts.grpcPort}`, this.credentials(), (err, p) => (err ? reject(err) : resolve(p))),
     );
     this.log.info({ grpcPort: port, tls: !!this.opts.tlsCertFile, issuer: !!this.issuer, clientCertificates: !!this.opts.clientTrustBundleFile }, `rt operator ready: serving sidecars on port ${port}`);
     return port;
+  }
+
+  /**
+   * With the issuer on a cluster that serves PodCertificateRequests: sign those for rt.io/workload
+   * with the same CA (the leader writes their status). Not awaited for its first list: pods wait
+   * for their certificates, sidecars' other requests do not wait for this.
+   */
+  private async startPodCertificates(): Promise<void> {
+    const issuer = this.issuer;
+    if (!issuer) return;
+    const served = await this.client.get(`${PCR_API}/podcertificaterequests`, { limit: 1 }).then(
+      () => true,
+      () => false,
+    );
+    if (!served) {
+      this.log.info('the cluster does not serve PodCertificateRequests (certificates.k8s.io/v1beta1): sidecars ask the issuer for their certificates');
+      return;
+    }
+    this.podCertificates = new PodCertificateSigner({ client: this.writer, log: this.log, issuer: () => issuer.settings });
+    this.podCertificates.start();
+    this.log.info('signing PodCertificateRequests for rt.io/workload');
   }
 
   /** Whether this replica holds the leader Lease (writes status, Events, deletions and Services). */
@@ -171,6 +196,7 @@ export class Operator {
     this.queue.stop();
     this.serviceReconciler.stop();
     this.watchdog.stop();
+    await this.podCertificates?.stop();
     await this.elector.stop();
     clearTimeout(this.flushTimer);
     await Promise.all([...this.kinds.values(), this.secrets.watched, this.pods, this.services].map((w) => w.stop().catch(() => undefined)));
@@ -227,6 +253,7 @@ export class Operator {
     for (const c of this.kinds.get(`${GROUP}/Component`)!.list()) this.queue.add(`${c.metadata.namespace}/${c.metadata.name}`);
     for (const p of this.pods.list()) void this.watchdog.observe(p);
     this.serviceReconciler.resync();
+    this.podCertificates?.resync();
   }
 
   /** Level-triggered and idempotent: reads the cached object, writes status only when it differs. */

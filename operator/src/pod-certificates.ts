@@ -18,7 +18,7 @@ import type { IssuerSettings } from '../../sidecar/src/identity/issue.ts';
 import { spiffeUri, workloadIdProblem, type WorkloadId } from '../../sidecar/src/identity/spiffe.ts';
 import { CsrError, issueWorkloadCertificate, spkiPublicKey } from '../../sidecar/src/identity/x509.ts';
 import { APP_ID_ANNOTATION } from './identity.ts';
-import { ApiError, isNotFound, type KubeClient } from './kube/client.ts';
+import { ApiError, isNotFound, NotLeaderError, type KubeClient } from './kube/client.ts';
 import { Backoff } from '../../sidecar/src/util/backoff.ts';
 import { Watched } from './watched.ts';
 
@@ -155,11 +155,16 @@ export class PodCertificateSigner {
     return this.watched.whenSynced();
   }
 
-  stop(): void {
+  /** Every request not settled yet is looked at again (this replica became the leader). */
+  resync(): void {
+    for (const pcr of this.watched.list()) void this.settle(pcr);
+  }
+
+  async stop(): Promise<void> {
     this.stopped = true;
-    this.watched.stop();
     for (const r of this.retries.values()) clearTimeout(r.timer);
     this.retries.clear();
+    await this.watched.stop().catch(() => undefined);
   }
 
   private async settle(pcr: PodCertificateRequest): Promise<void> {
@@ -181,8 +186,9 @@ export class PodCertificateSigner {
       else this.o.log.warn({ pcr: key, reason: d.reason }, `pod certificate ${d.kind.toLowerCase()}: ${d.message}`);
       this.retries.delete(key);
     } catch (e) {
-      // a conflict means a newer version is on its way through the watch, which settles it then
-      if (e instanceof ApiError && e.code === 409) return;
+      // a conflict means a newer version is on its way through the watch, which settles it then;
+      // a replica that is not the leader leaves it to the leader (resync() when it becomes one)
+      if ((e instanceof ApiError && e.code === 409) || e instanceof NotLeaderError) return;
       const retry = this.retries.get(key) ?? { backoff: new Backoff({ initialMs: 500, maxMs: 30_000, jitter: 0.2 }) };
       this.retries.set(key, retry);
       const delay = retry.backoff.next();

@@ -2,9 +2,15 @@
  * The kubelet's credential bundle (PodCertificateRequest path): key first, then the chain; read
  * as one, refused with a clear error when it is not a matching pair naming a workload.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import fc from 'fast-check';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { CredentialBundleError, parseCredentialBundle } from '../../sidecar/src/identity/credential-bundle.ts';
+import { CredentialBundleError, CredentialBundleSource, parseCredentialBundle } from '../../sidecar/src/identity/credential-bundle.ts';
+import { IdentityManager } from '../../sidecar/src/identity/manager.ts';
+import { ManualClock } from '../../sidecar/src/util/clock.ts';
 import { issueFor } from '../../sidecar/src/identity/issue.ts';
 import { createCsr, createRootCa, newWorkloadKey } from '../../sidecar/src/identity/x509.ts';
 
@@ -46,5 +52,44 @@ describe('credential bundles', () => {
         expect(e).toBeInstanceOf(CredentialBundleError);
       }
     }));
+  });
+});
+
+describe('the kubelet as the identity manager\'s source', () => {
+  it('takes key and certificate from the bundle, the roots from the anchors file, and announces the kubelet\'s rotation once it lands', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rt-bundle-'));
+    try {
+      const first = await issued('checkout');
+      const file = join(dir, 'workload-credentials.pem');
+      const anchors = join(dir, 'trust-anchors.pem');
+      writeFileSync(file, `${first.keyPem}${first.certPem}`);
+      writeFileSync(anchors, first.caPem);
+      const clock = new ManualClock(Date.now());
+      const m = new IdentityManager({ id: { trustDomain: 'cluster.local', namespace: 'shop', appId: 'checkout' }, signer: new CredentialBundleSource(file, anchors), log: pino({ level: 'silent' }), clock, jitter: 0 });
+      const rotations: string[] = [];
+      m.onRotate((s) => rotations.push(s.certPem));
+      await m.start();
+      expect(m.current?.keyPem).toBe(parseCredentialBundle(`${first.keyPem}${first.certPem}`).keyPem);
+      expect(m.bundlePem).toContain(first.caPem.trim());
+      // renewal due, the kubelet not done yet: the same file, nothing announced, looked at again soon
+      await clock.advance(0.75 * 3_600_000);
+      expect(rotations).toHaveLength(1);
+      expect(m.problem()).toBeUndefined();
+      const second = await issued('checkout');
+      writeFileSync(file, `${second.keyPem}${second.certPem}`);
+      writeFileSync(anchors, `${first.caPem}${second.caPem}`);
+      await clock.advance(10_000);
+      expect(rotations).toHaveLength(2);
+      expect(m.current?.certPem).toContain(second.certPem.trim());
+      expect(m.bundlePem).toContain(second.caPem.trim());
+      // a bundle for another app is refused, and the current certificate stays
+      const other = await issued('payments');
+      writeFileSync(file, `${other.keyPem}${other.certPem}`);
+      await clock.advance(0.75 * 3_600_000);
+      expect(rotations).toHaveLength(2);
+      m.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -180,6 +180,25 @@ describe('injector: the sidecar container', () => {
     expect(off.metadata?.annotations?.['rt.io/trust-anchors']).toBeUndefined();
   });
 
+  it('where the cluster serves PodCertificateRequests, projects a podCertificate for rt.io/workload into the sidecar\'s volume and points it at the bundle; rt.io/pod-certificate "false" keeps the issuer path', () => {
+    const base = { trustDomain: 'cluster.local', issuerAddress: 'op:6500', trustAnchorsPem: '-----BEGIN CERTIFICATE-----\nr\n-----END CERTIFICATE-----\n' };
+    const podCertificateOf = (p: ReturnType<typeof admit>['pod']) =>
+      (p.spec.volumes?.find((v) => v.name === 'rt-identity-token')?.projected?.sources ?? []).map((x) => (x as { podCertificate?: unknown }).podCertificate).filter(Boolean);
+    const a = admit(pod(), { settings: { identity: { ...base, podCertificates: true } } });
+    expect(podCertificateOf(a.pod)).toEqual([{ signerName: 'rt.io/workload', keyType: 'ECDSAP256', maxExpirationSeconds: 86400, credentialBundlePath: 'workload-credentials.pem' }]);
+    expect(envOf(sidecarOf(a.pod), 'RT_IDENTITY_CREDENTIAL_BUNDLE_FILE')?.value).toBe('/var/run/secrets/rt.io/workload-credentials.pem');
+    const optedOut = admit(pod({ 'rt.io/pod-certificate': 'false' }), { settings: { identity: { ...base, podCertificates: true } } });
+    expect(podCertificateOf(optedOut.pod)).toEqual([]);
+    expect(envOf(sidecarOf(optedOut.pod), 'RT_IDENTITY_CREDENTIAL_BUNDLE_FILE')).toBeUndefined();
+    // not served: the issuer path, and a pod that asks for the kubelet's is told why not
+    const notServed = admit(pod({ 'rt.io/pod-certificate': 'true' }), { settings: { identity: base } });
+    expect(podCertificateOf(notServed.pod)).toEqual([]);
+    expect(notServed.warnings.join('\n')).toMatch(/pod-certificate: "true" has no effect/);
+    // a pod cannot point the sidecar at a bundle of its own
+    const forged = admit(pod({ 'rt.io/env': 'RT_IDENTITY_CREDENTIAL_BUNDLE_FILE=/tmp/mine.pem' }), { settings: { identity: base } });
+    expect(envOf(sidecarOf(forged.pod), 'RT_IDENTITY_CREDENTIAL_BUNDLE_FILE')).toBeUndefined();
+  });
+
   it('lets a pod neither turn mutual TLS off (rt.io/mtls, rt.io/env) when the platform turned it on, nor on when it did not; each with a warning', () => {
     const identity = { trustDomain: 'cluster.local', issuerAddress: 'op:6500', trustAnchorsPem: '-----BEGIN CERTIFICATE-----\nr\n-----END CERTIFICATE-----\n' };
     const a = admit(pod({ 'rt.io/mtls': 'false', 'rt.io/env': 'RT_MTLS_ENABLED=false,RT_TRUST_ANCHORS_FILE=/tmp/mine.pem,OTHER=1' }), { settings: { identity } });

@@ -49,7 +49,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  signer?.stop();
+  await signer?.stop();
   client?.close();
   await kube?.stop();
 });

@@ -7,7 +7,8 @@
  */
 import { createPrivateKey, createPublicKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { certificateWorkload, type WorkloadId } from './spiffe.ts';
+import type { SignedCertificate, Signer } from './manager.ts';
+import { certificateWorkload, sameWorkload, spiffeUri, type WorkloadId } from './spiffe.ts';
 
 export interface CredentialBundle {
   id: WorkloadId;
@@ -56,4 +57,32 @@ export function readCredentialBundle(path: string): CredentialBundle {
     throw new CredentialBundleError(`the credential bundle ${path} cannot be read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   return parseCredentialBundle(text);
+}
+
+/**
+ * The kubelet as a certificate source for the identity manager: it holds the key, so there is no
+ * CSR; each load reads the bundle and the trust anchors again (both files may change under the
+ * sidecar: the kubelet rotates the one, a root rotation updates the other).
+ */
+export class CredentialBundleSource implements Signer {
+  readonly description: string;
+  private readonly path: string;
+  private readonly anchorsFile: string | undefined;
+
+  constructor(path: string, anchorsFile?: string) {
+    this.path = path;
+    this.anchorsFile = anchorsFile;
+    this.description = `kubelet's pod certificate ${path}`;
+  }
+
+  sign(): Promise<SignedCertificate> {
+    return Promise.reject(new Error('the kubelet signs this pod\'s certificate; there is nothing to send a CSR to'));
+  }
+
+  async load(id: WorkloadId): Promise<SignedCertificate & { keyPem: string }> {
+    const b = readCredentialBundle(this.path);
+    if (!sameWorkload(b.id, id)) throw new CredentialBundleError(`the pod certificate names ${spiffeUri(b.id)}, not ${spiffeUri(id)}`);
+    const anchors = this.anchorsFile ? readFileSync(this.anchorsFile, 'utf8') : '';
+    return { keyPem: b.keyPem, certPem: b.certPem, notAfter: new Date(b.notAfter), trustChainPems: anchors ? [anchors] : [] };
+  }
 }

@@ -7,7 +7,7 @@
  * Every new certificate is announced (`onRotate`), so TLS servers swap their secure context and
  * new client connections present the new certificate while established ones go on.
  */
-import { X509Certificate } from 'node:crypto';
+import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Backoff, type BackoffPolicy } from '../util/backoff.ts';
 import { SYSTEM_CLOCK, type Clock, type Timer } from '../util/clock.ts';
@@ -26,8 +26,17 @@ export interface Signer {
   /** Named in logs and in /v1.0/healthz (e.g. `identity issuer at rt-operator:6500`). */
   readonly description: string;
   sign(csrPem: string, id: WorkloadId): Promise<SignedCertificate>;
+  /**
+   * A source that holds the key itself (the kubelet's credential bundle): the manager makes no key
+   * and no CSR, and takes key and certificate as they are. The same certificate as the one in
+   * force means "not renewed yet": looked at again a little later, without a warning.
+   */
+  load?(id: WorkloadId): Promise<SignedCertificate & { keyPem: string }>;
   close?(): void;
 }
+
+/** How often a source that renews by itself (the kubelet) is looked at again once its renewal is due. */
+const RELOAD_POLL_MS = 10_000;
 
 /** The identity in force: what node:tls takes (key, cert, ca) and who it names. */
 export interface Svid {
@@ -138,6 +147,11 @@ export class IdentityManager {
     try {
       const svid = await this.request();
       if (this.closed) return;
+      if (this.svid && svid.certPem === this.svid.certPem) {
+        // a source that renews by itself has not yet: look again soon, well before the end
+        this.schedule(Math.min(RELOAD_POLL_MS, Math.max(this.backoff.policy.initialMs, (this.svid.notAfter - this.clock.now()) / 4)));
+        return;
+      }
       const renewed = this.svid !== undefined;
       this.svid = svid;
       this.lastError = undefined;
@@ -185,9 +199,17 @@ export class IdentityManager {
   }
 
   private async request(): Promise<Svid> {
-    const key = newWorkloadKey();
-    const csr = await createCsr(key, this.id);
-    const signed = await this.o.signer.sign(csr, this.id);
+    let key: { keyPem: string; key: KeyObject };
+    let signed: SignedCertificate;
+    if (this.o.signer.load) {
+      const loaded = await this.o.signer.load(this.id);
+      key = { keyPem: loaded.keyPem, key: createPrivateKey(loaded.keyPem) };
+      signed = loaded;
+      if (this.svid?.certPem === signed.certPem) return { ...this.svid };
+    } else {
+      key = newWorkloadKey();
+      signed = await this.o.signer.sign(await createCsr(key, this.id), this.id);
+    }
     const receivedAt = this.clock.now();
     // what came back must name this workload and carry this key: anything else would fail every handshake later
     const leaf = new X509Certificate(signed.certPem);

@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import type { SidecarOptions } from '../options.ts';
 import { rtHome } from '../invoke/registry/local.ts';
 import { IdentityManager, type Signer } from './manager.ts';
+import { CredentialBundleSource } from './credential-bundle.ts';
 import { GrpcSigner, LocalSigner } from './signers.ts';
 import { workloadIdProblem } from './spiffe.ts';
 import { createRootCa, type SigningCa } from './x509.ts';
@@ -27,7 +28,11 @@ export async function startIdentity(o: SidecarOptions, log: Logger, env: NodeJS.
   if (!m) return undefined;
   const trustDomain = m.trustDomain || DEFAULT_TRUST_DOMAIN;
   let signer: Signer;
-  if (m.issuerAddress) {
+  // where the cluster serves PodCertificateRequests, the kubelet holds the key and rotates the certificate
+  const bundleFile = env.RT_IDENTITY_CREDENTIAL_BUNDLE_FILE;
+  if (bundleFile) {
+    signer = new CredentialBundleSource(bundleFile, m.trustAnchorsFile);
+  } else if (m.issuerAddress) {
     signer = new GrpcSigner({
       address: m.issuerAddress,
       // read at start: a CA file that cannot be read stops the sidecar with the path in the message
