@@ -27,6 +27,27 @@ import { relayTcp } from '../../test/services/net.ts';
 import { redisTarget, type RedisTarget } from '../../test/services/redis.ts';
 import { startSshd, sshdUnavailable, type SshdServer } from '../../test/services/sshd.ts';
 import { CHART, chartValues, startUserCluster, type UserCluster } from './cluster.ts';
+import * as grpc from '@grpc/grpc-js';
+import { request as httpsRequest } from 'node:https';
+import { connect as tlsConnect } from 'node:tls';
+import { schedulerService } from '../../scheduler/src/grpc/proto.ts';
+import { issueFor } from '../../sidecar/src/identity/issue.ts';
+import { certificateWorkload } from '../../sidecar/src/identity/spiffe.ts';
+import { createCsr, newWorkloadKey } from '../../sidecar/src/identity/x509.ts';
+
+/** One HTTP/1.1 call to a sidecar's internal port over TLS, with the given client certificate (or none) and head. */
+function internalCall(to: { host: string; port: number }, tls: { key?: string; cert?: string; ca: string }, headers: Record<string, string>) {
+  return new Promise<{ status?: number; body?: string; error?: string }>((resolve) => {
+    const req = httpsRequest({ ...to, path: '/whoami', method: 'GET', headers, agent: false, ...tls, checkServerIdentity: () => undefined, timeout: 10_000 }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    });
+    req.on('error', (e) => resolve({ error: e.message }));
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.end();
+  });
+}
 
 const onUserCluster = !!process.env.RT_E2E_KUBECONFIG;
 const why = onUserCluster ? undefined : (kubeNodeUnavailable() ?? (dockerMissing() || undefined) ?? sshdUnavailable());
@@ -82,7 +103,7 @@ const apply = (obj: unknown) => ok(cluster!.kubectl(['apply', '-f', '-'], { inpu
 
 interface Pod {
   metadata: { name: string; uid: string; annotations?: Record<string, string> };
-  spec: { initContainers?: Array<{ name: string }>; containers: Array<{ name: string }> };
+  spec: { initContainers?: Array<{ name: string }>; containers: Array<{ name: string }>; volumes?: Array<{ name: string; projected?: { sources: Array<{ podCertificate?: { signerName: string } }> } }> };
   status?: {
     phase?: string;
     podIP?: string;
@@ -152,7 +173,7 @@ process.on('SIGTERM', () => process.exit(0));
 setInterval(() => {}, 1 << 30);`;
 
 /** An annotated pod as a user writes it: the app's id and port, nothing about the sidecar's ports. */
-function podTemplate(appId: string, opts: { exit?: boolean; outName: string }) {
+function podTemplate(appId: string, opts: { exit?: boolean; outName: string; annotations?: Record<string, string> }) {
   return {
     metadata: {
       labels: { app: appId },
@@ -161,6 +182,7 @@ function podTemplate(appId: string, opts: { exit?: boolean; outName: string }) {
         'rt.io/app-id': appId,
         'rt.io/app-port': '3000',
         'rt.io/inject-pluggable-components': 'true',
+        ...opts.annotations,
       },
     },
     spec: {
@@ -269,7 +291,7 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
 
   it('4b. a second app: the two invoke each other by app id through their headless Services, publish to each other over Redis, and kubectl logs shows the sidecar\'s start', { timeout: 300_000 }, async () => {
     const c = cluster!;
-    await apply({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'stock', namespace: NS }, spec: { replicas: 1, selector: { matchLabels: { app: 'stock' } }, template: podTemplate('stock', { outName: 'stock' }) } });
+    await apply({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'stock', namespace: NS }, spec: { replicas: 1, selector: { matchLabels: { app: 'stock' } }, template: podTemplate('stock', { outName: 'stock', annotations: { 'rt.io/pod-certificate': 'false' } }) } });
     const stock = await readyPod('stock');
     expect(stock.status?.podIP).not.toBe(appPod.status?.podIP);
     // each sidecar finds the other app by its id: <app-id>-rt.shop.svc.cluster.local, the operator's headless Service
@@ -298,6 +320,74 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
     // kubectl logs reaches the kubelet on the node's address
     const logs = await ok(c.kubectl(['logs', '-n', NS, stock.metadata.name, '-c', 'rt-sidecar']), 'kubectl logs');
     expect(logs).toMatch(/rt sidecar ready/);
+  });
+
+  it('4c. workload identity: the sidecars hold certificates of the identity CA; an internal port refuses plain TCP, a client without a certificate and a forged caller; the scheduler refuses a client without a certificate and another app\'s jobs', { timeout: 300_000 }, async () => {
+    const c = cluster!;
+    const stock = await readyPod('stock');
+    const secret = JSON.parse(await ok(c.kubectl(['get', 'secret', 'rt-identity-ca', '-n', SYSTEM, '-o', 'json']), 'get identity CA')) as { data: Record<string, string> };
+    const pem = (k: string) => Buffer.from(secret.data[k], 'base64').toString();
+    const ca = { certPem: pem('tls.crt'), keyPem: pem('tls.key') };
+    const bundle = pem('ca.crt');
+    // a certificate for checkout as the issuer would sign it: the peer a compromised pod of checkout would be
+    const asApp = async (appId: string) => {
+      const key = newWorkloadKey();
+      const csrPem = await createCsr(key, { trustDomain: 'cluster.local', namespace: NS, appId });
+      const issued = await issueFor({ trustDomain: 'cluster.local', ca, trustBundlePem: bundle, ttlMs: 600_000 }, { namespace: NS, appId }, { id: appId, namespace: NS, trustDomain: 'cluster.local', csrPem });
+      return { key: key.keyPem, cert: issued.certPem };
+    };
+    // both ways to a certificate: checkout's from the kubelet (PodCertificateRequest, signer rt.io/workload; the
+    // project's cluster serves that beta API), stock's from the operator's issuer (rt.io/pod-certificate "false")
+    const projected = (p: Pod) => (p.spec.volumes ?? []).flatMap((v) => v.projected?.sources ?? []).map((x) => x.podCertificate?.signerName).filter(Boolean);
+    expect(projected(appPod)).toEqual(['rt.io/workload']);
+    expect(projected(stock)).toEqual([]);
+    const pcrs = JSON.parse(await ok(c.kubectl(['get', 'podcertificaterequests.v1beta1.certificates.k8s.io', '-n', NS, '-o', 'json']), 'get podcertificaterequests')) as { items: Array<{ spec: { podName: string }; status?: { conditions?: Array<{ type: string; message: string }> } }> };
+    const ofCheckout = pcrs.items.filter((r) => r.spec.podName === appPod.metadata.name);
+    expect(ofCheckout.length).toBeGreaterThan(0);
+    expect(ofCheckout[0].status?.conditions).toEqual([expect.objectContaining({ type: 'Issued', message: `signed spiffe://cluster.local/ns/${NS}/checkout` })]);
+    expect(pcrs.items.filter((r) => r.spec.podName === stock.metadata.name)).toEqual([]);
+    const checkout = await asApp('checkout');
+    const internal = { host: stock.status!.podIP!, port: 50002 };
+    // the sidecar's own certificate, as its internal port presents it: stock, of this namespace
+    const peer = await new Promise<ReturnType<typeof certificateWorkload>>((resolve, reject) => {
+      const s = tlsConnect({ ...internal, ...checkout, ca: bundle, checkServerIdentity: () => undefined }, () => {
+        resolve(certificateWorkload(s.getPeerCertificate()));
+        s.end();
+      });
+      s.on('error', reject);
+    });
+    expect(peer).toEqual({ trustDomain: 'cluster.local', namespace: NS, appId: 'stock' });
+    // plain HTTP to the internal port gets no answer; TLS without a client certificate fails the handshake
+    const plain = await fetch(`http://${internal.host}:${internal.port}/whoami`, { signal: AbortSignal.timeout(5000) }).then((r) => `HTTP ${r.status}`, (e: Error) => e.name);
+    expect(plain).not.toMatch(/^HTTP/);
+    const anonymous = await internalCall(internal, { ca: bundle }, { 'rt-invoke-target': 'stock' });
+    expect(anonymous.error, JSON.stringify(anonymous)).toBeDefined();
+    // checkout's certificate with a caller head that says otherwise: refused; its own head: answered
+    const forged = await internalCall(internal, { ...checkout, ca: bundle }, { 'rt-invoke-target': 'stock', 'rt-invoke-caller-app-id': 'admin', 'rt-invoke-caller-namespace': NS });
+    expect(forged.status, JSON.stringify(forged)).toBe(403);
+    expect(forged.body).toMatch(/spiffe:\/\/cluster\.local\/ns\/shop\/checkout/);
+    const honest = await internalCall(internal, { ...checkout, ca: bundle }, { 'rt-invoke-target': 'stock', 'rt-invoke-caller-app-id': 'checkout', 'rt-invoke-caller-namespace': NS });
+    expect(honest.status, JSON.stringify(honest)).toBe(200);
+    expect(JSON.parse(honest.body!)).toMatchObject({ me: 'stock', caller: 'checkout' });
+
+    // the scheduler: mutual TLS, each client limited to its certificate's app
+    const sched = (await pods(SYSTEM, 'app.kubernetes.io/component=scheduler'))[0];
+    const address = `${sched.status!.podIP}:50006`;
+    const target = { 'grpc.ssl_target_name_override': `rt-scheduler-0.rt-scheduler.${SYSTEM}.svc.cluster.local` };
+    const Scheduler = schedulerService();
+    const list = (creds: grpc.ChannelCredentials, req: object) =>
+      new Promise<grpc.ServiceError | null>((resolve) => {
+        const client = new Scheduler(address, creds, target) as unknown as grpc.Client & { ListJobs(r: object, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null) => void): void };
+        client.ListJobs(req, { deadline: Date.now() + 10_000 }, (e) => {
+          client.close();
+          resolve(e);
+        });
+      });
+    expect((await list(grpc.credentials.createSsl(Buffer.from(bundle)), { namespace: NS, appId: 'checkout' }))?.code).toBe(grpc.status.UNAVAILABLE);
+    expect((await list(grpc.credentials.createInsecure(), { namespace: NS, appId: 'checkout' }))?.code).toBe(grpc.status.UNAVAILABLE);
+    const asCheckout = grpc.credentials.createSsl(Buffer.from(bundle), Buffer.from(checkout.key), Buffer.from(checkout.cert));
+    expect(await list(asCheckout, { namespace: NS, appId: 'checkout' })).toBeNull();
+    expect((await list(asCheckout, { namespace: NS, appId: 'stock' }))?.code).toBe(grpc.status.PERMISSION_DENIED);
   });
 
   it('5. a changed Component reaches the running sidecar within a second; a deleted one leaves it; a fixed one is hot-loaded', { timeout: 300_000 }, async () => {

@@ -16,7 +16,7 @@ import type * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { IssuerSettings } from '../../sidecar/src/identity/issue.ts';
 import { spiffeUri, workloadIdProblem, type WorkloadId } from '../../sidecar/src/identity/spiffe.ts';
-import { CsrError, issueWorkloadCertificate, spkiPublicKey } from '../../sidecar/src/identity/x509.ts';
+import { CsrError, issueWorkloadCertificate, spkiPublicKey, splitPemBundle } from '../../sidecar/src/identity/x509.ts';
 import { APP_ID_ANNOTATION } from './identity.ts';
 import { ApiError, isNotFound, NotLeaderError, type KubeClient } from './kube/client.ts';
 import { Backoff } from '../../sidecar/src/util/backoff.ts';
@@ -103,7 +103,11 @@ export async function decide(pcr: PodCertificateRequest, pod: k8s.V1Pod | undefi
   const lifeMs = notAfter.getTime() - notBefore.getTime();
   if (lifeMs < HOUR_S * 1000) return { kind: 'Failed', reason: 'CaExpiresSoon', message: `the signing CA expires at ${notAfter.toISOString()}, within the hour a certificate must at least live` };
   const refresh = Math.min(Math.max(notBefore.getTime() + lifeMs * REFRESH_AT, notBefore.getTime() + REFRESH_MARGIN_MS), notAfter.getTime() - REFRESH_MARGIN_MS);
-  return { kind: 'Issued', id, certificateChain: certPem, notBefore, notAfter, beginRefreshAt: new Date(Math.floor(refresh / 1000) * 1000) };
+  // the trust bundle's roots ride behind the leaf: the kubelet writes them into the pod's credential
+  // bundle, so a pod on this path follows a root rotation at each refresh, as issuer-path pods do
+  // at each renewal (the sidecar takes self-signed certificates there as roots, never presents them)
+  const certificateChain = [certPem, ...splitPemBundle(issuer.trustBundlePem)].map((p) => (p.endsWith('\n') ? p : `${p}\n`)).join('');
+  return { kind: 'Issued', id, certificateChain, notBefore, notAfter, beginRefreshAt: new Date(Math.floor(refresh / 1000) * 1000) };
 }
 
 const rfc3339 = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');

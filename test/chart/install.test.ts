@@ -35,7 +35,7 @@ async function ok(r: Promise<{ code: number; stdout: string; stderr: string }>, 
 /** What the release made that outlives nothing: its TLS Secrets and the webhook's CA bundle. */
 async function certificates(k: KubeCluster): Promise<{ secrets: Record<string, Record<string, string>>; caBundle: string }> {
   const secrets: Record<string, Record<string, string>> = {};
-  for (const name of ['rt-ca', 'rt-injector-tls', 'rt-operator-tls']) {
+  for (const name of ['rt-ca', 'rt-injector-tls', 'rt-operator-tls', 'rt-identity-ca', 'rt-scheduler-tls']) {
     secrets[name] = (JSON.parse(await ok(k.kubectl(['get', 'secret', name, '-n', NS, '-o', 'json']), `get secret ${name}`)) as { data: Record<string, string> }).data;
   }
   const webhook = JSON.parse(await ok(k.kubectl(['get', 'mutatingwebhookconfiguration', 'rt-injector', '-o', 'json']), 'get webhook')) as { webhooks: Array<{ clientConfig: { caBundle: string } }> };

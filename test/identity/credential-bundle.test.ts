@@ -29,6 +29,9 @@ describe('credential bundles', () => {
     expect(b.id).toEqual({ trustDomain: 'cluster.local', namespace: 'shop', appId: 'checkout' });
     expect(b.keyPem).toBe(w.keyPem.endsWith('\n') ? w.keyPem : `${w.keyPem}\n`);
     expect(b.certPem).toContain(w.certPem.trim());
+    // the self-signed root behind the chain is a root to trust, not part of what is presented
+    expect(b.certPem).not.toContain(w.caPem.trim());
+    expect(b.rootsPem.map((r) => r.trim())).toEqual([w.caPem.trim()]);
     expect(b.notAfter - b.notBefore).toBeGreaterThan(3_600_000);
   });
 
@@ -75,9 +78,9 @@ describe('the kubelet as the identity manager\'s source', () => {
       await clock.advance(0.75 * 3_600_000);
       expect(rotations).toHaveLength(1);
       expect(m.problem()).toBeUndefined();
+      // the kubelet's refresh: the signer's roots ride behind the chain (a root rotation reaches the pod with it)
       const second = await issued('checkout');
-      writeFileSync(file, `${second.keyPem}${second.certPem}`);
-      writeFileSync(anchors, `${first.caPem}${second.caPem}`);
+      writeFileSync(file, `${second.keyPem}${second.certPem}${first.caPem}${second.caPem}`);
       await clock.advance(10_000);
       expect(rotations).toHaveLength(2);
       expect(m.current?.certPem).toContain(second.certPem.trim());

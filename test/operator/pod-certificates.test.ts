@@ -111,6 +111,8 @@ describe.skipIf(!available)('the rt.io/workload PodCertificateRequest signer (re
     expect(certificateWorkload(cert)).toEqual({ trustDomain: 'cluster.local', namespace: NS, appId: 'checkout' });
     expect(cert.publicKey.export({ type: 'spki', format: 'der' })).toEqual(createPublicKey(key).export({ type: 'spki', format: 'der' }));
     expect(cert.verify(new X509Certificate(issuer.ca.certPem).publicKey)).toBe(true);
+    // the trust bundle rides behind the leaf, for the pod to follow a root rotation
+    expect(status.certificateChain!.trim().endsWith(issuer.trustBundlePem.trim())).toBe(true);
     const life = new Date(status.notAfter!).getTime() - new Date(status.notBefore!).getTime();
     expect(life).toBe(24 * HOUR);
     expect(new Date(status.beginRefreshAt!).getTime() - new Date(status.notBefore!).getTime()).toBeCloseTo(0.7 * life, -4);

@@ -13,8 +13,10 @@ import { certificateWorkload, sameWorkload, spiffeUri, type WorkloadId } from '.
 export interface CredentialBundle {
   id: WorkloadId;
   keyPem: string;
-  /** Leaf first, then any intermediates. */
+  /** Leaf first, then any intermediates: what the sidecar presents. */
   certPem: string;
+  /** Self-signed certificates of the chain: the roots the signer trusts (rt.io/workload puts its trust bundle there). */
+  rootsPem: string[];
   notBefore: number;
   notAfter: number;
 }
@@ -46,7 +48,17 @@ export function parseCredentialBundle(text: string): CredentialBundle {
   if (!spki(createPublicKey(key)).equals(spki(leaf.publicKey))) throw new CredentialBundleError("the bundle's certificate is not for its key");
   const id = certificateWorkload(leaf);
   if (!id) throw new CredentialBundleError(`the bundle's certificate names no workload (subjectAltName ${leaf.subjectAltName ?? 'none'})`);
-  return { id, keyPem: first.pem, certPem: rest.map((b) => b.pem).join(''), notBefore: Date.parse(leaf.validFrom), notAfter: Date.parse(leaf.validTo) };
+  const selfSigned = (pem: string) => {
+    try {
+      const c = new X509Certificate(pem);
+      return c.subject === c.issuer && c.verify(c.publicKey);
+    } catch {
+      return false;
+    }
+  };
+  const chain = rest.slice(1).filter((b) => !selfSigned(b.pem));
+  const roots = rest.slice(1).filter((b) => selfSigned(b.pem));
+  return { id, keyPem: first.pem, certPem: [rest[0], ...chain].map((b) => b.pem).join(''), rootsPem: roots.map((b) => b.pem), notBefore: Date.parse(leaf.validFrom), notAfter: Date.parse(leaf.validTo) };
 }
 
 export function readCredentialBundle(path: string): CredentialBundle {
@@ -61,8 +73,8 @@ export function readCredentialBundle(path: string): CredentialBundle {
 
 /**
  * The kubelet as a certificate source for the identity manager: it holds the key, so there is no
- * CSR; each load reads the bundle and the trust anchors again (both files may change under the
- * sidecar: the kubelet rotates the one, a root rotation updates the other).
+ * CSR; each load reads the bundle again (the kubelet rotates it). The roots to trust are the
+ * self-signed certificates the signer put behind the chain, else the pod's trust anchors file.
  */
 export class CredentialBundleSource implements Signer {
   readonly description: string;
@@ -82,7 +94,8 @@ export class CredentialBundleSource implements Signer {
   async load(id: WorkloadId): Promise<SignedCertificate & { keyPem: string }> {
     const b = readCredentialBundle(this.path);
     if (!sameWorkload(b.id, id)) throw new CredentialBundleError(`the pod certificate names ${spiffeUri(b.id)}, not ${spiffeUri(id)}`);
-    const anchors = this.anchorsFile ? readFileSync(this.anchorsFile, 'utf8') : '';
-    return { keyPem: b.keyPem, certPem: b.certPem, notAfter: new Date(b.notAfter), trustChainPems: anchors ? [anchors] : [] };
+    // the roots the signer sent with the chain (they follow a root rotation), else the pod's anchors
+    const anchors = b.rootsPem.length ? b.rootsPem : this.anchorsFile ? [readFileSync(this.anchorsFile, 'utf8')] : [];
+    return { keyPem: b.keyPem, certPem: b.certPem, notAfter: new Date(b.notAfter), trustChainPems: anchors };
   }
 }
