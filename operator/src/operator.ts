@@ -15,7 +15,7 @@ import { checkComponent } from './check.ts';
 import { type Caller, IdentityChecker, IdentityError } from './identity.ts';
 import { CertificateIssuer, DEFAULT_TRUST_DOMAIN, type IssuerOptions } from './issuer.ts';
 import { caService } from '../../sidecar/src/identity/proto.ts';
-import { ReloadingServerCredentials, verifiedPeerCertificate } from '../../sidecar/src/identity/server-credentials.ts';
+import { reloadingServerCredentials, verifiedPeerCertificate } from '../../sidecar/src/identity/server-credentials.ts';
 import { certificateWorkload } from '../../sidecar/src/identity/spiffe.ts';
 import { operatorService, type ResourceSnapshot, type WatchResourcesRequest } from './proto.ts';
 import { loadInCluster, loadKubeconfig } from './kube/config.ts';
@@ -215,7 +215,7 @@ export class Operator {
     }
     // a client certificate is asked for, not required: sidecars without one send their token;
     // the files are read again when they change (a renewed serving certificate, a root rotation)
-    return new ReloadingServerCredentials(
+    return reloadingServerCredentials(
       { certFile: tlsCertFile, keyFile: tlsKeyFile, caFile: clientTrustBundleFile },
       { clientCertificate: clientTrustBundleFile ? 'request' : 'none', log: this.log },
     );

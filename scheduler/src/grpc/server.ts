@@ -3,7 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { SchedulerEngine } from '../engine.ts';
 import { tokenMatches } from '../../../sidecar/src/http/auth.ts';
-import { ReloadingServerCredentials, verifiedPeerCertificate, type TlsSource } from '../../../sidecar/src/identity/server-credentials.ts';
+import { reloadingServerCredentials, verifiedPeerCertificate, type TlsSource } from '../../../sidecar/src/identity/server-credentials.ts';
 import { certificateWorkload, spiffeUri, type WorkloadId } from '../../../sidecar/src/identity/spiffe.ts';
 import { invalid, type Target } from '../types.ts';
 import { TOKEN_METADATA, fromPbJob, schedulerService, toKey, toPbRecord, toPbTrigger, toServiceError, type PbJob, type PbKey } from './proto.ts';
@@ -191,7 +191,7 @@ export async function startSchedulerServer(engine: SchedulerEngine, opts: Schedu
   if (mtls && !opts.tls) throw new Error('a client certificate can only be required over TLS');
   server.addService(schedulerService().service, schedulerImplementation(engine, opts.log, () => address, opts.token, mtls));
   const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
-  const credentials = opts.tls ? new ReloadingServerCredentials(opts.tls, { clientCertificate: mtls ? 'require' : 'none', log: opts.log }) : grpc.ServerCredentials.createInsecure();
+  const credentials = opts.tls ? reloadingServerCredentials(opts.tls, { clientCertificate: mtls ? 'require' : 'none', log: opts.log }) : grpc.ServerCredentials.createInsecure();
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${host}:${opts.port}`, credentials, (err, p) => (err ? reject(err) : resolve(p))),
   );

@@ -50,66 +50,87 @@ function context(m: TlsMaterial): SecureContextOptions {
   return { cert: m.cert, key: m.key, ...(m.ca ? { ca: m.ca } : {}) };
 }
 
-export class ReloadingServerCredentials extends grpc.ServerCredentials {
-  private readonly source: TlsSource;
-  private readonly pollMs: number;
-  private readonly log: Logger | undefined;
-  private current: TlsMaterial;
-  private timer: NodeJS.Timeout | undefined;
-  private bound = 0;
-
-  /** Reads the material now: a missing or unreadable file fails here, not at the first client. */
-  constructor(source: TlsSource, opts: ReloadingCredentialsOptions) {
-    const material = read(source);
-    if (opts.clientCertificate !== 'none' && !material.ca) throw new Error('a client certificate can only be checked against a CA (trust bundle)');
-    super(
-      {
-        requestCert: opts.clientCertificate !== 'none',
-        rejectUnauthorized: opts.clientCertificate === 'require',
-        minVersion: 'TLSv1.2',
-      },
-      context(material),
-    );
-    this.source = source;
-    this.current = material;
-    this.pollMs = opts.pollMs ?? 5000;
-    this.log = opts.log;
-  }
-
+/** Server credentials that read their files again when they change (see the head of this file). */
+export interface ReloadingServerCredentials extends grpc.ServerCredentials {
   /** Compares the files with what is served; a change becomes the secure context of every bound port. */
-  reload(): boolean {
-    if ('cert' in this.source) return false;
-    let next: TlsMaterial;
-    try {
-      next = read(this.source);
-    } catch (e) {
-      // mid-swap or removed: keep serving what was read last
-      this.log?.warn(`TLS files cannot be read, serving the previous ones: ${(e as Error).message}`);
-      return false;
+  reload(): boolean;
+}
+
+type ReloadingCtor = new (source: TlsSource, opts: ReloadingCredentialsOptions) => ReloadingServerCredentials;
+let Reloading: ReloadingCtor | undefined;
+
+/**
+ * Made at the first call: a class that extends grpc-js's would read grpc-js when this module
+ * loads, and the sidecar bundles this module (its embedded scheduler) without serving gRPC at
+ * start (grpc-js loads on first use: images/bundle.ts).
+ */
+export function reloadingServerCredentials(source: TlsSource, opts: ReloadingCredentialsOptions): ReloadingServerCredentials {
+  Reloading ??= reloadingClass();
+  return new Reloading(source, opts);
+}
+
+function reloadingClass(): ReloadingCtor {
+  return class Reloading extends grpc.ServerCredentials {
+    private readonly source: TlsSource;
+    private readonly pollMs: number;
+    private readonly log: Logger | undefined;
+    private current: TlsMaterial;
+    private timer: NodeJS.Timeout | undefined;
+    private bound = 0;
+
+    /** Reads the material now: a missing or unreadable file fails here, not at the first client. */
+    constructor(source: TlsSource, opts: ReloadingCredentialsOptions) {
+      const material = read(source);
+      if (opts.clientCertificate !== 'none' && !material.ca) throw new Error('a client certificate can only be checked against a CA (trust bundle)');
+      super(
+        {
+          requestCert: opts.clientCertificate !== 'none',
+          rejectUnauthorized: opts.clientCertificate === 'require',
+          minVersion: 'TLSv1.2',
+        },
+        context(material),
+      );
+      this.source = source;
+      this.current = material;
+      this.pollMs = opts.pollMs ?? 5000;
+      this.log = opts.log;
     }
-    if (same(next, this.current)) return false;
-    this.current = next;
-    this.updateSecureContextOptions(context(next));
-    this.log?.info('TLS certificate, key or trust bundle changed: new connections use the new ones');
-    return true;
-  }
 
-  override _addWatcher(watcher: Parameters<grpc.ServerCredentials['_addWatcher']>[0]): void {
-    super._addWatcher(watcher);
-    if (this.bound++ === 0 && !('cert' in this.source)) {
-      this.timer = setInterval(() => this.reload(), this.pollMs);
-      this.timer.unref();
+    /** Compares the files with what is served; a change becomes the secure context of every bound port. */
+    reload(): boolean {
+      if ('cert' in this.source) return false;
+      let next: TlsMaterial;
+      try {
+        next = read(this.source);
+      } catch (e) {
+        // mid-swap or removed: keep serving what was read last
+        this.log?.warn(`TLS files cannot be read, serving the previous ones: ${(e as Error).message}`);
+        return false;
+      }
+      if (same(next, this.current)) return false;
+      this.current = next;
+      this.updateSecureContextOptions(context(next));
+      this.log?.info('TLS certificate, key or trust bundle changed: new connections use the new ones');
+      return true;
     }
-  }
 
-  override _removeWatcher(watcher: Parameters<grpc.ServerCredentials['_removeWatcher']>[0]): void {
-    super._removeWatcher(watcher);
-    if (--this.bound === 0) clearInterval(this.timer);
-  }
+    override _addWatcher(watcher: Parameters<grpc.ServerCredentials['_addWatcher']>[0]): void {
+      super._addWatcher(watcher);
+      if (this.bound++ === 0 && !('cert' in this.source)) {
+        this.timer = setInterval(() => this.reload(), this.pollMs);
+        this.timer.unref();
+      }
+    }
 
-  _equals(other: grpc.ServerCredentials): boolean {
-    return other === this;
-  }
+    override _removeWatcher(watcher: Parameters<grpc.ServerCredentials['_removeWatcher']>[0]): void {
+      super._removeWatcher(watcher);
+      if (--this.bound === 0) clearInterval(this.timer);
+    }
+
+    _equals(other: grpc.ServerCredentials): boolean {
+      return other === this;
+    }
+  };
 }
 
 type AuthContext = ReturnType<grpc.ServerUnaryCall<unknown, unknown>['getAuthContext']>;
