@@ -4,7 +4,11 @@
  * the other's SPIFFE ID. Refusals: another app id, namespace or trust domain, a CSR for another
  * identity, a tampered or non-PEM CSR, a key type that is not ECDSA.
  */
+import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, X509Certificate } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { once } from 'node:events';
 import { connect, createServer, type TLSSocket } from 'node:tls';
 import type { AddressInfo } from 'node:net';
@@ -45,6 +49,22 @@ describe('workload certificates', () => {
     // a TTL beyond the CA's own life ends with the CA
     const long = await workload({ ...s, ttlMs: 1000 * 24 * HOUR }, 'orders', 'checkout');
     expect(long.notAfter.getTime()).toBe(new Date(new X509Certificate(s.ca.certPem).validTo).getTime());
+  });
+
+  it('names the CA\'s own key identifier as the authority key id, so a CA made elsewhere (helm\'s genCA, openssl) verifies the chain', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rt-aki-'));
+    try {
+      // an RSA root whose subject key identifier is none that @peculiar/x509 would compute
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'ca.key'), '-out', join(dir, 'ca.crt'), '-subj', '/CN=elsewhere', '-days', '2', '-addext', 'subjectKeyIdentifier=0102030405', '-addext', 'authorityKeyIdentifier=none'], { stdio: 'ignore' });
+      const ca = { certPem: readFileSync(join(dir, 'ca.crt'), 'utf8'), keyPem: readFileSync(join(dir, 'ca.key'), 'utf8') };
+      const key = newWorkloadKey();
+      const csrPem = await createCsr(key, { trustDomain: 'cluster.local', namespace: 'orders', appId: 'checkout' });
+      const w = await issueFor({ trustDomain: 'cluster.local', ca, trustBundlePem: ca.certPem, ttlMs: HOUR }, { namespace: 'orders', appId: 'checkout' }, { id: 'checkout', namespace: 'orders', trustDomain: 'cluster.local', csrPem });
+      writeFileSync(join(dir, 'leaf.crt'), w.certPem);
+      expect(execFileSync('openssl', ['verify', '-CAfile', join(dir, 'ca.crt'), join(dir, 'leaf.crt')]).toString()).toMatch(/leaf\.crt: OK/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('carries a mutual TLS handshake in which each side reads the other\'s SPIFFE ID; a certificate of another root is refused', async () => {

@@ -164,7 +164,11 @@ function preparedCa(ca: SigningCa): Promise<PreparedCa> {
     p = (async () => {
       const x = await x509();
       const caCert = new x.X509Certificate(ca.certPem);
-      return { caCert, signer: await signerOf(ca.keyPem), authorityKeyId: await x.AuthorityKeyIdentifierExtension.create(caCert) };
+      // the CA's own key identifier when it has one: libraries compute it differently (Go's, as in
+      // helm's genCA, is not @peculiar's), and verifiers match the leaf's AKI against it
+      const ski = caCert.extensions.find((e): e is X509Lib.SubjectKeyIdentifierExtension => e instanceof x.SubjectKeyIdentifierExtension);
+      const authorityKeyId = ski ? new x.AuthorityKeyIdentifierExtension(ski.keyId) : await x.AuthorityKeyIdentifierExtension.create(caCert);
+      return { caCert, signer: await signerOf(ca.keyPem), authorityKeyId };
     })();
     prepared.set(ca, p);
   }
