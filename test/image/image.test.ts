@@ -133,7 +133,7 @@ describe.skipIf(!available)('the rt image (rt:dev)', () => {
   });
 
   it('starts from the compile cache filled at build time, as its own user on a read-only root', async () => {
-    const out = await d.docker(['run', '--rm', '--network', 'none', '--read-only', '-e', 'NODE_DEBUG_NATIVE=COMPILE_CACHE', images.rt, '--version'], { check: true });
+    const out = await d.docker(['run', '--rm', '--network', 'none', '--read-only', '-e', 'NODE_DEBUG_NATIVE=COMPILE_CACHE', images.rt, '--version'], { check: true, stderrLimit: 4_000_000 });
     expect(out.stderr).toContain('resolved path /app/dist/.compile-cache');
     expect(out.stderr).toMatch(/V8 code cache for ESM file:\/\/\/app\/dist\/chunks\/main-\w+\.js was accepted/);
     expect(out.stderr).not.toMatch(/was rejected|was not initialized|no such file/);

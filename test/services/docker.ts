@@ -33,6 +33,8 @@ export interface DockerRunOptions {
   timeoutMs?: number;
   /** Receives the command's stdout as a stream instead of collecting it (e.g. `docker save`). */
   onStdout?: (stream: Readable) => void;
+  /** How much of stderr's end is kept (default 20,000 characters). */
+  stderrLimit?: number;
 }
 
 export interface Docker {
@@ -79,7 +81,7 @@ export function dockerCli(host: string, args: string[], opts: DockerRunOptions =
     let stderr = '';
     if (opts.onStdout) opts.onStdout(child.stdout);
     else child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-20_000)));
+    child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-(opts.stderrLimit ?? 20_000))));
     const timer = opts.timeoutMs ? setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs) : undefined;
     child.once('error', reject);
     child.once('close', (code, signal) => {
