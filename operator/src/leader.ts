@@ -16,6 +16,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ApiError, type KubeClient } from './kube/client.ts';
+import { microTime } from './kube/times.ts';
 
 interface Lease {
   apiVersion: 'coordination.k8s.io/v1';
@@ -41,7 +42,6 @@ export interface LeaderOptions {
 }
 
 /** A MicroTime as the API takes it: RFC 3339 with microseconds. */
-const microTime = (d = new Date()) => d.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 
 export class LeaderElector {
   readonly identity: string;

@@ -28,6 +28,7 @@ import { buildSnapshot } from './snapshot.ts';
 import { Watched, type WatchEvent } from './watched.ts';
 import { SIDECAR_CONTAINER, Watchdog } from './watchdog.ts';
 import { ReferencedSecrets, referencedSecrets } from './secrets.ts';
+import { metaTime } from './kube/times.ts';
 
 export const GROUP = 'rt.io';
 export const DEFAULT_GRPC_PORT = 6500;
@@ -274,7 +275,7 @@ export class Operator {
       reason: v.reason,
       message: v.message,
       observedGeneration: generation,
-      lastTransitionTime: prev?.status === status && prev.lastTransitionTime ? prev.lastTransitionTime : new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+      lastTransitionTime: prev?.status === status && prev.lastTransitionTime ? prev.lastTransitionTime : metaTime(),
     };
     const others = (c.status?.conditions ?? []).filter((x) => x.type !== 'Ready');
     try {

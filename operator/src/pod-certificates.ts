@@ -19,6 +19,7 @@ import { spiffeUri, workloadIdProblem, type WorkloadId } from '../../sidecar/src
 import { CsrError, issueWorkloadCertificate, spkiPublicKey, splitPemBundle } from '../../sidecar/src/identity/x509.ts';
 import { APP_ID_ANNOTATION } from './identity.ts';
 import { ApiError, isNotFound, NotLeaderError, type KubeClient } from './kube/client.ts';
+import { metaTime } from './kube/times.ts';
 import { Backoff } from '../../sidecar/src/util/backoff.ts';
 import { Watched } from './watched.ts';
 
@@ -106,11 +107,9 @@ export async function decide(pcr: PodCertificateRequest, pod: k8s.V1Pod | undefi
   // the trust bundle's roots ride behind the leaf: the kubelet writes them into the pod's credential
   // bundle, so a pod on this path follows a root rotation at each refresh, as issuer-path pods do
   // at each renewal (the sidecar takes self-signed certificates there as roots, never presents them)
-  const certificateChain = [certPem, ...splitPemBundle(issuer.trustBundlePem)].map((p) => (p.endsWith('\n') ? p : `${p}\n`)).join('');
+  const certificateChain = [certPem, ...splitPemBundle(issuer.trustBundlePem)].join('');
   return { kind: 'Issued', id, certificateChain, notBefore, notAfter, beginRefreshAt: new Date(Math.floor(refresh / 1000) * 1000) };
 }
-
-const rfc3339 = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 /** The request with its decision in status, ready for PUT …/status. */
 export function withDecision(pcr: PodCertificateRequest, d: Decision, now = new Date()): PodCertificateRequest {
@@ -119,11 +118,11 @@ export function withDecision(pcr: PodCertificateRequest, d: Decision, now = new 
     status: 'True',
     reason: d.kind === 'Issued' ? 'Issued' : d.reason,
     message: d.kind === 'Issued' ? `signed ${spiffeUri(d.id)}` : d.message,
-    lastTransitionTime: rfc3339(now),
+    lastTransitionTime: metaTime(now),
     ...(pcr.metadata.generation !== undefined ? { observedGeneration: pcr.metadata.generation } : {}),
   };
   const status: PodCertificateRequest['status'] = { conditions: [...(pcr.status?.conditions ?? []).filter((c) => !TERMINAL.has(c.type)), condition] };
-  if (d.kind === 'Issued') Object.assign(status, { certificateChain: d.certificateChain, notBefore: rfc3339(d.notBefore), beginRefreshAt: rfc3339(d.beginRefreshAt), notAfter: rfc3339(d.notAfter) });
+  if (d.kind === 'Issued') Object.assign(status, { certificateChain: d.certificateChain, notBefore: metaTime(d.notBefore), beginRefreshAt: metaTime(d.beginRefreshAt), notAfter: metaTime(d.notAfter) });
   return { ...pcr, status };
 }
 

@@ -45,6 +45,11 @@ export interface WorkloadKey {
   key: KeyObject;
 }
 
+/** PEM as files and node:crypto write it, ending in a newline, so that PEMs joined make a valid bundle (@peculiar/x509 ends without one). */
+function pemText(pem: string): string {
+  return pem.endsWith('\n') ? pem : `${pem}\n`;
+}
+
 /** A fresh ECDSA P-256 key, made in this process. */
 export function newWorkloadKey(): WorkloadKey {
   const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -67,7 +72,7 @@ export async function createCsr(key: WorkloadKey, id: WorkloadId): Promise<strin
     signingAlgorithm: ECDSA_P256,
     extensions: [new x.SubjectAlternativeNameExtension([{ type: 'url', value: spiffeUri(id) }])],
   });
-  return csr.toString('pem');
+  return pemText(csr.toString('pem'));
 }
 
 export interface CheckedCsr {
@@ -212,7 +217,7 @@ export async function issueWorkloadCertificate(ca: SigningCa, csr: Pick<CheckedC
       authorityKeyId,
     ],
   });
-  return { certPem: cert.toString('pem'), notAfter };
+  return { certPem: pemText(cert.toString('pem')), notAfter };
 }
 
 /** A self-signed ECDSA P-256 root for workload certificates (standalone use and tests; the chart makes its own). */
@@ -234,7 +239,7 @@ export async function createRootCa(opts: { commonName?: string; ttlMs: number; n
       await x.SubjectKeyIdentifierExtension.create(keys.publicKey),
     ],
   });
-  return { certPem: cert.toString('pem'), keyPem: key.keyPem };
+  return { certPem: pemText(cert.toString('pem')), keyPem: key.keyPem };
 }
 
 /** The certificates of a PEM bundle, one PEM each (a trust bundle may hold two roots during a rotation). */
