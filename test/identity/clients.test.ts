@@ -98,4 +98,42 @@ describe('control-plane clients with the workload certificate', () => {
     await expect(shown(open(grpc.credentials.createSsl(Buffer.from(ca.certPem), null, null, { checkServerIdentity: () => undefined })))).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
     manager.close();
   });
+
+  it('root rotation: a service re-signed by the new root verifies through the renewed bundle, though the CA file is the old root only', async () => {
+    // the CA file (RT_SCHEDULER_TLS_CA_FILE) is the pod's anchors at admission: the old root; the
+    // bundle the sidecar's certificate came with holds both roots (step 1 of docs/identity.md)
+    const next = await createRootCa({ commonName: 'next root', ttlMs: 24 * 3_600_000 });
+    const key = newWorkloadKey();
+    const csrPem = await createCsr(key, { trustDomain: 'cluster.local', namespace: 'rt-system', appId: 'rt-scheduler' });
+    const both = `${ca.certPem}${next.certPem}`;
+    const resigned = await issueFor({ trustDomain: 'cluster.local', ca: next, trustBundlePem: both, ttlMs: LIFE }, { namespace: 'rt-system', appId: 'rt-scheduler' }, { id: '', namespace: '', trustDomain: '', csrPem });
+    const rotated = new grpc.Server();
+    rotated.addService(caService(), {
+      SignCertificate: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { workloadCertificate: Buffer.from('rotated'), trustChainCertificates: [] }),
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      rotated.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createSsl(Buffer.from(both), [{ cert_chain: Buffer.from(resigned.certPem), private_key: Buffer.from(key.keyPem) }], true), (e, p) => (e ? reject(e) : resolve(p))),
+    );
+    const at = (creds: grpc.ChannelCredentials) => {
+      const c = caClient(`127.0.0.1:${port}`, creds, { 'grpc.use_local_subchannel_pool': 1 });
+      clients.push(c);
+      return c;
+    };
+    const oldOnly = new IdentityManager({ id: { trustDomain: 'cluster.local', namespace: 'orders', appId: 'checkout' }, signer: new LocalSigner({ trustDomain: 'cluster.local', ca, trustBundlePem: ca.certPem, ttlMs: LIFE }), log: pino({ level: 'silent' }) });
+    const renewed = new IdentityManager({ id: { trustDomain: 'cluster.local', namespace: 'orders', appId: 'checkout' }, signer: new LocalSigner({ trustDomain: 'cluster.local', ca, trustBundlePem: both, ttlMs: LIFE }), log: pino({ level: 'silent' }) });
+    try {
+      await oldOnly.start();
+      await renewed.start();
+      const caFile = Buffer.from(ca.certPem);
+      const anyHost = () => undefined;
+      // a sidecar whose bundle never got the new root cannot verify it (the check is real)
+      await expect(shown(at(grpcClientCredentials(oldOnly, { caPem: caFile, checkServerIdentity: anyHost })))).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+      // one renewed after step 1 can, with the same CA file
+      await expect(shown(at(grpcClientCredentials(renewed, { caPem: caFile, checkServerIdentity: anyHost })))).resolves.toBe('rotated');
+    } finally {
+      oldOnly.close();
+      renewed.close();
+      rotated.forceShutdown();
+    }
+  });
 });

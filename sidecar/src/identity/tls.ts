@@ -70,7 +70,7 @@ export function connectAs(manager: IdentityManager, expected: WorkloadId, to: { 
   });
 }
 
-/** The manager as a grpc-js CertificateProvider: identity (key and chain) and, unless `caPem` is given, the trust bundle. */
+/** The manager as a grpc-js CertificateProvider: identity (key and chain) and the trust bundle (plus `caPem` when given). */
 class ManagerProvider implements grpc.experimental.CertificateProvider {
   private readonly manager: IdentityManager;
   private readonly caPem?: Buffer;
@@ -88,8 +88,10 @@ class ManagerProvider implements grpc.experimental.CertificateProvider {
   }
 
   private caUpdate(s: Svid | undefined): { caCertificate: Buffer } | null {
-    if (this.caPem) return { caCertificate: this.caPem };
     const pem = s?.bundlePem ?? this.manager.bundlePem;
+    // the CA file is as it was at admission; the bundle is renewed with each certificate, so a
+    // service re-signed by a new root during a root rotation stays verifiable without a restart
+    if (this.caPem) return { caCertificate: pem ? Buffer.concat([this.caPem, Buffer.from('\n'), Buffer.from(pem)]) : this.caPem };
     return pem ? { caCertificate: Buffer.from(pem) } : null;
   }
 
@@ -123,7 +125,10 @@ class ManagerProvider implements grpc.experimental.CertificateProvider {
 }
 
 export interface ClientCredentialOptions {
-  /** Check the peer against this PEM CA instead of the trust bundle (a control-plane service with a serving certificate of the chart's CA). */
+  /**
+   * Also trust this PEM CA, beside the trust bundle (a control-plane service with a serving
+   * certificate of the chart's CA, checked by its host name). The bundle part follows rotation.
+   */
   caPem?: Buffer;
   /** The peer's check; default: node's host-name check when `caPem` is given, else any workload of this identity's trust domain. */
   checkServerIdentity?: (host: string, cert: PeerCertificate) => Error | undefined;
