@@ -67,6 +67,14 @@ export const ERRORS = {
   BINDING_FAILED: { code: 'ERR_INVOKE_OUTPUT_BINDING', http: 500, grpc: INTERNAL, when: 'the binding failed' },
   BINDING_RESPONSE_TOO_LARGE: { code: 'ERR_INVOKE_OUTPUT_BINDING', http: 413, grpc: RESOURCE_EXHAUSTED, when: "the binding's answer exceeds a gRPC message (HTTP streams it)" },
 
+  // configuration
+  CONFIGURATION_STORE_NOT_FOUND: { code: 'ERR_CONFIGURATION_STORE_NOT_FOUND', http: 400, grpc: INVALID_ARGUMENT, when: 'no configuration store of that name is loaded' },
+  CONFIGURATION_GET_FAILED: { code: 'ERR_CONFIGURATION_GET', http: 500, grpc: INTERNAL, when: 'the store failed a get' },
+  CONFIGURATION_SUBSCRIBE_INVALID: { code: 'ERR_CONFIGURATION_SUBSCRIBE', http: 400, grpc: INVALID_ARGUMENT, when: 'the store refused the subscription for what it asks (e.g. no notify channel)' },
+  CONFIGURATION_SUBSCRIBE_FAILED: { code: 'ERR_CONFIGURATION_SUBSCRIBE', http: 500, grpc: INTERNAL, when: 'the store failed to start listening' },
+  CONFIGURATION_SUBSCRIPTION_NOT_FOUND: { code: 'ERR_CONFIGURATION_UNSUBSCRIBE', http: 404, grpc: NOT_FOUND, when: 'unsubscribing an id that is not an active subscription (of that store)' },
+  CONFIGURATION_NO_APP: { code: 'ERR_APP_CHANNEL_NIL', http: 500, grpc: FAILED_PRECONDITION, when: 'an HTTP subscription on a sidecar without an app to deliver to' },
+
   // jobs: RT_SCHEDULER_SCHEDULE_JOB, _GET_JOB, _DELETE_JOB, _LIST_JOBS name the operation
   JOB_INVALID: { http: 400, grpc: INVALID_ARGUMENT, when: 'a name, schedule, dueTime, ttl, repeats or failure policy the scheduler refuses (RT_SCHEDULER_*_INVALID, _EMPTY)' },
   JOB_EXISTS: { code: 'RT_SCHEDULER_JOB_EXISTS', http: 409, grpc: ALREADY_EXISTS, when: 'scheduling a name that exists, without overwrite' },

@@ -5,9 +5,22 @@
  * itself; the keyword form becomes a pg client config here.
  */
 import { readFileSync } from 'node:fs';
-import type { PoolConfig } from 'pg';
+import type { Pool, PoolConfig } from 'pg';
 
 type ClientConfig = Pick<PoolConfig, 'connectionString' | 'host' | 'port' | 'user' | 'password' | 'database' | 'ssl' | 'connectionTimeoutMillis' | 'application_name' | 'options'>;
+
+/**
+ * A pg pool on a `connectionString` of either form (pg loaded now, not before a PostgreSQL
+ * component starts), with a bound on each query. An idle client that loses its connection goes
+ * to `onError` rather than crashing the sidecar.
+ */
+export async function openPostgresPool(connectionString: string, opts: { max: number; queryTimeout: number; onError: (e: Error) => void }): Promise<Pool> {
+  const connection = postgresConnectionConfig(connectionString);
+  const pg = (await import('pg')).default;
+  const pool = new pg.Pool({ connectionTimeoutMillis: 5000, ...connection, max: opts.max, query_timeout: opts.queryTimeout });
+  pool.on('error', opts.onError);
+  return pool;
+}
 
 /** libpq keywords with no effect on the node client: accepted rather than refused. */
 const IGNORED = new Set(['target_session_attrs', 'client_encoding', 'pool_max_conns', 'pool_min_conns', 'gssencmode', 'krbsrvname', 'sslcompression', 'channel_binding', 'keepalives', 'keepalives_idle', 'keepalives_interval', 'keepalives_count', 'search_path']);

@@ -18,7 +18,7 @@ import type { ComponentContext, ComponentSpec, StateDeleteRequest, StateFeature,
 import { asBuffer, capabilitiesOf, requestEtag, sqlIdentifier, ttlSeconds } from '../common.ts';
 import { EtagMismatchError, StateRequestError } from '../errors.ts';
 import type { QueryableStateStore, QueryResult, StateQuery } from '../query.ts';
-import { postgresConnectionConfig } from './connection.ts';
+import { openPostgresPool } from './connection.ts';
 import { METADATA } from './metadata.ts';
 import { querySql } from './query.ts';
 
@@ -78,13 +78,11 @@ class PostgresStateStore implements QueryableStateStore {
     const md = decodeMetadata(METADATA, spec.metadata);
     const table = qualifiedTable(md.tableName);
     const cleanupMs = Math.max(md.cleanupInterval, 0);
-    const connection = postgresConnectionConfig(md.connectionString);
-    const max = md.maxConns;
-
-    const pg = (await import('pg')).default;
-    const pool = new pg.Pool({ connectionTimeoutMillis: 5000, ...connection, max, query_timeout: md.timeout });
-    // an idle client losing its connection must not crash the sidecar
-    pool.on('error', (e) => ctx.log.warn({ component: spec.name, err: e.message }, 'postgresql state store connection error'));
+    const pool = await openPostgresPool(md.connectionString, {
+      max: md.maxConns,
+      queryTimeout: md.timeout,
+      onError: (e) => ctx.log.warn({ component: spec.name, err: e.message }, 'postgresql state store connection error'),
+    });
     this.pool = pool;
     const seqName = `${table.plain}_etag_seq`;
     const inSchema = (n: string) => (table.quoted.includes('.') ? `${table.quoted.split('.')[0]}."${n}"` : `"${n}"`);

@@ -2,11 +2,16 @@
  * The metadata of state.postgresql, kept apart from the store's code so that the operator reads
  * the declaration without the component.
  */
-import { defineMetadata } from '../../metadata/decode.ts';
+import { defineMetadata, metadataFields } from '../../metadata/decode.ts';
+
+/** The connection field state.postgresql and configuration.postgresql share (connection.ts reads it). */
+export const POSTGRES_CONNECTION = metadataFields({
+  connectionString: { type: 'string', required: true, secret: true, aliases: ['url'], doc: 'e.g. postgres://user:pass@host:5432/db' },
+});
 
 /** The fields as the reference declares them (its `timeoutInSeconds` and `cleanupIntervalInSeconds` are aliases there too). */
 export const METADATA = defineMetadata('state.postgresql', {
-  connectionString: { type: 'string', required: true, secret: true, aliases: ['url'], doc: 'e.g. postgres://user:pass@host:5432/db' },
+  ...POSTGRES_CONNECTION,
   tableName: { type: 'string', default: 'state' },
   /** Bound on each query. */
   timeout: { type: 'duration', default: 20_000, min: 1, aliases: ['timeoutInSeconds'] },
