@@ -47,6 +47,8 @@ export function builtinCatalog(): ComponentCatalog {
   c.add('state.postgresql', { category: 'state', load: async () => (await import('./state/postgresql/index.ts')).factory });
   c.add('pubsub.in-memory', { category: 'pubsub', load: async () => (await import('./pubsub/in-memory/index.ts')).factory });
   c.add('pubsub.redis', { category: 'pubsub', load: async () => (await import('./pubsub/redis/index.ts')).factory });
+  c.add('pubsub.mqtt3', { category: 'pubsub', load: async () => (await import('./pubsub/mqtt3/index.ts')).factory });
+  c.add('bindings.mqtt3', { category: 'bindings', load: async () => (await import('./bindings/mqtt3/index.ts')).factory });
   c.add('bindings.sftp', { category: 'bindings', load: async () => (await import('./bindings/sftp/index.ts')).factory });
   return c;
 }

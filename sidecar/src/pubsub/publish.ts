@@ -64,6 +64,8 @@ export class PublishService {
     try {
       await pubsub.publish(req.topic, data, req.metadata, contentType);
     } catch (e) {
+      // a component that judged the request itself bad (pubsub.mqtt3: a wildcard topic) says so with its own 4xx
+      if (e instanceof ApiError) throw e;
       throw new ApiError(500, 'ERR_PUBSUB_PUBLISH_MESSAGE', `error publishing to topic "${req.topic}" of pub/sub "${req.pubsubname}": ${errorMessage(e)}`);
     }
   }

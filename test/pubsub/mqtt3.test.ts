@@ -1,0 +1,264 @@
+/**
+ * pubsub.mqtt3 against a real Mosquitto (a broker of this suite's own, test/services/mosquitto.ts):
+ * QoS 0 and 1, retain, wildcard subscriptions, acknowledgement only once the handler took the
+ * message (a message refused is offered again; one never taken comes back in the next session),
+ * a broker restart that loses no QoS 1 message, and metadata errors. Topic matching has a
+ * property test of its own.
+ */
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { factory } from '../../sidecar/src/components/pubsub/mqtt3/index.ts';
+import { filterProblem, publishTopicProblem, topicMatches } from '../../sidecar/src/components/pubsub/mqtt3/topics.ts';
+import type { PubSub, PubSubMessage } from '../../sidecar/src/components/pubsub/types.ts';
+import { ApiError } from '../../sidecar/src/http/errors.ts';
+import { requireService } from '../services/ci.ts';
+import { mosquittoMissing, startMosquitto, type Mosquitto } from '../services/mosquitto.ts';
+import { componentContext, spec } from '../state/helpers.ts';
+
+const missing = mosquittoMissing();
+const available = requireService('Mosquitto', !missing, missing ?? '');
+
+let broker: Mosquitto;
+const opened = new Set<PubSub>();
+
+async function open(md: Record<string, string> = {}, appId = 'app'): Promise<PubSub> {
+  const p = factory() as PubSub;
+  try {
+    await p.init(spec('pubsub.mqtt3', { url: broker.url, ...md }), { ...componentContext, appId });
+  } catch (e) {
+    await p.close();
+    throw e;
+  }
+  opened.add(p);
+  return p;
+}
+
+async function closeOne(p: PubSub): Promise<void> {
+  opened.delete(p);
+  await p.close();
+}
+
+let n = 0;
+/** A topic (and client id) of its own for each test. */
+const unique = (t: string) => `rt-test/${t}/${process.pid}-${++n}`;
+const text = (m: PubSubMessage) => Buffer.from(m.data).toString();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(check: () => boolean, what: () => unknown, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`condition not met in time; got ${JSON.stringify(what())}`);
+    await sleep(20);
+  }
+}
+
+describe.skipIf(!available)('pubsub.mqtt3 against a real Mosquitto', () => {
+  beforeAll(async () => {
+    broker = await startMosquitto();
+  });
+  afterAll(async () => {
+    for (const p of opened) await p.close().catch(() => undefined);
+    await broker?.close();
+  });
+
+  it('delivers a QoS 1 message and acknowledges it: the next session of the same client does not get it again', async () => {
+    const topic = unique('qos1');
+    const client = unique('client');
+    const p = await open({ consumerID: client });
+    const got: PubSubMessage[] = [];
+    p.subscribe(topic, {}, async (m) => void got.push(m));
+    await p.publish(topic, Buffer.from('{"a":1}'), {}, 'application/json');
+    await until(() => got.length === 1, () => got.map(text));
+    expect(text(got[0])).toBe('{"a":1}');
+    expect(got[0]).toMatchObject({ topic, metadata: { retained: 'false' } });
+    await sleep(100); // the PUBACK is on its way
+    await closeOne(p);
+    const again = await open({ consumerID: client });
+    const later: PubSubMessage[] = [];
+    again.subscribe(topic, {}, async (m) => void later.push(m));
+    await sleep(1500);
+    expect(later).toEqual([]);
+  });
+
+  it('QoS 0 publishes and subscriptions deliver too', async () => {
+    const topic = unique('qos0');
+    const p = await open({ qos: '0', consumerID: unique('client') });
+    const got: string[] = [];
+    p.subscribe(topic, {}, async (m) => void got.push(text(m)));
+    for (let i = 0; i < 5; i++) await p.publish(topic, Buffer.from(`m${i}`));
+    await until(() => got.length === 5, () => got);
+    expect(got.sort()).toEqual(['m0', 'm1', 'm2', 'm3', 'm4']);
+  });
+
+  it('retain: the broker keeps the last message for later subscribers (component default and per publish); a bad retain is a 400', async () => {
+    const kept = unique('retained');
+    const p = await open({ retain: 'true', consumerID: unique('client') });
+    await p.publish(kept, Buffer.from('last known good'));
+    const perMessage = unique('retained-per-message');
+    const q = await open({ consumerID: unique('client') });
+    await q.publish(perMessage, Buffer.from('kept'), { retain: 'true' });
+    const notKept = unique('not-retained');
+    await p.publish(notKept, Buffer.from('gone'), { retain: 'false' });
+    const got: PubSubMessage[] = [];
+    const sub = await open({ consumerID: unique('client'), cleanSession: 'true' });
+    for (const t of [kept, perMessage, notKept]) sub.subscribe(t, {}, async (m) => void got.push(m));
+    await until(() => got.length === 2, () => got.map(text));
+    await sleep(300);
+    const byTopic = (a: string[], b: string[]) => a[0].localeCompare(b[0]);
+    expect(got.map((m) => [m.topic, text(m), m.metadata.retained]).sort(byTopic)).toEqual(
+      [
+        [kept, 'last known good', 'true'],
+        [perMessage, 'kept', 'true'],
+      ].sort(byTopic),
+    );
+    const bad = await p.publish(kept, Buffer.from('x'), { retain: 'maybe' }).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(ApiError);
+    expect((bad as ApiError).status).toBe(400);
+    expect((bad as ApiError).message).toMatch(/retain.*not a boolean/);
+  });
+
+  it('wildcards: # takes every level below, + one level; an exact subscription wins over a matching filter', async () => {
+    const base = unique('home');
+    const p = await open({ consumerID: unique('client') });
+    const got: Record<string, string[]> = { hash: [], plus: [], exact: [] };
+    p.subscribe(`${base}/groundfloor/#`, {}, async (m) => void got.hash.push(m.topic));
+    p.subscribe(`${base}/firstfloor/+/temperature`, {}, async (m) => void got.plus.push(m.topic));
+    p.subscribe(`${base}/cellar/door`, {}, async (m) => void got.exact.push(m.topic));
+    const published = [`${base}/groundfloor/foo/bar`, `${base}/groundfloor`, `${base}/firstfloor/kitchen/temperature`, `${base}/firstfloor/kitchen/humidity`, `${base}/firstfloor/a/b/temperature`, `${base}/cellar/door`];
+    for (const t of published) await p.publish(t, Buffer.from('x'));
+    await until(() => got.hash.length === 2 && got.plus.length === 1 && got.exact.length === 1, () => got);
+    await sleep(300);
+    expect(got).toEqual({ hash: [`${base}/groundfloor/foo/bar`, `${base}/groundfloor`], plus: [`${base}/firstfloor/kitchen/temperature`], exact: [`${base}/cellar/door`] });
+    // a wildcard cannot be published to: refused before it reaches the broker (which would drop the connection)
+    const bad = await p.publish(`${base}/+/x`, Buffer.from('x')).catch((e: unknown) => e);
+    expect((bad as ApiError).status).toBe(400);
+    expect(() => p.subscribe(`${base}/a#`, {}, async () => undefined)).toThrow(/# stands alone/);
+  });
+
+  it('a message the handler refuses is offered again until it is taken, then acknowledged', async () => {
+    const topic = unique('retry');
+    const p = await open({ consumerID: unique('client') });
+    let calls = 0;
+    p.subscribe(topic, {}, async () => {
+      if (++calls < 3) throw new Error('not yet');
+    });
+    await p.publish(topic, Buffer.from('x'));
+    await until(() => calls === 3, () => calls, 15_000);
+    await sleep(1500);
+    expect(calls).toBe(3);
+  });
+
+  it('a message never taken stays with the broker: the next session of the client gets it', async () => {
+    const topic = unique('unacked');
+    const client = unique('client');
+    const p = await open({ consumerID: client });
+    let refused = 0;
+    p.subscribe(topic, {}, async () => {
+      refused++;
+      throw new Error('the app is down');
+    });
+    await p.publish(topic, Buffer.from('keep me'));
+    await until(() => refused >= 1, () => refused);
+    await closeOne(p);
+    const again = await open({ consumerID: client });
+    const got: string[] = [];
+    again.subscribe(topic, {}, async (m) => void got.push(text(m)));
+    await until(() => got.length === 1, () => got);
+    expect(got).toEqual(['keep me']);
+  });
+
+  it('a broker restart loses no QoS 1 message: unacknowledged ones come again, publishes made while it was down arrive', async () => {
+    const topic = unique('restart');
+    const sub = await open({ consumerID: unique('subscriber') });
+    const pub = await open({ consumerID: unique('publisher') });
+    let refuse = true;
+    let offers = 0;
+    const taken = new Set<string>();
+    sub.subscribe(topic, {}, async (m) => {
+      offers++;
+      if (refuse) throw new Error('not yet');
+      taken.add(text(m));
+    });
+    for (let i = 0; i < 10; i++) await pub.publish(topic, Buffer.from(`before-${i}`));
+    await until(() => offers >= 10, () => offers);
+    await broker.stop();
+    refuse = false;
+    // while the broker is down: each publish waits for the connection to come back
+    const during = Array.from({ length: 10 }, (_, i) => pub.publish(topic, Buffer.from(`during-${i}`)));
+    await sleep(300);
+    await broker.start();
+    await Promise.all(during);
+    const want = [...Array.from({ length: 10 }, (_, i) => `before-${i}`), ...Array.from({ length: 10 }, (_, i) => `during-${i}`)];
+    await until(() => want.every((w) => taken.has(w)), () => [...taken].sort(), 20_000);
+    expect([...taken].sort()).toEqual(want.sort());
+  }, 40_000);
+
+  it('refuses bad metadata at init with a message naming the field, never the URL (it may hold a password)', async () => {
+    const err = async (md: Record<string, string>) => {
+      const p = factory() as PubSub;
+      const e = await p.init(spec('pubsub.mqtt3', md), componentContext).then(
+        () => undefined,
+        (x: Error) => x,
+      );
+      await p.close();
+      return e?.message ?? 'no error';
+    };
+    expect(await err({})).toMatch(/"url" is required/);
+    expect(await err({ url: 'http://user:s3cret@host:1883' })).toMatch(/scheme "http:"/);
+    expect(await err({ url: 'not a url s3cret' })).toMatch(/"url" is not a URL/);
+    expect(await err({ url: broker.url, qos: '3' })).toMatch(/"qos" "3" is out of range: from 0 to 2/);
+    expect(await err({ url: broker.url, retain: 'maybe' })).toMatch(/"retain" "maybe" is not a boolean/);
+    expect(await err({ url: broker.url, cleanSession: 'sometimes' })).toMatch(/"cleanSession"/);
+    expect(await err({ url: broker.url, clientCert: '-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----' })).toMatch(/"clientCert" is set but "clientKey" is not/);
+    expect(await err({ url: broker.url, caCert: 'not pem' })).toMatch(/"caCert" is not PEM/);
+    for (const md of [{ url: 'http://user:s3cret@host:1883' }, { url: 'not a url s3cret' }]) expect(await err(md)).not.toContain('s3cret');
+  });
+
+  it('a client MQTT cannot have (no client id with a persistent session) fails init at once, saying why', async () => {
+    const p = factory() as PubSub;
+    const started = Date.now();
+    const e = await p.init(spec('pubsub.mqtt3', { url: broker.url }), { ...componentContext, appId: '' }).catch((x: Error) => x);
+    await p.close();
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect((e as Error).message).toMatch(/MQTT client settings refused: .*clientId/);
+  });
+});
+
+describe('MQTT topic matching', () => {
+  const level = fc.stringMatching(/^[a-z0-9]{1,4}$/);
+  const topicLevels = fc.array(level, { minLength: 1, maxLength: 6 });
+
+  it('a filter made from a topic by + for some levels, or # for a tail, matches it; changing a literal level does not', () => {
+    fc.assert(
+      fc.property(topicLevels, fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }), fc.nat(6), (levels, plus, cut) => {
+        const topic = levels.join('/');
+        const withPlus = levels.map((l, i) => (plus[i] ? '+' : l)).join('/');
+        expect(topicMatches(withPlus, topic)).toBe(true);
+        const keep = Math.min(cut, levels.length);
+        expect(topicMatches([...levels.slice(0, keep), '#'].join('/'), topic)).toBe(true);
+        expect(filterProblem(withPlus)).toBeUndefined();
+        const literal = levels.findIndex((_, i) => !plus[i]);
+        if (literal >= 0) {
+          const other = levels.map((l, i) => (i === literal ? `${l}x` : plus[i] ? '+' : l)).join('/');
+          expect(topicMatches(other, topic)).toBe(false);
+        }
+        // one level more or less than a filter without # never matches
+        expect(topicMatches(withPlus, `${topic}/z`)).toBe(false);
+        expect(publishTopicProblem(topic)).toBeUndefined();
+      }),
+    );
+  });
+
+  it('edge cases of the spec: $ topics, shared subscriptions, misplaced wildcards', () => {
+    expect(topicMatches('#', '$SYS/broker')).toBe(false);
+    expect(topicMatches('+/broker', '$SYS/broker')).toBe(false);
+    expect(topicMatches('$SYS/#', '$SYS/broker')).toBe(true);
+    expect(topicMatches('$share/g1/a/+', 'a/b')).toBe(true);
+    expect(topicMatches('a/+', 'a')).toBe(false);
+    expect(topicMatches('a/#', 'a')).toBe(true);
+    expect(filterProblem('a/#/b')).toMatch(/# stands alone/);
+    expect(filterProblem('a/b+')).toMatch(/\+ stands alone/);
+    expect(publishTopicProblem('a/#')).toMatch(/wildcard/);
+    expect(publishTopicProblem('')).toMatch(/empty/);
+  });
+});
