@@ -67,6 +67,10 @@ export const ERRORS = {
   BINDING_FAILED: { code: 'ERR_INVOKE_OUTPUT_BINDING', http: 500, grpc: INTERNAL, when: 'the binding failed' },
   BINDING_RESPONSE_TOO_LARGE: { code: 'ERR_INVOKE_OUTPUT_BINDING', http: 413, grpc: RESOURCE_EXHAUSTED, when: "the binding's answer exceeds a gRPC message (HTTP streams it)" },
 
+  // distributed lock: ERR_TRY_LOCK, ERR_UNLOCK name the operation
+  LOCK_STORE_NOT_FOUND: { code: 'ERR_LOCK_STORE_NOT_FOUND', http: 400, grpc: INVALID_ARGUMENT, when: 'no lock store of that name is loaded' },
+  LOCK_FAILED: { http: 500, grpc: INTERNAL, when: 'the lock store failed' },
+
   // configuration
   CONFIGURATION_STORE_NOT_FOUND: { code: 'ERR_CONFIGURATION_STORE_NOT_FOUND', http: 400, grpc: INVALID_ARGUMENT, when: 'no configuration store of that name is loaded' },
   CONFIGURATION_GET_FAILED: { code: 'ERR_CONFIGURATION_GET', http: 500, grpc: INTERNAL, when: 'the store failed a get' },

@@ -13,6 +13,7 @@ import type { ComponentSpec, StateDeleteRequest, StateFeature, StateItem, StateS
 import { decodeMetadata, type Decoded } from '../../metadata/decode.ts';
 import { asBuffer, capabilitiesOf, requestEtag, ttlSeconds } from '../common.ts';
 import { EtagMismatchError } from '../errors.ts';
+import { connectRedis, RedisClientHolder } from './connection.ts';
 import { METADATA, type REDIS_CONNECTION } from './metadata.ts';
 import { WRITE } from './scripts.ts';
 
@@ -56,8 +57,8 @@ export function redisOptions(md: Decoded<typeof REDIS_CONNECTION>): RedisOptions
   return opts;
 }
 
-class RedisStateStore implements StateStore {
-  private client?: ScriptedRedis;
+class RedisStateStore extends RedisClientHolder<ScriptedRedis> implements StateStore {
+  protected readonly kind = 'redis state store';
   /** Component metadata ttlInSeconds: for writes whose request has no ttlInSeconds of its own. */
   private defaultTtl?: number;
 
@@ -65,14 +66,7 @@ class RedisStateStore implements StateStore {
     const md = decodeMetadata(METADATA, spec.metadata);
     const opts = redisOptions(md);
     this.defaultTtl = md.ttlInSeconds !== undefined && md.ttlInSeconds > 0 ? md.ttlInSeconds : undefined;
-    const { Redis } = await import('ioredis');
-    const client = new Redis(opts) as ScriptedRedis;
-    // errors surface on the calls; without a listener ioredis would log them unasked
-    client.on('error', () => undefined);
-    client.defineCommand('rtStateWrite', { lua: WRITE });
-    this.client = client;
-    await client.connect();
-    await client.ping();
+    this.client = await connectRedis<ScriptedRedis>(opts, { rtStateWrite: { lua: WRITE } });
   }
 
   features(): StateFeature[] {
@@ -111,23 +105,6 @@ class RedisStateStore implements StateStore {
 
   async transact(ops: StateTransactionOperation[]): Promise<void> {
     await this.write(ops);
-  }
-
-  async ping(): Promise<void> {
-    await this.redis().ping();
-  }
-
-  async close(): Promise<void> {
-    const c = this.client;
-    this.client = undefined;
-    if (!c) return;
-    await Promise.race([c.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 1000).unref())]);
-    c.disconnect();
-  }
-
-  private redis(): ScriptedRedis {
-    if (!this.client) throw new Error('redis state store is not connected');
-    return this.client;
   }
 
   private async write(ops: StateTransactionOperation[]): Promise<void> {
