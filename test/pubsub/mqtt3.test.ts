@@ -6,13 +6,13 @@
  * property test of its own.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { factory } from '../../sidecar/src/components/pubsub/mqtt3/index.ts';
 import { filterProblem, publishTopicProblem, topicMatches } from '../../sidecar/src/components/pubsub/mqtt3/topics.ts';
 import type { PubSub, PubSubMessage } from '../../sidecar/src/components/pubsub/types.ts';
 import { ApiError } from '../../sidecar/src/http/errors.ts';
 import { requireService } from '../services/ci.ts';
-import { mosquittoMissing, startMosquitto, type Mosquitto } from '../services/mosquitto.ts';
+import { mosquittoForSuite, mosquittoMissing, uniqueMqttName, until, type Mosquitto } from '../services/mosquitto.ts';
 import { componentContext, spec } from '../state/helpers.ts';
 
 const missing = mosquittoMissing();
@@ -38,28 +38,13 @@ async function closeOne(p: PubSub): Promise<void> {
   await p.close();
 }
 
-let n = 0;
-/** A topic (and client id) of its own for each test. */
-const unique = (t: string) => `rt-test/${t}/${process.pid}-${++n}`;
+const unique = uniqueMqttName;
 const text = (m: PubSubMessage) => Buffer.from(m.data).toString();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until(check: () => boolean, what: () => unknown, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`condition not met in time; got ${JSON.stringify(what())}`);
-    await sleep(20);
-  }
-}
 
 describe.skipIf(!available)('pubsub.mqtt3 against a real Mosquitto', () => {
-  beforeAll(async () => {
-    broker = await startMosquitto();
-  });
-  afterAll(async () => {
-    for (const p of opened) await p.close().catch(() => undefined);
-    await broker?.close();
-  });
+  mosquittoForSuite(opened, (b) => (broker = b));
 
   it('delivers a QoS 1 message and acknowledges it: the next session of the same client does not get it again', async () => {
     const topic = unique('qos1');
