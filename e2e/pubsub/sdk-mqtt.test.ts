@@ -132,6 +132,14 @@ for (const proto of ['http', 'grpc'] as const) {
       expect(calls.deadletter[0].data).toBe('DROP');
     }, 30_000);
 
+    it('a publish to a topic with a wildcard is a 400 naming the problem, and the connection stays up', async () => {
+      const r = await fetch(`${side.base}/v1.0/publish/${PUBSUB}/${t('myhome')}%2F%2B%2Fx`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as { message: string }).message).toMatch(/wildcard/);
+      await publish('test-topic', 'still here');
+      await until(() => calls.plain.some((c) => c.data === 'still here'), () => calls.plain);
+    });
+
     it('the binding: what `create` sends to its topic comes back to the app through the input side', async () => {
       await server.client.binding.send(BINDING, 'create', { hello: 'world' });
       await until(() => calls.binding.length === 1, () => calls);

@@ -175,7 +175,8 @@ export class MqttConnection {
       client.on('error', early);
       this.abortConnect = () => fail(`closed while connecting to the MQTT broker at ${where} (${last})`);
     });
-    client.on('error', (e) => this.s.log.warn(`MQTT connection ${clientId}: ${e.message}`));
+    // while reconnecting each failed attempt errors (once a second): said once, by the 'close' below
+    client.on('error', (e) => (this.lost ? this.s.log.debug(`MQTT connection ${clientId}: ${e.message}`) : this.s.log.warn(`MQTT connection ${clientId}: ${e.message}`)));
     client.on('close', () => {
       if (this.closed || this.lost) return;
       this.lost = true;
