@@ -1,24 +1,17 @@
 /**
- * The building blocks a sidecar runs, in order. Each is a folder under sidecar/src with a
- * `setup(ctx)`; add a new one here.
+ * Every building block the sidecar runs, one line each: `export { block as <name> } from
+ * './<folder>/block.ts'`. The order here does not matter: each block's entry declares what it
+ * needs, uses and provides, and the sidecar starts them in an order that honours that
+ * (block-graph.ts), refusing to start when a need is missing or blocks need each other.
  */
-import type { SidecarContext } from './context.ts';
-import { setup as bindings } from './bindings/routes.ts';
-import { setup as inputBindings } from './bindings/input.ts';
-import { setup as invoke } from './invoke/setup.ts';
-import { setup as jobs } from './jobs/setup.ts';
-import { setup as metadata } from './metadata/routes.ts';
-import { setup as metrics } from './metrics/setup.ts';
-import { setup as pluggable } from './pluggable/setup.ts';
-import { setup as pubsub } from './pubsub/setup.ts';
-import { setup as secrets } from './secrets/routes.ts';
-import { setup as state } from './state/routes.ts';
-import { setup as workflows } from './workflows/setup.ts';
-import { setup as runtimeApi } from './grpc/runtime/setup.ts';
-
-export type BlockSetup = (ctx: SidecarContext) => Promise<void>;
-
-/** Run before components are created: they may add component types to the catalog. */
-export const preComponentHooks: BlockSetup[] = [pluggable];
-
-export const buildingBlocks: BlockSetup[] = [metrics, metadata, state, secrets, jobs, workflows, bindings, inputBindings, invoke, pubsub, runtimeApi];
+export { block as bindings } from './bindings/block.ts';
+export { block as invoke } from './invoke/block.ts';
+export { block as jobs } from './jobs/block.ts';
+export { block as metadata } from './metadata/block.ts';
+export { block as metrics } from './metrics/block.ts';
+export { block as pluggable } from './pluggable/block.ts';
+export { block as pubsub } from './pubsub/block.ts';
+export { block as runtimeApi } from './grpc/runtime/block.ts';
+export { block as secrets } from './secrets/block.ts';
+export { block as state } from './state/block.ts';
+export { block as workflows } from './workflows/block.ts';

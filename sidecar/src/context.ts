@@ -1,6 +1,7 @@
 /**
  * The context handed to every building block at start (the sidecar's options: options.ts).
- * A building block is a folder with a `setup(ctx)` that adds routes, gRPC services and hooks.
+ * A building block is a folder whose `block.ts` declares what it needs and provides, with a
+ * `setup(ctx)` that adds routes, gRPC services and hooks (block-graph.ts).
  */
 import type { SecretsService } from './secrets/service.ts';
 import type { FastifyInstance } from 'fastify';
@@ -16,6 +17,7 @@ import type { Engine } from './workflows/engine.ts';
 import type { Invoker } from './invoke/invoker.ts';
 import type { BindingsService } from './bindings/service.ts';
 import type { JobsService } from './jobs/service.ts';
+import type { InternalJobs } from './jobs/internal.ts';
 import type { IdentityManager } from './identity/manager.ts';
 import type { SidecarOptions } from './options.ts';
 
@@ -42,11 +44,16 @@ export interface SidecarContext {
   readiness: (() => string | undefined)[];
 }
 
-/** Each block fills its slot in its setup; a slot stays empty when its block is not running. */
+/**
+ * The services blocks provide: each is filled from what a block's setup returns (block-graph.ts);
+ * a slot stays empty when its block is not running or chose not to provide it.
+ */
 export interface BlockServices {
   state?: StateService;
   /** The jobs block's operations (they answer "no scheduler" when none is configured). */
   jobs?: JobsService;
+  /** Durable reminders for other blocks (workflow timers), when a scheduler is configured. */
+  internalJobs?: InternalJobs;
   bindings?: BindingsService;
   workflows?: Engine;
   secrets?: SecretsService;

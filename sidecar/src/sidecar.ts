@@ -18,7 +18,8 @@ import { rtHome } from './invoke/registry/local.ts';
 import { MetadataService } from './metadata/service.ts';
 import { openResources } from './resources/setup.ts';
 import type { Resources } from './resources/types.ts';
-import { buildingBlocks, preComponentHooks } from './blocks.ts';
+import { orderBlocks, startBlocks } from './block-graph.ts';
+import * as buildingBlocks from './blocks.ts';
 import { createLogger } from './util/logger.ts';
 
 export const DEFAULT_OPTIONS: Omit<SidecarOptions, 'appId'> = {
@@ -70,6 +71,8 @@ export interface StartOptions extends Partial<SidecarOptions> {
 export async function startSidecar(input: StartOptions): Promise<Sidecar> {
   const options: SidecarOptions = { ...DEFAULT_OPTIONS, ...stripUndefined(input) } as SidecarOptions;
   const log = input.logger ?? createLogger({ level: options.logLevel, json: options.logAsJson ?? (options.mode === 'kubernetes' ? true : undefined), base: { app_id: options.appId, scope: 'rt' } });
+  // the declarations are checked before anything starts: a missing need or a cycle stops here
+  const blocks = orderBlocks(Object.values(buildingBlocks));
   const closers: (() => Promise<void> | void)[] = [];
   const appReady: (() => Promise<void> | void)[] = [];
 
@@ -136,8 +139,8 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
     const res = await openResources(ctx);
     closers.push(() => res.close());
 
-    // 2. hooks that add component types (pluggable components discovered on sockets)
-    for (const hook of preComponentHooks) await hook(ctx);
+    // 2. blocks that add component types (pluggable components discovered on sockets)
+    await startBlocks(ctx, blocks, 'catalog');
 
     // 3. components: secret stores first, since other components' secretKeyRefs need them
     await res.applier.apply(res.initial, true);
@@ -157,7 +160,7 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
       if (bad.length === 0) return reply.status(204).send();
       return reply.status(500).send({ errorCode: 'ERR_HEALTH_NOT_READY', message: `components not healthy: ${bad.map((b) => `${b.name} (${b.reason})`).join('; ')}`, details: bad });
     });
-    for (const block of buildingBlocks) await block(ctx);
+    await startBlocks(ctx, blocks, 'blocks');
     res.follow(); // later changes of the resources apply to the running sidecar
 
     // 5. listen

@@ -1,7 +1,6 @@
 import { createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freePort } from '../services/net.ts';
-import { getInternalJobs } from '../../sidecar/src/jobs/internal.ts';
 import type { InternalJobTrigger } from '../../sidecar/src/jobs/internal.ts';
 import type { SchedulerClient } from '../../scheduler/src/client.ts';
 import { postJob, sidecarFor, startRecordingApp, tempDir, waitFor, waitJobDone, type RecordingApp } from './helpers.ts';
@@ -80,7 +79,7 @@ describe('job trigger delivery (embedded scheduler)', () => {
   });
 
   it('keeps internal jobs out of the app: not listed, not delivered to it, handled by their owner', async () => {
-    const jobs = getInternalJobs(sc.ctx);
+    const jobs = sc.ctx.services.internalJobs;
     expect(jobs).toBeDefined();
     const got: InternalJobTrigger[] = [];
     let fails = 1;
@@ -125,7 +124,7 @@ describe('delivery when the app is late or down', () => {
       expect((await postJob(sc.base, 'early', { dueTime: '0s', data: 1 })).status).toBe(204);
       // an internal job due after it comes on the same stream: once its owner has it, the sidecar
       // was handed 'early' too, and holds it (a delivery would have called the app channel at once)
-      const internal = getInternalJobs(sc.ctx)!;
+      const internal = sc.ctx.services.internalJobs!;
       const later = new Promise<void>((r) => internal.onTrigger('probe', async () => r()));
       await internal.scheduleOnce('probe', 'after-early', Date.now() + 20, null);
       await later;
@@ -198,7 +197,7 @@ describe('persistence of the embedded scheduler', () => {
       const res = await postJob(sc.base, 'x', { dueTime: '1s' });
       expect(res.status).toBe(500);
       expect(((await res.json()) as { message: string }).message).toMatch(/needs a scheduler/);
-      expect(getInternalJobs(sc.ctx)).toBeUndefined();
+      expect(sc.ctx.services.internalJobs).toBeUndefined();
     } finally {
       await sc.close();
       dir.remove();

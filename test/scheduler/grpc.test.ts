@@ -2,7 +2,6 @@ import * as grpc from '@grpc/grpc-js';
 import pino from 'pino';
 import { schedulerService } from '../../scheduler/src/grpc/proto.ts';
 import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
-import { getInternalJobs } from '../../sidecar/src/jobs/internal.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startScheduler, type RunningScheduler, type SchedulerProcessOptions } from '../../scheduler/src/main.ts';
 import { ManualClock } from '../../sidecar/src/util/clock.ts';
@@ -128,10 +127,10 @@ describe('sidecar ↔ rt scheduler over gRPC (SQLite store)', () => {
     try {
       await waitFor(() => appless.ctx.metadata.snapshot().scheduler.connected_addresses.length === 1, 5000, 'app-less sidecar connected');
       const internal: string[] = [];
-      getInternalJobs(appless.ctx)!.onTrigger('workflows', async (t) => {
+      appless.ctx.services.internalJobs!.onTrigger('workflows', async (t) => {
         internal.push(t.name);
       });
-      await getInternalJobs(appless.ctx)!.scheduleOnce('workflows', 'timer', Date.now() + 50, null);
+      await appless.ctx.services.internalJobs!.scheduleOnce('workflows', 'timer', Date.now() + 50, null);
       expect((await postJob(appless.base, 'waiting', { dueTime: '50ms', data: 'held' })).status).toBe(204);
       await waitFor(() => internal.length === 1, 5000, 'internal trigger at the app-less sidecar');
       // the app's trigger came due and waits in the scheduler: no sidecar of the app can take it

@@ -6,7 +6,7 @@
 import type { SidecarContext } from '../context.ts';
 import type { InputBinding } from '../components/types.ts';
 
-export async function setup(ctx: SidecarContext): Promise<void> {
+export function startInputBindings(ctx: SidecarContext): void {
   let appReady = false;
   const start = async (name: string, binding: InputBinding) => {
     try {

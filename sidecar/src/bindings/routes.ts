@@ -24,9 +24,7 @@ import { BodySource, readHead } from './stream-body.ts';
 /** Bindings carry whole files as base64 in JSON: allow large bodies on this route only. */
 export const BINDING_BODY_LIMIT = 512 * 1024 * 1024;
 
-export async function setup(ctx: SidecarContext): Promise<void> {
-  const bindings = new BindingsService(ctx.components);
-  ctx.services.bindings = bindings;
+export async function outputBindingRoutes(ctx: SidecarContext, bindings: BindingsService): Promise<void> {
   await ctx.http.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     // the route reads the body itself: it knows the binding, and so whether to stream

@@ -15,7 +15,7 @@ import { invokeRoutes } from './routes.ts';
 import { parseAppTarget } from './target.ts';
 import { directInvokeError } from './invoker.ts';
 
-export async function setup(ctx: SidecarContext): Promise<void> {
+export async function setup(ctx: SidecarContext): Promise<{ invoke: Invoker }> {
   const o = ctx.options;
   const standalone = o.mode !== 'kubernetes';
   const grpcApp = o.appProtocol === 'grpc' && o.appPort > 0 ? `${o.appChannelAddress.includes(':') ? `[${o.appChannelAddress}]` : o.appChannelAddress}:${o.appPort}` : undefined;
@@ -46,7 +46,6 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   const caller = { app_id: o.appId, namespace: o.namespace, trust_domain: identity?.id.trustDomain ?? '' };
   const invoker = new Invoker(resolver, caller, transport, identity);
   ctx.onClose(() => invoker.close());
-  ctx.services.invoke = invoker;
 
   const endpoints = new EndpointCaller(ctx.components, standalone ? undefined : 'kubernetes');
   ctx.onClose(() => endpoints.close());
@@ -99,6 +98,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     ctx.onAppReady(() => entry?.update({ grpcPort: ctx.grpc.port || o.grpcPort }));
     ctx.onClose(() => entry?.remove());
   }
+  return { invoke: invoker };
 }
 
 /** accessControl of the Configuration in force now (hot updates included), parsed once per version. */

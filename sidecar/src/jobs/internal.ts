@@ -3,8 +3,8 @@
  * scheduler for durable reminders. Names live in a namespace of their own (`owner`) so they
  * never collide with the app's jobs, and triggers go to the owner's handler instead of the app.
  *
- * The jobs building block implements this and sets it on the context it owns; a workflow
- * engine asks for it with `getInternalJobs(ctx)`.
+ * The jobs building block provides it as the `internalJobs` service (jobs/block.ts) when a
+ * scheduler is configured; the workflows block uses it from `ctx.services.internalJobs`.
  */
 export interface InternalJobTrigger {
   owner: string;
@@ -23,14 +23,4 @@ export interface InternalJobs {
    * retried by the scheduler (constant 1 s).
    */
   onTrigger(owner: string, handler: (t: InternalJobTrigger) => Promise<void>): void;
-}
-
-const registry = new WeakMap<object, InternalJobs>();
-
-export function setInternalJobs(ctx: object, jobs: InternalJobs): void {
-  registry.set(ctx, jobs);
-}
-
-export function getInternalJobs(ctx: object): InternalJobs | undefined {
-  return registry.get(ctx);
 }

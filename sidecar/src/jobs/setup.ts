@@ -11,11 +11,11 @@ import { GrpcSchedulerClient } from '../../../scheduler/src/grpc/client.ts';
 import { grpcClientCredentials } from '../identity/tls.ts';
 import { makeDeliverer } from './delivery.ts';
 import { InternalJobsService } from './internal-jobs.ts';
-import { setInternalJobs } from './internal.ts';
+import type { InternalJobs } from './internal.ts';
 import { registerJobRoutes } from './routes.ts';
 import { JobsService } from './service.ts';
 
-export async function setup(ctx: SidecarContext): Promise<void> {
+export async function setup(ctx: SidecarContext): Promise<{ jobs: JobsService; internalJobs?: InternalJobs }> {
   const { options } = ctx;
   let client: SchedulerClient | undefined;
   if (options.schedulerAddresses.length > 0) {
@@ -33,14 +33,13 @@ export async function setup(ctx: SidecarContext): Promise<void> {
     ctx.log.warn('no scheduler address in kubernetes mode: the jobs API answers 500 and workflow timers are unavailable');
   }
   const jobs = new JobsService(client, options.namespace, options.appId);
-  ctx.services.jobs = jobs;
   registerJobRoutes(ctx, jobs);
-  if (!client) return;
+  if (!client) return { jobs };
 
   const internal = new InternalJobsService(client, options.namespace, options.appId);
-  setInternalJobs(ctx, internal);
   // a sidecar without an app takes only internal jobs: the app's wait for one that has an app
   client.watch({ namespace: options.namespace, appId: options.appId }, makeDeliverer(ctx, internal), { appJobs: ctx.app.enabled });
   ctx.metadata.setSchedulerProvider(() => client.connectedAddresses());
   ctx.onClose(() => client.close());
+  return { jobs, internalJobs: internal };
 }

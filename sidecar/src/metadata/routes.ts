@@ -4,7 +4,7 @@ import { ApiError } from '../http/errors.ts';
 import { rawBodyRoutes } from '../http/server.ts';
 import { requestShutdown } from '../shutdown.ts';
 
-export async function setup(ctx: SidecarContext): Promise<void> {
+export async function metadataRoutes(ctx: SidecarContext): Promise<void> {
   ctx.http.get('/v1.0/metadata', async () => {
     try {
       return ctx.metadata.snapshot();

@@ -15,12 +15,11 @@ import { PublishService } from './publish.ts';
 import { publishRoutes } from './routes.ts';
 import { SubscriptionManager } from './subscriptions.ts';
 
-export async function setup(ctx: SidecarContext): Promise<void> {
+export async function setup(ctx: SidecarContext): Promise<{ pubsub: PublishService }> {
   const log = ctx.log.child({ block: 'pubsub' });
   // with an app, publishes wait (a while) for its subscriptions: see gate.ts
   const gate = new PublishGate(ctx.app.enabled ? HOLD_LIMIT_MS : undefined, log);
   const publisher = new PublishService(ctx.components, ctx.options.appId, gate);
-  ctx.services.pubsub = publisher;
   await publishRoutes(ctx.http, publisher);
 
   const grpcApp = ctx.app.grpc;
@@ -40,4 +39,5 @@ export async function setup(ctx: SidecarContext): Promise<void> {
       gate.open();
     }
   });
+  return { pubsub: publisher };
 }

@@ -8,14 +8,11 @@
 import type { SidecarContext } from '../context.ts';
 import { queryMetadata } from '../http/query.ts';
 import * as schemas from './schemas.ts';
-import { SecretsService } from './service.ts';
+import type { SecretsService } from './service.ts';
 
 type Params = { Params: { store: string; key: string }; Querystring: Record<string, string | string[]> };
 
-export async function setup(ctx: SidecarContext): Promise<void> {
-  const secrets = new SecretsService(ctx.components);
-  ctx.services.secrets = secrets;
-
+export function secretsRoutes(ctx: SidecarContext, secrets: SecretsService): void {
   ctx.http.get<Params>('/v1.0/secrets/:store/bulk', { schema: schemas.BULK }, async (req) => secrets.bulk(req.params.store, queryMetadata(req.query) ?? {}));
 
   ctx.http.get<Params>('/v1.0/secrets/:store/:key', { schema: schemas.GET }, async (req, reply) => {

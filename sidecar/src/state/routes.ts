@@ -14,10 +14,9 @@ import type { SidecarContext } from '../context.ts';
 import type { StateItem } from '../components/types.ts';
 import { queryMetadata } from '../http/query.ts';
 import { jsonOfAnyContentType } from '../http/schema.ts';
-import { keyPrefixFor } from './keys.ts';
 import { deleteRequestOf, saveItems, transactionOf, type ItemJson } from './requests.ts';
 import * as schemas from './schemas.ts';
-import { StateService } from './service.ts';
+import type { StateService } from './service.ts';
 
 const HEADER_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 const HEADER_VALUE = /^[\x20-\x7e]{0,4096}$/;
@@ -26,21 +25,7 @@ type Query = Record<string, string | string[]>;
 type Store = { Params: { storename: string }; Querystring: Query };
 type Key = { Params: { storename: string; key: string }; Querystring: Query & { concurrency?: string; consistency?: string } };
 
-export async function setup(ctx: SidecarContext): Promise<void> {
-  const state = new StateService(ctx.components, ctx.options.appId, ctx.options.namespace);
-  ctx.services.state = state;
-  // a keyPrefix that cannot work stops the sidecar now, naming the component, not at the first call
-  for (const name of ctx.components.namesOf('state')) {
-    const loaded = ctx.components.get(name)!;
-    try {
-      keyPrefixFor(loaded.spec.metadata.keyPrefix, name, ctx.options.appId, ctx.options.namespace);
-    } catch (e) {
-      const why = `component "${name}" (${loaded.spec.type}, from ${loaded.spec.source}): ${(e as Error).message}`;
-      if (!loaded.spec.ignoreErrors) throw new Error(why);
-      ctx.log.warn({ component: name }, `${why} (ignored: ignoreErrors is true; the store is not loaded)`);
-      await ctx.components.remove(name);
-    }
-  }
+export function stateRoutes(ctx: SidecarContext, state: StateService): void {
   const http = ctx.http;
   // JSON bodies are read whatever their Content-Type (none, text/plain …), then checked by their schema
   const json = { preValidation: jsonOfAnyContentType };

@@ -8,7 +8,6 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SidecarContext } from '../context.ts';
 import type { StateStore } from '../components/types.ts';
-import { getInternalJobs } from '../jobs/internal.ts';
 import { resourceApplier } from '../resources/setup.ts';
 import { lockFileWithin } from './data-dir-lock.ts';
 import { Engine } from './engine.ts';
@@ -26,7 +25,7 @@ const LOCK_WAIT_MS = 10_000;
 /** Work items in flight per connected worker (the SDK workers queue at most ~110 before dropping). */
 export const MAX_ITEMS_PER_WORKER = 100;
 
-export async function setup(ctx: SidecarContext): Promise<void> {
+export async function setup(ctx: SidecarContext): Promise<{ workflows: Engine }> {
   const log = ctx.log.child({ scope: 'workflows' });
   const { appId, namespace, dataDir } = ctx.options;
   const fileBase = `workflows-${encodeURIComponent(appId)}`;
@@ -76,9 +75,8 @@ export async function setup(ctx: SidecarContext): Promise<void> {
 
   const table = new InstanceTable({ store, prefix: `${appId}||wf||`, shared, replicaId, log });
   const workers = new Workers(log, MAX_ITEMS_PER_WORKER);
-  const timers = new Timers(getInternalJobs(ctx), log);
+  const timers = new Timers(ctx.services.internalJobs, log);
   const engine = new Engine(table, workers, timers, log, appId);
-  ctx.services.workflows = engine;
   watchActorStore(ctx, engine, actor?.name, log);
 
   ctx.grpc.addService(() => ({ definition: taskHubService(), implementation: taskHubImplementation(engine, ctx.grpc) }));
@@ -106,6 +104,7 @@ export async function setup(ctx: SidecarContext): Promise<void> {
   await table.catalog.init();
   await engine.recover();
   await registry?.start();
+  return { workflows: engine };
 }
 
 /**

@@ -2,13 +2,14 @@
  * The runtime API building block: serves dapr.proto.runtime.v1.Dapr on the sidecar's gRPC
  * port (50001), the API the ecosystem's SDKs use over gRPC. It adds no logic of its own: each
  * method calls the building block's service (ctx.services, ctx.components, ctx.metadata), so
- * the HTTP and gRPC APIs check and answer alike. Registered last in blocks.ts, after the blocks
- * whose services it uses have filled their slots.
+ * the HTTP and gRPC APIs check and answer alike. It starts after the blocks whose services it
+ * needs or uses (grpc/runtime/block.ts).
  */
 import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
-import { BindingsService } from '../../bindings/service.ts';
-import { SecretsService } from '../../secrets/service.ts';
+import type { BindingsService } from '../../bindings/service.ts';
+import type { SecretsService } from '../../secrets/service.ts';
+import type { StateService } from '../../state/service.ts';
 import { bindingMethods, secretMethods } from './bindings.ts';
 import { tolerantDecode, unary, type Unary } from './handler.ts';
 import { jobMethods } from './jobs.ts';
@@ -19,13 +20,11 @@ import { stateMethods } from './state.ts';
 import { unsupportedService } from './unsupported.ts';
 import { workflowMethods } from './workflows.ts';
 
-export async function setup(ctx: SidecarContext): Promise<void> {
-  const state = ctx.services.state;
-  if (!state) throw new Error('the gRPC runtime API needs the state building block: list it before the runtime API in blocks.ts');
+export async function setup(ctx: SidecarContext, needs: { state: StateService; bindings: BindingsService; secrets: SecretsService }): Promise<void> {
   const methods: Record<string, Unary<never, unknown>> = {
-    ...stateMethods(state),
-    ...bindingMethods(ctx.services.bindings ?? new BindingsService(ctx.components)),
-    ...secretMethods(ctx.services.secrets ?? new SecretsService(ctx.components)),
+    ...stateMethods(needs.state),
+    ...bindingMethods(needs.bindings),
+    ...secretMethods(needs.secrets),
     ...metadataMethods(ctx),
     ...jobMethods(ctx),
     ...workflowMethods(ctx),

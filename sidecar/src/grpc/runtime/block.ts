@@ -1,0 +1,14 @@
+/**
+ * The gRPC runtime API block (setup.ts): it needs the state, bindings and secrets services at
+ * start, and looks up jobs, workflows and pub/sub per call (absent: those calls answer that the
+ * block is not running).
+ */
+import { defineBlock } from '../../block-graph.ts';
+import { setup } from './setup.ts';
+
+export const block = defineBlock({
+  name: 'runtime-api',
+  needs: ['state', 'bindings', 'secrets'],
+  uses: ['jobs', 'workflows', 'pubsub'],
+  setup,
+});
