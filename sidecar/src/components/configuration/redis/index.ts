@@ -15,6 +15,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { decodeMetadata } from '../../metadata/decode.ts';
+import { closeRedis, connectRedis, RedisClientHolder } from '../../state/redis/connection.ts';
 import { redisOptions } from '../../state/redis/index.ts';
 import type { ComponentContext, ComponentSpec } from '../../types.ts';
 import { PerKeySerial } from '../per-key.ts';
@@ -30,8 +31,8 @@ interface Watcher {
   notify(key: string): void;
 }
 
-class RedisConfigurationStore implements ConfigurationStore {
-  private client?: Redis;
+class RedisConfigurationStore extends RedisClientHolder implements ConfigurationStore {
+  protected readonly kind = 'redis configuration store';
   private subscriber?: Redis;
   private db = 0;
   private log?: Logger;
@@ -47,13 +48,7 @@ class RedisConfigurationStore implements ConfigurationStore {
     this.db = md.redisDB;
     this.log = ctx.log;
     this.name = spec.name;
-    const { Redis } = await import('ioredis');
-    const client = new Redis(opts);
-    // errors surface on the calls; without a listener ioredis would log them unasked
-    client.on('error', () => undefined);
-    this.client = client;
-    await client.connect();
-    await client.ping();
+    this.client = await connectRedis(opts);
   }
 
   capabilities(): string[] {
@@ -126,26 +121,13 @@ class RedisConfigurationStore implements ConfigurationStore {
     };
   }
 
-  async ping(): Promise<void> {
-    await this.redis().ping();
-  }
-
-  async close(): Promise<void> {
-    const clients = [this.subscriber, this.client];
-    this.client = undefined;
+  override async close(): Promise<void> {
+    const sub = this.subscriber;
     this.subscriber = undefined;
     this.watchers.clear();
     this.channels.clear();
-    for (const c of clients) {
-      if (!c) continue;
-      await Promise.race([c.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 1000).unref())]);
-      c.disconnect();
-    }
-  }
-
-  private redis(): Redis {
-    if (!this.client) throw new Error('redis configuration store is not connected');
-    return this.client;
+    await closeRedis(sub);
+    await super.close();
   }
 
   /** Items of `keys` into `out`; MGET answers nil for a missing key and for one of another type. */
