@@ -5,11 +5,12 @@
  * covered. Also: the CA files rotated under a running operator, the metrics' counts, and
  * WatchResources taking a workload certificate in place of the token.
  *
- * An expired token is not tested: the API server issues tokens for at least 10 minutes
- * (expirationSeconds >= 600); an unbound token, one for another audience and a forged one are.
+ * The API server issues tokens for at least 10 minutes, so the expired token is a real bound
+ * token re-dated into the past and signed again with the cluster's own service-account key (and,
+ * as the control, the same token re-dated into the future, which is accepted).
  */
 import { execFileSync } from 'node:child_process';
-import { X509Certificate } from 'node:crypto';
+import { createPrivateKey, sign as signWith, X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -140,6 +141,29 @@ describe.skipIf(!available)('the operator issues workload certificates', () => {
       expect(e.details).toMatch(msg);
       expect(e.details).not.toContain(t || 'never');
     }
+  });
+
+  it('refuses an expired token with UNAUTHENTICATED (the same token re-dated into the future is accepted)', async () => {
+    const token = await tokenOf('ship-old', 'ship');
+    const [h, p] = token.split('.');
+    const claims = JSON.parse(Buffer.from(p, 'base64url').toString()) as Record<string, unknown>;
+    const saKey = createPrivateKey(readFileSync(bed.kube.controlPlane.pki.saKeyFile));
+    /** The token with its times moved by `shiftS` seconds, signed RS256 by the cluster's service-account key. */
+    const redated = (shiftS: number) => {
+      const moved = { ...claims, iat: Number(claims.iat) + shiftS, nbf: Number(claims.nbf) + shiftS, exp: Number(claims.exp) + shiftS };
+      const body = `${h}.${Buffer.from(JSON.stringify(moved)).toString('base64url')}`;
+      return `${body}.${signWith('sha256', Buffer.from(body), saKey).toString('base64url')}`;
+    };
+    const lifeS = Number(claims.exp) - Number(claims.iat);
+    // the control: re-signed but still valid, it gets a certificate
+    const { res } = await sign({ token: redated(60), appId: 'ship' });
+    expect(certificateWorkload(new X509Certificate(Buffer.from(res.workloadCertificate)))?.appId).toBe('ship');
+    // expired an hour ago
+    const expired = redated(-(lifeS + 3600));
+    const e = await refusal(sign({ token: expired, appId: 'ship' }));
+    expect(e.code).toBe(grpc.status.UNAUTHENTICATED);
+    expect(e.details).toMatch(/token refused by the API server/);
+    expect(e.details).not.toContain(expired);
   });
 
   it('refuses a CSR that is not PEM, does not parse or whose signature does not verify with INVALID_ARGUMENT', async () => {
