@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { HOP_BY_HOP } from './headers.ts';
 import type { AppGrpcStatus } from './grpc-status.ts';
-import type { InvokeAnswer } from './invoker.ts';
+import type { InvokeAnswer } from './call.ts';
 import type { Header } from './proto.ts';
 
 /** Bytes kept while nobody consumes the answer yet; past this the connection is paused. */

@@ -7,7 +7,7 @@ import { Agent, type Dispatcher } from '../util/http-client.ts';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { HttpEndpointResource, ValueOrSecret } from '../resources/types.ts';
 import { headerObject, responseHeaders } from './headers.ts';
-import { directInvokeError, type InvokeAnswer, type InvokeCall } from './invoker.ts';
+import { directInvokeError, type InvokeAnswer, type InvokeCall } from './call.ts';
 
 export interface EndpointTarget {
   name: string;

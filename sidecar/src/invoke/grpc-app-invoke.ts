@@ -13,7 +13,7 @@
 import { Readable } from 'node:stream';
 import { grpcCode, type GrpcApp } from '../app/grpc-app.ts';
 import { httpStatusOfCode, statusJson, type AppGrpcStatus } from './grpc-status.ts';
-import type { InvokeAnswer } from './invoker.ts';
+import type { InvokeAnswer } from './call.ts';
 import type { Header, RequestHead } from './proto.ts';
 import { DATA_TYPE_URL } from './headers.ts';
 

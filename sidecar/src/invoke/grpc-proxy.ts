@@ -11,7 +11,7 @@ import { GrpcServer } from '../grpc/server.ts';
 import type { IdentityManager } from '../identity/manager.ts';
 import { expectPeer, grpcClientCredentials } from '../identity/tls.ts';
 // the hop's metadata has the names of the HTTP/1.1 hop's headers
-import { CALLER_APP, CALLER_NS, CALLER_TD, isHopHeader, TARGET } from './internal-http.ts';
+import { CALLER_APP, CALLER_NS, CALLER_TD, isHopHeader, TARGET } from './headers.ts';
 import { PEER_CHANNEL_OPTIONS, type Caller, type RequestHead } from './proto.ts';
 import { ResolveError, type Resolver } from './resolve.ts';
 import { parseAppTarget, type AppTarget } from './target.ts';

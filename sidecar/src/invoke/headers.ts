@@ -7,6 +7,15 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Header } from './proto.ts';
 
 export const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'http2-settings']);
+/** The app id the caller meant (a sidecar refuses a call for another app). */
+export const TARGET = 'rt-invoke-target';
+/** Who calls, as the calling sidecar states it (see Caller in proto/invoke.proto). */
+export const CALLER_APP = 'rt-invoke-caller-app-id';
+export const CALLER_NS = 'rt-invoke-caller-namespace';
+export const CALLER_TD = 'rt-invoke-caller-trust-domain';
+/** Headers of this hop only (all named rt-invoke-…): never taken from an app, never handed to one. */
+export const isHopHeader = (name: string): boolean => name.startsWith('rt-invoke-');
+
 /** The calling app's token for its own sidecar: the target gets its app token from its sidecar. */
 const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'rt-api-token', 'dapr-api-token']);
 

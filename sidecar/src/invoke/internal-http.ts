@@ -14,17 +14,11 @@ import type { IdentityManager } from '../identity/manager.ts';
 import { connectAs } from '../identity/tls.ts';
 import { DispatchedAnswer } from './answer.ts';
 import type { AppGrpcStatus } from './grpc-status.ts';
-import { headerObject, requestHeaders } from './headers.ts';
-import type { InvokeAnswer, InvokeCall } from './invoker.ts';
+import { CALLER_APP, CALLER_NS, CALLER_TD, headerObject, isHopHeader, requestHeaders, TARGET } from './headers.ts';
+import type { InvokeAnswer, InvokeCall } from './call.ts';
 import type { Caller, Header, RequestHead } from './proto.ts';
 import type { AppTarget } from './target.ts';
 
-/** The app id the caller meant (a sidecar refuses a call for another app). */
-export const TARGET = 'rt-invoke-target';
-/** Who calls, as the calling sidecar states it (see Caller in proto/invoke.proto). */
-export const CALLER_APP = 'rt-invoke-caller-app-id';
-export const CALLER_NS = 'rt-invoke-caller-namespace';
-export const CALLER_TD = 'rt-invoke-caller-trust-domain';
 /** On an answer: the callee sidecar (not its app) answers; the body is the API's JSON error. */
 const ERROR = 'rt-invoke-error';
 /**
@@ -35,8 +29,6 @@ const ERROR = 'rt-invoke-error';
 const GRPC_STATUS = 'rt-invoke-grpc-status';
 const GRPC_MESSAGE = 'rt-invoke-grpc-message';
 const GRPC_DETAILS = 'rt-invoke-grpc-details';
-/** Headers of this hop only: never taken from an app, never handed to one. */
-export const isHopHeader = (name: string): boolean => name.startsWith('rt-invoke-');
 
 /** An app's headers this hop does not carry (`expect`: undici refuses it; the body just follows). */
 const notSentOnHop = (name: string): boolean => isHopHeader(name) || name === 'expect';

@@ -30,7 +30,7 @@ import { calleeProxy, Channels, type PeerCall } from './grpc-proxy.ts';
 import { DispatchedAnswer } from './answer.ts';
 import { headerObject } from './headers.ts';
 import { grpcStatusHeaders, headOf, sendAnswer, sendError } from './internal-http.ts';
-import type { InvokeAnswer } from './invoker.ts';
+import type { InvokeAnswer } from './call.ts';
 import { internalService, type InvokeChunk, type RequestHead, type ResponseHead } from './proto.ts';
 import { splitHead, writeBody } from './stream.ts';
 

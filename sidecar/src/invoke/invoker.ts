@@ -5,44 +5,17 @@
  * the internal port: HTTP/1.1 keep-alive (the default, internal-http.ts) and one bidi gRPC stream
  * per call (`RT_INVOKE_TRANSPORT=grpc`), which costs several times more per call.
  */
-import type { Duplex, Readable } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import { ApiError } from '../http/errors.ts';
 import type { IdentityManager } from '../identity/manager.ts';
-import type { AppGrpcStatus } from './grpc-status.ts';
+import { directInvokeError, type InvokeAnswer, type InvokeCall } from './call.ts';
 import { HttpTransport } from './internal-http.ts';
 import { peerChannel } from './grpc-proxy.ts';
-import { internalClient, type Caller, type Header, type InvokeChunk, type RequestHead } from './proto.ts';
+import { internalClient, type Caller, type InvokeChunk, type RequestHead } from './proto.ts';
 import { ResolveError, type Resolver } from './resolve.ts';
 import { splitHead, writeBody } from './stream.ts';
 import type { AppTarget } from './target.ts';
-
-export interface InvokeCall {
-  method: string;
-  /** With a leading slash, percent-encoding as sent. */
-  path: string;
-  /** With its '?' when the caller sent one (an empty query stays as sent), else ''. */
-  query: string;
-  headers: Header[];
-  body?: Readable;
-  signal?: AbortSignal;
-}
-
-export interface InvokeAnswer {
-  status: number;
-  headers: Header[];
-  body: Readable;
-  /**
-   * Set when the target app speaks gRPC: the status its OnInvoke answered with (OK included).
-   * `status` and `body` are then what an HTTP caller gets (grpc-status.ts); a gRPC caller gets this.
-   */
-  grpcStatus?: AppGrpcStatus;
-}
-
-/** 500 ERR_DIRECT_INVOKE, the answer users of this API expect for any failed invocation. */
-export function directInvokeError(appId: string, reason: string): ApiError {
-  return new ApiError(500, 'ERR_DIRECT_INVOKE', `failed to invoke, id: ${appId}, err: ${reason}`);
-}
 
 /** A TLS handshake that failed on the peer's certificate or ours: not a sidecar that is down. */
 function isTlsRefusal(e: unknown): boolean {

@@ -10,7 +10,7 @@ import { malformed } from '../http/errors.ts';
 import { rawRoute } from '../http/server.ts';
 import { requestHeaders } from './headers.ts';
 import { sendAnswer } from './internal-http.ts';
-import type { InvokeAnswer, InvokeCall } from './invoker.ts';
+import type { InvokeAnswer, InvokeCall } from './call.ts';
 import * as schemas from './schemas.ts';
 
 /** Sends one call on to wherever its target names (an app id, an HTTPEndpoint, a URL). */

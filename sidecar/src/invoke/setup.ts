@@ -8,12 +8,12 @@ import { checkAccess, parseAccessControl, type AccessControl } from './access-co
 import { invokeServiceDefinition, invokeServiceHandler } from './grpc-service.ts';
 import { callerProxy, Channels } from './grpc-proxy.ts';
 import { InternalServer, type AccessCheck } from './internal-server.ts';
-import { Invoker, type InvokeCall } from './invoker.ts';
+import { Invoker } from './invoker.ts';
 import { LocalRegistry, register, socketPath } from './registry/local.ts';
 import { DnsResolver, INTERNAL_GRPC_PORT, LocalResolver } from './resolve.ts';
 import { invokeRoutes } from './routes.ts';
 import { parseAppTarget } from './target.ts';
-import { directInvokeError } from './invoker.ts';
+import { directInvokeError, type InvokeCall } from './call.ts';
 
 export async function setup(ctx: SidecarContext): Promise<{ invoke: Invoker }> {
   const o = ctx.options;
