@@ -7,6 +7,10 @@
  * same work by hand — XADD from the same number of workers, one consumer looping
  * XREADGROUP (COUNT 100, BLOCK) and XACK. Latency = delivery (or read) time − publish start.
  * Target: rt ≥ 50% of the anchor's messages/s.
+ *
+ * MQTT (row `mqtt`, no target): the same rt path through pubsub.mqtt3 and a private Mosquitto
+ * (QoS 1 both ways), beside bare MQTT.js publishing at QoS 1 from the same number of workers to
+ * one QoS 1 subscriber on the same broker.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -15,6 +19,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { Pool } from 'undici';
+import { mosquittoMissing, startMosquitto, type Mosquitto } from '../test/services/mosquitto.ts';
 import { freePort } from '../test/services/net.ts';
 import { redisTarget } from '../test/services/redis.ts';
 import { machineLine, percentile, procCpuMs, printTable, ratio, startChild, type Row } from './lib.ts';
@@ -107,6 +112,32 @@ async function bare(target: Awaited<ReturnType<typeof redisTarget>>): Promise<Re
   return { msgs: N, seconds, latencies, cpu };
 }
 
+/** The bare MQTT.js anchor: QoS 1 publishes from CONCURRENCY workers, one QoS 1 subscriber acknowledging each. */
+async function bareMqtt(broker: Mosquitto): Promise<Result> {
+  const { connectAsync } = await import('mqtt');
+  const topic = `rt-bench/bare/${Date.now()}`;
+  const sub = await connectAsync(broker.url, { clientId: `bench-sub-${process.pid}`, clean: true });
+  const pub = await connectAsync(broker.url, { clientId: `bench-pub-${process.pid}`, clean: true });
+  await sub.subscribeAsync(topic, { qos: 1 });
+  const latencies: number[] = [];
+  let done: () => void = () => undefined;
+  const all = new Promise<void>((r) => (done = r));
+  sub.on('message', (_t, payload) => {
+    latencies.push(performance.now() - Number(payload.toString()));
+    if (latencies.length === N) done();
+  });
+  const cpu0 = { bench: selfCpuMs(), mosquitto: procCpuMs(broker.pid()) };
+  const start = performance.now();
+  await workers(CONCURRENCY, N, async () => {
+    await pub.publishAsync(topic, String(performance.now()), { qos: 1 });
+  });
+  await all;
+  const seconds = (performance.now() - start) / 1000;
+  const cpu = perThousand(cpu0, { bench: selfCpuMs(), mosquitto: procCpuMs(broker.pid()) }, N);
+  await Promise.all([sub.endAsync(), pub.endAsync()]);
+  return { msgs: N, seconds, latencies, cpu };
+}
+
 /**
  * 'single': one HTTP publish and one HTTP delivery per message (the headline row).
  * 'bulk': the API's batched forms, as the anchor batches its Redis calls: bulk publish of
@@ -136,8 +167,14 @@ server.keepAliveTimeout = 60000;
 server.listen(Number(process.argv[2]), '127.0.0.1');
 `;
 
-async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>, mode: Mode): Promise<Result> {
+/** `mqtt`: the 'single' path through pubsub.mqtt3 on this broker instead of pubsub.redis. */
+async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>, mode: Mode, mqtt?: Mosquitto): Promise<Result> {
   const topic = `rt-bench-rt-${mode}-${Date.now()}`;
+  const component = mqtt
+    ? `pubsub.mqtt3\n  version: v1\n  metadata:\n    - name: url\n      value: "${mqtt.url}"\n    - name: cleanSession\n      value: "true"\n`
+    : `pubsub.redis\n  version: v1\n  metadata:\n    - name: redisHost\n      value: "${target.redisHost}"\n    - name: concurrency\n      value: "${mode === 'bulk' ? 10 * BULK : 64}"\n`;
+  // the broker's CPU beside the sidecar's: Redis', or Mosquitto's
+  const backendCpu = async (): Promise<Record<string, number>> => (mqtt ? { mosquitto: procCpuMs(mqtt.pid()) } : mode === 'relay' ? {} : { redis: await redisCpuMs(r) });
   const latencies: number[] = [];
   let received = 0;
   let done: () => void = () => undefined;
@@ -167,7 +204,7 @@ async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>, mode: 
   const dir = mkdtempSync(join(tmpdir(), 'rt-bench-pubsub-'));
   writeFileSync(
     join(dir, 'pubsub.yaml'),
-    `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: q\nspec:\n  type: pubsub.redis\n  version: v1\n  metadata:\n    - name: redisHost\n      value: "${target.redisHost}"\n    - name: concurrency\n      value: "${mode === 'bulk' ? 10 * BULK : 64}"\n---\napiVersion: rt.io/v1alpha1\nkind: Subscription\nmetadata:\n  name: s\nspec:\n  pubsubname: q\n  topic: ${topic}\n  route: /msg\n${mode === 'bulk' ? `  bulkSubscribe:\n    enabled: true\n    maxMessagesCount: ${BULK}\n    maxAwaitDurationMs: 5\n` : ''}`,
+    `apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: q\nspec:\n  type: ${component}---\napiVersion: rt.io/v1alpha1\nkind: Subscription\nmetadata:\n  name: s\nspec:\n  pubsubname: q\n  topic: ${topic}\n  route: /msg\n${mode === 'bulk' ? `  bulkSubscribe:\n    enabled: true\n    maxMessagesCount: ${BULK}\n    maxAwaitDurationMs: 5\n` : ''}`,
   );
   const [hp, gp] = [await freePort(), await freePort()];
   // BENCH_CPU_PROF=<dir> writes the sidecar's CPU profile there (node --cpu-prof), to see where its time goes
@@ -183,7 +220,7 @@ async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>, mode: 
   const pid = sidecar.proc.pid ?? 0;
   try {
     if (mode !== 'relay') await new Promise((r) => setTimeout(r, 1500)); // the subscription opens once the app is reachable
-    const cpu0 = { bench: selfCpuMs(), [child]: procCpuMs(pid), redis: await redisCpuMs(r) };
+    const cpu0 = { bench: selfCpuMs(), [child]: procCpuMs(pid), ...(await backendCpu()) };
     const start = performance.now();
     if (mode !== 'bulk') {
       await workers(CONCURRENCY, N, async () => {
@@ -203,7 +240,7 @@ async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>, mode: 
     const published = performance.now();
     await all;
     const seconds = (performance.now() - start) / 1000;
-    const cpu = perThousand(cpu0, { bench: selfCpuMs(), [child]: procCpuMs(pid), ...(mode === 'relay' ? {} : { redis: await redisCpuMs(r) }) }, N);
+    const cpu = perThousand(cpu0, { bench: selfCpuMs(), [child]: procCpuMs(pid), ...(await backendCpu()) }, N);
     console.log(`rt (${mode}): publishing took ${((published - start) / 1000).toFixed(2)} s, the last delivery ${((performance.now() - published) / 1000).toFixed(2)} s after`);
     return { msgs: N, seconds, latencies, cpu };
   } finally {
@@ -211,7 +248,7 @@ async function throughRt(target: Awaited<ReturnType<typeof redisTarget>>, mode: 
     await sidecar.stop();
     app.closeAllConnections();
     await new Promise((r) => app.close(r));
-    await r.del(topic);
+    if (!mqtt) await r.del(topic);
     r.disconnect();
     rmSync(dir, { recursive: true, force: true });
   }
@@ -222,15 +259,33 @@ async function main(): Promise<void> {
   console.log(`load average before the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')} (other work on this machine skews the figures)`);
   const target = await redisTarget();
   if (!target.available) throw new Error(`Redis is not reachable at ${target.url}; npm run bench starts one (or set RT_TEST_REDIS_URL)`);
-  // BENCH_PUBSUB_ROWS=bulk (comma-separated single,bulk,relay) runs only those rows beside the anchor:
+  // BENCH_PUBSUB_ROWS=bulk (comma-separated single,bulk,relay,mqtt) runs only those rows beside the anchor:
   // a CPU profile (BENCH_CPU_PROF) of one path, or repeated runs of the batched row
-  const rows = new Set((process.env.BENCH_PUBSUB_ROWS ?? 'single,bulk,relay').split(','));
+  const rows = new Set((process.env.BENCH_PUBSUB_ROWS ?? 'single,bulk,relay,mqtt').split(','));
   const anchor = await bare(target);
   const out = [row('anchor: bare ioredis XADD / XREADGROUP / XACK', anchor)];
   if (rows.has('single')) out.push(row('rt: HTTP publish → sidecar → pubsub.redis → sidecar → app (HTTP), one message per call', await throughRt(target, 'single'), anchor));
   if (rows.has('bulk')) out.push(row(`rt, batched API: bulk publish (${BULK} per call) → … → bulkSubscribe (≤ ${BULK} per call)`, await throughRt(target, 'bulk'), anchor));
   if (rows.has('relay')) out.push(row('floor, not rt: the same HTTP in and out per message through a bare node:http + undici relay (no Redis)', await throughRt(target, 'relay'), anchor));
   printTable(`publish → delivery through Redis Streams, ${N} messages, ${CONCURRENCY} publishers (target: rt ≥ 0.50× of bare)`, out);
+  if (rows.has('mqtt')) await mqttRows(target);
+}
+
+/** The MQTT table: rt through pubsub.mqtt3 beside bare MQTT.js, on a private Mosquitto (no target). */
+async function mqttRows(target: Awaited<ReturnType<typeof redisTarget>>): Promise<void> {
+  const missing = mosquittoMissing();
+  if (missing) return void console.log(`MQTT rows skipped: ${missing}`);
+  const broker = await startMosquitto();
+  try {
+    const anchor = await bareMqtt(broker);
+    const rt = await throughRt(target, 'single', broker);
+    printTable(`publish → delivery through Mosquitto at QoS 1, ${N} messages, ${CONCURRENCY} publishers (no target)`, [
+      row('anchor: bare MQTT.js, QoS 1 publish → QoS 1 subscriber', anchor),
+      row('rt: HTTP publish → sidecar → pubsub.mqtt3 → sidecar → app (HTTP), one message per call', rt, anchor),
+    ]);
+  } finally {
+    await broker.close();
+  }
 }
 
 await main();

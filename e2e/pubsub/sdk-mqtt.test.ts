@@ -51,8 +51,8 @@ for (const proto of ['http', 'grpc'] as const) {
     const calls: Record<string, Call[]> = {};
     const record = (name: string, answer?: (data: unknown) => DaprPubSubStatusEnum | undefined) => {
       calls[name] = [];
-      return async (data: unknown, headers: unknown) => {
-        calls[name].push({ data, headers: { ...(headers as Record<string, string>) } });
+      return async (data: unknown, headers?: unknown) => {
+        calls[name].push({ data, headers: { ...(headers as Record<string, string> | undefined) } });
         return answer?.(data);
       };
     };

@@ -9,7 +9,8 @@ import { factory } from '../../sidecar/src/components/bindings/mqtt3/index.ts';
 import type { InputBinding, InputBindingEvent, InputBindingReply, OutputBinding } from '../../sidecar/src/components/types.ts';
 import { ApiError } from '../../sidecar/src/http/errors.ts';
 import { requireService } from '../services/ci.ts';
-import { mosquittoForSuite, mosquittoMissing, uniqueMqttName, until, type Mosquitto } from '../services/mosquitto.ts';
+import { mosquittoMissing, type Mosquitto } from '../services/mosquitto.ts';
+import { mosquittoForSuite, uniqueMqttName, until } from '../services/mqtt-suite.ts';
 import { componentContext, spec } from '../state/helpers.ts';
 
 const missing = mosquittoMissing();

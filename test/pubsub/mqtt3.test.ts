@@ -12,7 +12,8 @@ import { filterProblem, publishTopicProblem, topicMatches } from '../../sidecar/
 import type { PubSub, PubSubMessage } from '../../sidecar/src/components/pubsub/types.ts';
 import { ApiError } from '../../sidecar/src/http/errors.ts';
 import { requireService } from '../services/ci.ts';
-import { mosquittoForSuite, mosquittoMissing, uniqueMqttName, until, type Mosquitto } from '../services/mosquitto.ts';
+import { mosquittoMissing, type Mosquitto } from '../services/mosquitto.ts';
+import { mosquittoForSuite, uniqueMqttName, until } from '../services/mqtt-suite.ts';
 import { componentContext, spec } from '../state/helpers.ts';
 
 const missing = mosquittoMissing();

@@ -7,7 +7,6 @@
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll } from 'vitest';
 import { freePort } from './net.ts';
 import { startServerProcess, type StartedServer } from './server-process.ts';
 
@@ -22,6 +21,8 @@ export interface Mosquitto {
   /** tcp://127.0.0.1:<port>, as component metadata `url` takes it. */
   url: string;
   port: number;
+  /** The running broker's process id (0 while stopped): for CPU figures. */
+  pid(): number;
   /** Ends the broker (SIGTERM: it saves its sessions first) and keeps its folder, for `start()`. */
   stop(): Promise<void>;
   /** Starts it again on the same port and folder (after `stop()`). */
@@ -75,6 +76,7 @@ export async function startMosquitto(): Promise<Mosquitto> {
   return {
     url: `tcp://127.0.0.1:${port}`,
     port,
+    pid: () => server?.pid ?? 0,
     stop,
     start,
     close: async () => {
@@ -84,33 +86,3 @@ export async function startMosquitto(): Promise<Mosquitto> {
   };
 }
 
-/**
- * A suite's broker: started before its tests and, after them, `opened` (the components the suite
- * left open) closed, then the broker. `started` gets the broker.
- */
-export function mosquittoForSuite(opened: Set<{ close(): Promise<void> }>, started: (b: Mosquitto) => void): void {
-  let broker: Mosquitto | undefined;
-  beforeAll(async () => {
-    broker = await startMosquitto();
-    started(broker);
-  });
-  afterAll(async () => {
-    for (const c of opened) await c.close().catch(() => undefined);
-    await broker?.close();
-  });
-}
-
-let names = 0;
-/** A topic or client id no other test of the run uses. */
-export function uniqueMqttName(kind: string): string {
-  return `rt-test/${kind}/${process.pid}-${++names}`;
-}
-
-/** Waits until `check` holds; the error shows `what`. */
-export async function until(check: () => boolean, what: () => unknown, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`condition not met in time; got ${JSON.stringify(what())}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
