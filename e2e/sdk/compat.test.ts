@@ -101,7 +101,6 @@ describe('the rich error model', () => {
     expect(published.error).toBeDefined();
     for (const [path, block] of [
       ['/v1.0/actors/T/1/method/m', 'actors'],
-      ['/v1.0-alpha1/configuration/cfg', 'configuration'],
       ['/v1.0-alpha1/lock/l', 'distributed lock'],
     ]) {
       const r = await fetch(base + path, { method: 'POST', body: '{}' });

@@ -4,6 +4,7 @@
  * `setup(ctx)` that adds routes, gRPC services and hooks (block-graph.ts).
  */
 import type { SecretsService } from './secrets/service.ts';
+import type { ConfigurationService } from './configuration/service.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { AppChannel } from './app/channel.ts';
@@ -57,6 +58,8 @@ export interface BlockServices {
   bindings?: BindingsService;
   workflows?: Engine;
   secrets?: SecretsService;
+  /** The configuration block's get / subscribe / unsubscribe and its active subscriptions. */
+  configuration?: ConfigurationService;
   pubsub?: PublishService;
   /** Service invocation toward other apps (the gRPC InvokeService reuses it). */
   invoke?: Invoker;

@@ -83,7 +83,6 @@ describe('building blocks rt does not have', () => {
     const md = { 'rt-api-token': TOKEN };
     for (const [method, block] of [
       ['InvokeActor', 'actors'],
-      ['GetConfiguration', 'configuration'],
       ['TryLockAlpha1', 'distributed lock'],
       ['SubtleEncryptAlpha1', 'cryptography'],
       ['ConverseAlpha2', 'conversation'],
@@ -94,19 +93,18 @@ describe('building blocks rt does not have', () => {
       expect({ method, code: err.code }).toEqual({ method, code: grpc.status.UNIMPLEMENTED });
       expect(err.details).toContain(`no ${block}`);
       // and what it does serve: every block rt has, pub/sub and service invocation included
-      expect(err.details).toContain('serves state, pub/sub, service invocation, bindings, secrets, metadata, jobs and workflows');
+      expect(err.details).toContain('serves state, pub/sub, service invocation, bindings, secrets, configuration, metadata, jobs and workflows');
     }
-    expect(UNSUPPORTED_METHODS.length).toBeGreaterThan(25);
+    expect(UNSUPPORTED_METHODS.length).toBeGreaterThan(20);
   });
 
-  it('streaming ones too (server stream and bidi)', async () => {
+  it('streaming ones too (bidi); a served server stream checks the token first', async () => {
     const md = new grpc.Metadata();
     md.set('rt-api-token', TOKEN);
     const id = (b: Buffer) => b;
-    const serverStream = s.client.makeServerStreamRequest('/dapr.proto.runtime.v1.Dapr/SubscribeConfiguration', id, id, Buffer.alloc(0), md);
+    const serverStream = s.client.makeServerStreamRequest('/dapr.proto.runtime.v1.Dapr/SubscribeConfiguration', id, id, Buffer.alloc(0), new grpc.Metadata());
     const e1 = await new Promise<grpc.ServiceError>((resolve) => serverStream.on('error', resolve));
-    expect(e1.code).toBe(grpc.status.UNIMPLEMENTED);
-    expect(e1.details).toContain('configuration');
+    expect(e1.code).toBe(grpc.status.UNAUTHENTICATED);
     const bidi = s.client.makeBidiStreamRequest('/dapr.proto.runtime.v1.Dapr/EncryptAlpha1', id, id, md);
     const e2 = await new Promise<grpc.ServiceError>((resolve) => bidi.on('error', resolve));
     expect(e2.code).toBe(grpc.status.UNIMPLEMENTED);

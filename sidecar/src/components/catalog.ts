@@ -49,6 +49,8 @@ export function builtinCatalog(): ComponentCatalog {
   c.add('pubsub.redis', { category: 'pubsub', load: async () => (await import('./pubsub/redis/index.ts')).factory });
   c.add('pubsub.mqtt3', { category: 'pubsub', load: async () => (await import('./pubsub/mqtt3/index.ts')).factory });
   c.add('bindings.mqtt3', { category: 'bindings', load: async () => (await import('./bindings/mqtt3/index.ts')).factory });
+  c.add('configuration.redis', { category: 'configuration', load: async () => (await import('./configuration/redis/index.ts')).factory });
+  c.add('configuration.postgresql', { category: 'configuration', load: async () => (await import('./configuration/postgresql/index.ts')).factory });
   c.add('bindings.sftp', { category: 'bindings', load: async () => (await import('./bindings/sftp/index.ts')).factory });
   c.add('bindings.redis', { category: 'bindings', load: async () => (await import('./bindings/redis/index.ts')).factory });
   c.add('lock.redis', { category: 'lock', load: async () => (await import('./lock/redis/index.ts')).factory });

@@ -1,14 +1,14 @@
 /**
- * The gRPC runtime API block (setup.ts): it needs the state, bindings and secrets services at
- * start, and looks up jobs, workflows and pub/sub per call (absent: those calls answer that the
- * block is not running).
+ * The gRPC runtime API block (setup.ts): it needs the state, bindings, secrets and configuration
+ * services at start, and looks up jobs, workflows and pub/sub per call (absent: those calls
+ * answer that the block is not running).
  */
 import { defineBlock } from '../../block-graph.ts';
 import { setup } from './setup.ts';
 
 export const block = defineBlock({
   name: 'runtime-api',
-  needs: ['state', 'bindings', 'secrets'],
+  needs: ['state', 'bindings', 'secrets', 'configuration'],
   uses: ['jobs', 'workflows', 'pubsub'],
   setup,
 });
