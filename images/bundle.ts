@@ -17,6 +17,7 @@ import * as esbuild from 'esbuild';
 import { eagerModuleBodies } from './eager-module-bodies.ts';
 import { memoizedToEsm } from './memoized-to-esm.ts';
 import { precompiledModule } from './validators.ts';
+import { BUILD_STAMP, buildInputsMtime, type BuildStamp } from '../cli/compiled-build.ts';
 
 const root = join(import.meta.dirname, '..');
 /** dist/, or the folder named as the first argument (test/build/bundle.test.ts builds into a temp one). */
@@ -70,6 +71,7 @@ const onFirstRead = (load: string) => `((m) => new Proxy({}, { get: (_t, k) => (
  * grpc-js's and protobufjs's chunks were ~7 MB of an idle sidecar's RSS (bench/README.md
  * `### startup`). Entry name → the module, resolved from the repo root or from the file named.
  */
+// An entry with `from` rewrites that dependency's file, pinned in images/patched-dependencies.ts.
 const LAZY: Record<string, { spec: string; from?: string; topLevel?: boolean }> = {
   'grpc-js': { spec: '@grpc/grpc-js' },
   'proto-loader': { spec: '@grpc/proto-loader' },
@@ -81,7 +83,6 @@ const LAZY: Record<string, { spec: string; from?: string; topLevel?: boolean }> 
   // the routes' validators are compiled at build time (validators.ts); ajv itself only for the sources
   ajv: { spec: 'ajv' },
   'fast-json-stringify-compiler': { spec: '@fastify/fast-json-stringify-compiler', from: 'fastify/lib/schema-controller.js' },
-  'light-my-request': { spec: 'light-my-request', from: 'fastify/fastify.js' },
   'llhttp-wasm': { spec: '../llhttp/llhttp-wasm.js', from: 'undici/lib/dispatcher/client-h1.js' },
   'llhttp-simd-wasm': { spec: '../llhttp/llhttp_simd-wasm.js', from: 'undici/lib/dispatcher/client-h1.js' },
   'milo-simd': { spec: '../milo/simd.js', from: 'undici/lib/dispatcher/parser-h1.js' },
@@ -229,13 +230,13 @@ const undiciWithoutHttp2: esbuild.Plugin = {
 
 /**
  * Requires that dependencies make when they load, for what rt does not use or uses only when
- * configured, each made on its first use instead (the text as the file has it → its replacement):
+ * configured, each made on its first use instead (the text as the file has it → its replacement).
+ * Each is kept for a #15 target and pinned to the version it was checked against
+ * (images/patched-dependencies.ts):
  * - fastify's server module requires node:https and node:http2 (and with them node:tls) for
  *   servers rt does not make;
  * - ioredis requires node:tls for a TLS connection to Redis, which only a component with enableTLS
  *   opens (~3 MB of RSS for a sidecar with a Redis state store);
- * - pino requires thread-stream (and with it node:worker_threads, ~4 MB of idle RSS) for
- *   transports run in a worker; rt's logger writes to a stream of its own and never starts one;
  * - prom-client's Pushgateway, which rt does not use, requires node:https (and with it node:tls)
  *   and node:zlib when prom-client loads: ~4 MB of a sidecar's RSS with metrics on, the default.
  */
@@ -255,16 +256,6 @@ const DEPENDENCY_REQUIRES_ON_FIRST_USE: [RegExp, [string, string][]][] = [
     ],
   ],
   [/ioredis\/built\/connectors\/(StandaloneConnector|SentinelConnector\/index)\.js$/, [['require("tls")', onFirstRead('require("tls")')]]],
-  [
-    /pino\/lib\/transport\.js$/,
-    [
-      [
-        "const ThreadStream = require('thread-stream')",
-        // a class, made with new
-        "let threadStream; const ThreadStream = new Proxy(function ThreadStream() {}, { construct: (_t, args) => new (threadStream ??= require('thread-stream'))(...args) })",
-      ],
-    ],
-  ],
 ];
 const dependencyRequiresOnFirstUse: esbuild.Plugin = {
   name: 'dependency-requires-on-first-use',
@@ -316,6 +307,8 @@ const precompiledValidators: esbuild.Plugin = {
   },
 };
 
+// read before the build, so that a file changed while it runs makes it stale (cli/compiled-build.ts)
+const stamp: BuildStamp = { inputsMtimeMs: buildInputsMtime(root) };
 await rm(dist, { recursive: true, force: true });
 const result = await esbuild.build({
   absWorkingDir: root,
@@ -355,6 +348,7 @@ const result = await esbuild.build({
   metafile: true,
 });
 await entryWithoutStaticChunkImports(join(dist, 'cli', 'rt.js'));
+await writeFile(join(dist, BUILD_STAMP), JSON.stringify(stamp));
 const outputs = Object.entries(result.metafile.outputs);
 // module bodies compiled with their chunk, so that the compile cache holds them
 // (eager-module-bodies.ts), and one view of a CommonJS module per exports object (memoized-to-esm.ts)

@@ -143,7 +143,6 @@ describe('the bundled rt command (npm run build)', () => {
     // undici) wait for their first use
     expect(loaded.filter((m) => m.includes('/lazy/')).map((m) => m.replace(/^.*\/lazy\//, ''))).toEqual([]);
     expect(loaded).not.toContain('NativeModule tty');
-    expect(loaded.filter((m) => m.includes('thread-stream'))).toEqual([]);
     // nor node:crypto (the embedded scheduler's store name is hashed with @noble/hashes) and
     // node:fs/promises (the socket folder is listed with node:fs)
     expect(loaded.filter((m) => /^NativeModule (crypto|fs\/promises)$/.test(m))).toEqual([]);

@@ -5,6 +5,9 @@
  * a broker restart that loses no QoS 1 message, and metadata errors. Topic matching has a
  * property test of its own.
  */
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { factory } from '../../sidecar/src/components/pubsub/mqtt3/index.ts';
@@ -12,7 +15,8 @@ import { filterProblem, publishTopicProblem, topicMatches } from '../../sidecar/
 import type { PubSub, PubSubMessage } from '../../sidecar/src/components/pubsub/types.ts';
 import { ApiError } from '../../sidecar/src/http/errors.ts';
 import { requireService } from '../services/ci.ts';
-import { mosquittoMissing, type Mosquitto } from '../services/mosquitto.ts';
+import { makeTestCa } from '../services/ca.ts';
+import { mosquittoMissing, startMosquitto, type Mosquitto } from '../services/mosquitto.ts';
 import { mosquittoForSuite, uniqueMqttName, until } from '../services/mqtt-suite.ts';
 import { componentContext, spec } from '../state/helpers.ts';
 
@@ -177,6 +181,56 @@ describe.skipIf(!available)('pubsub.mqtt3 against a real Mosquitto', () => {
     const want = [...Array.from({ length: 10 }, (_, i) => `before-${i}`), ...Array.from({ length: 10 }, (_, i) => `during-${i}`)];
     await until(() => want.every((w) => taken.has(w)), () => [...taken].sort(), 20_000);
     expect([...taken].sort()).toEqual(want.sort());
+  }, 40_000);
+
+  it('TLS (ssl://): the broker\'s certificate is checked against caCert, never skipped', async () => {
+    const ca = makeTestCa();
+    const tlsBroker = await startMosquitto({ tls: { cert: ca.cert, key: ca.key } });
+    try {
+      const topic = unique('tls');
+      const p = await open({ url: tlsBroker.url, caCert: ca.caPem, consumerID: unique('client') });
+      const got: string[] = [];
+      p.subscribe(topic, {}, async (m) => void got.push(text(m)));
+      await p.publish(topic, Buffer.from('over TLS'));
+      await until(() => got.length === 1, () => got);
+      expect(got).toEqual(['over TLS']);
+      await closeOne(p);
+      // the same broker without its CA: the system's roots do not vouch for it, so the start fails
+      const started = Date.now();
+      const e = await open({ url: tlsBroker.url, consumerID: unique('client') }).catch((x: Error) => x);
+      expect((e as Error).message).toMatch(/certificate that does not verify.*set caCert/);
+      expect(Date.now() - started).toBeLessThan(5000); // at once, not after the connect timeout
+    } finally {
+      await tlsBroker.close();
+      ca.remove();
+    }
+  }, 40_000);
+
+  it('mutual TLS: clientCert and clientKey log the client in where the broker requires a certificate', async () => {
+    const ca = makeTestCa();
+    const f = (n: string) => join(ca.dir, n);
+    const run = (args: string[]) => execFileSync('openssl', args, { cwd: ca.dir, stdio: ['ignore', 'ignore', 'pipe'] });
+    run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', f('client.key'), '-out', f('client.csr'), '-subj', '/CN=rt-client']);
+    writeFileSync(f('client.cnf'), 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n');
+    run(['x509', '-req', '-in', f('client.csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f('client.crt'), '-days', '2', '-extfile', f('client.cnf')]);
+    const tlsBroker = await startMosquitto({ tls: { cert: ca.cert, key: ca.key, clientCa: ca.caPem } });
+    try {
+      const topic = unique('mtls');
+      const p = await open({ url: tlsBroker.url, caCert: ca.caPem, clientCert: readFileSync(f('client.crt'), 'utf8'), clientKey: readFileSync(f('client.key'), 'utf8'), consumerID: unique('client') });
+      const got: string[] = [];
+      p.subscribe(topic, {}, async (m) => void got.push(text(m)));
+      await p.publish(topic, Buffer.from('mutual'));
+      await until(() => got.length === 1, () => got);
+      await closeOne(p);
+      // without a client certificate the broker ends the handshake: the start fails
+      const bare = factory() as PubSub;
+      const e = await bare.init({ ...spec('pubsub.mqtt3', { url: tlsBroker.url, caCert: ca.caPem, consumerID: unique('client') }), initTimeoutMs: 3000 }, componentContext).catch((x: Error) => x);
+      await bare.close();
+      expect((e as Error).message).toMatch(/ended the TLS handshake .*wants a client certificate it trusts/);
+    } finally {
+      await tlsBroker.close();
+      ca.remove();
+    }
   }, 40_000);
 
   it('refuses bad metadata at init with a message naming the field, never the URL (it may hold a password)', async () => {

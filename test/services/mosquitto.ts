@@ -18,7 +18,7 @@ export function mosquittoMissing(): string | undefined {
 }
 
 export interface Mosquitto {
-  /** tcp://127.0.0.1:<port>, as component metadata `url` takes it. */
+  /** tcp://127.0.0.1:<port> (ssl:// with `tls`), as component metadata `url` takes it. */
   url: string;
   port: number;
   /** The running broker's process id (0 while stopped): for CPU figures. */
@@ -33,19 +33,33 @@ export interface Mosquitto {
 
 /**
  * Starts a broker: anonymous clients on loopback only, persistence on (written at exit), QoS 0
- * messages queued for offline persistent sessions too. Throws with the broker's own words when it
+ * messages queued for offline persistent sessions too; with `tls`, its listener speaks TLS only
+ * with that certificate and key (PEM), and with `clientCa` takes only clients with a certificate
+ * that CA issued. Throws with the broker's own words when it
  * cannot start; the caller decides whether that fails the suite (requireService).
  */
-export async function startMosquitto(): Promise<Mosquitto> {
+export async function startMosquitto(opts: { tls?: { cert: string; key: string; clientCa?: string } } = {}): Promise<Mosquitto> {
   const missing = mosquittoMissing();
   if (missing) throw new Error(missing);
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'rt-mosquitto-'));
   const config = join(dir, 'mosquitto.conf');
+  const tls: string[] = [];
+  if (opts.tls) {
+    writeFileSync(join(dir, 'server.crt'), opts.tls.cert);
+    writeFileSync(join(dir, 'server.key'), opts.tls.key, { mode: 0o600 });
+    tls.push(`certfile ${join(dir, 'server.crt')}`, `keyfile ${join(dir, 'server.key')}`);
+    if (opts.tls.clientCa) {
+      writeFileSync(join(dir, 'client-ca.crt'), opts.tls.clientCa);
+      tls.push(`cafile ${join(dir, 'client-ca.crt')}`, 'require_certificate true');
+    }
+  }
+  const url = `${opts.tls ? 'ssl' : 'tcp'}://127.0.0.1:${port}`;
   writeFileSync(
     config,
     [
       `listener ${port} 127.0.0.1`,
+      ...tls,
       'allow_anonymous true',
       'persistence true',
       `persistence_location ${dir}/`,
@@ -61,7 +75,7 @@ export async function startMosquitto(): Promise<Mosquitto> {
   let server: StartedServer | undefined;
   const start = async () => {
     // `dirs: []`: the folder outlives one process (close() removes it)
-    server = await startServerProcess({ name: 'mosquitto', command: MOSQUITTO_BIN, args: ['-c', config], port, dirs: [], url: `tcp://127.0.0.1:${port}` });
+    server = await startServerProcess({ name: 'mosquitto', command: MOSQUITTO_BIN, args: ['-c', config], port, dirs: [], url });
   };
   try {
     await start();
@@ -74,7 +88,7 @@ export async function startMosquitto(): Promise<Mosquitto> {
     server = undefined;
   };
   return {
-    url: `tcp://127.0.0.1:${port}`,
+    url,
     port,
     pid: () => server?.pid ?? 0,
     stop,

@@ -85,6 +85,8 @@ export interface ConnectionSettings {
 const PUBLISH_TIMEOUT_MS = 20_000;
 /** How long init waits for a broker that does not answer yet (the reference's 20 s). */
 const CONNECT_TIMEOUT_MS = 20_000;
+/** Node's codes for a server certificate that does not verify (node:tls, OpenSSL's names). */
+const CERTIFICATE_ERROR = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER/;
 /** MQTT.js' handleMessage callback with this skips its own PUBACK (see the module comment). */
 const HELD = new Error('acknowledged when the handler is done');
 
@@ -139,7 +141,8 @@ export class MqttConnection {
       protocolVersion: 4,
       reconnectPeriod: 1000,
       connectTimeout: 10_000,
-      ...(broker.protocol === 'mqtts' ? { ca: tls.ca, cert: tls.cert, key: tls.key, rejectUnauthorized: true, servername: broker.host } : {}),
+      // MQTT.js names the host for SNI and the certificate check (an IP is checked, not sent)
+      ...(broker.protocol === 'mqtts' ? { ca: tls.ca, cert: tls.cert, key: tls.key, rejectUnauthorized: true } : {}),
     };
     let client: MqttClient;
     try {
@@ -168,8 +171,11 @@ export class MqttConnection {
       };
       const early = (e: Error & { code?: string | number }) => {
         last = e.message;
-        // a CONNACK refusal (bad credentials, client id) does not get better by retrying
+        // a CONNACK refusal (bad credentials, client id) or a certificate that does not verify
+        // does not get better by retrying
         if (typeof e.code === 'number') fail(`the MQTT broker at ${where} refused the connection: ${e.message}`);
+        else if (typeof e.code === 'string' && /ALERT/.test(e.code)) fail(`the MQTT broker at ${where} ended the TLS handshake (${e.code}): it wants a client certificate it trusts (clientCert, clientKey)`);
+        else if (typeof e.code === 'string' && CERTIFICATE_ERROR.test(e.code)) fail(`the MQTT broker at ${where} presented a certificate that does not verify (${e.code}): set caCert to the CA that issued it`);
       };
       client.once('connect', ok);
       client.on('error', early);
