@@ -207,7 +207,8 @@ export class MqttConnection {
   private deliver(p: Pending): void {
     p.timer = undefined;
     if (this.closed || this.superseded(p)) return void this.pending.delete(p);
-    this.handler(p.message).then(
+    // a handler that throws at once must not throw into MQTT.js' packet loop
+    Promise.resolve(p.message).then(this.handler).then(
       () => {
         this.pending.delete(p);
         this.ack(p);
