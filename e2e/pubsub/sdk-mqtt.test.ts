@@ -2,7 +2,8 @@
  * pubsub.mqtt3 and bindings.mqtt3 as the @dapr/dapr JS SDK's own end-to-end suite uses them
  * (its components: `pubsub-mqtt` with qos 1 and a clean session, `binding-mqtt` with a fixed
  * consumerID), through the SDK's DaprServer over HTTP and over gRPC, against a real Mosquitto of
- * this suite's own: plain events with the `pubsubname` header, `#` and `+` wildcard
+ * this suite's own: plain events with the `pubsubname` header, rawPayload and bulk rawPayload
+ * subscriptions (MQTT keeps no content type), `#` and `+` wildcard
  * subscriptions, the status answers (SUCCESS once, RETRY twice then SUCCESS, DROP to the dead
  * letter topic), and an input binding receiving what the output side of the same binding sent.
  */
@@ -79,6 +80,8 @@ for (const proto of ['http', 'grpc'] as const) {
           : new DaprServer({ serverHost: '127.0.0.1', serverPort: String(appPort), clientOptions: { daprHost: '127.0.0.1', daprPort: String(side.sidecar.httpPort), logger: silentDaprLogger }, logger: silentDaprLogger });
       await server.binding.receive(BINDING, record('binding'));
       await server.pubsub.subscribe(PUBSUB, t('test-topic'), record('plain'));
+      await server.pubsub.subscribe(PUBSUB, t('test-topic-raw'), record('raw'), undefined, { rawPayload: true });
+      await server.pubsub.subscribeBulk(PUBSUB, t('bulk-subscribe-topic'), record('bulkraw'), { maxMessagesCount: 2, maxAwaitDurationMs: 500, metadata: { rawPayload: true } });
       await server.pubsub.subscribe(PUBSUB, t('myhome/groundfloor/#'), record('hash'));
       await server.pubsub.subscribe(PUBSUB, t('myhome/firstfloor/+/temperature'), record('plus'));
       await server.pubsub.subscribeWithOptions(PUBSUB, t('test-topic-status-callback'), { callback: record('status', status), deadLetterTopic: t('deadletter-topic') });
@@ -91,8 +94,8 @@ for (const proto of ['http', 'grpc'] as const) {
       await side?.close();
     });
 
-    const publish = async (topic: string, data: unknown) => {
-      const res = await server.client.pubsub.publish(PUBSUB, t(topic), data as object);
+    const publish = async (topic: string, data: unknown, raw = false) => {
+      const res = await server.client.pubsub.publish(PUBSUB, t(topic), data as object, raw ? { metadata: { rawPayload: 'true' } } : {});
       expect(res.error).toBeUndefined();
     };
 
@@ -102,6 +105,26 @@ for (const proto of ['http', 'grpc'] as const) {
       expect(calls.plain[0].data).toBe('Hello, world!');
       expect(calls.plain[0].headers.pubsubname).toBe(PUBSUB);
       if (proto === 'http') expect(calls.plain[0].headers['content-type']).toBe('application/cloudevents+json');
+    });
+
+    it('rawPayload subscriptions: CloudEvents arrive whole, raw messages as published (MQTT carries no content type)', async () => {
+      await publish('test-topic-raw', 'Hello, world!');
+      await publish('test-topic-raw', { message: 'Hello, world!' });
+      await until(() => calls.raw.length === 2, () => calls.raw);
+      expect(calls.raw.map((c) => (c.data as { data: unknown }).data).sort()).toEqual(['Hello, world!', { message: 'Hello, world!' }].sort());
+      await publish('test-topic-raw', 'plain raw', true);
+      await until(() => calls.raw.length === 3, () => calls.raw);
+      expect(calls.raw[2].data).toBe('plain raw');
+      await publish('test-topic-raw', { message: 'raw json' }, true);
+      await until(() => calls.raw.length === 4, () => calls.raw);
+      expect(calls.raw[3].data).toEqual({ message: 'raw json' });
+    });
+
+    it('bulk rawPayload: raw messages arrive as published, in order', async () => {
+      await publish('bulk-subscribe-topic', { message: 'Message 1!' }, true);
+      await publish('bulk-subscribe-topic', { message: 'Message 2!' }, true);
+      await until(() => calls.bulkraw.length === 2, () => calls.bulkraw);
+      expect(calls.bulkraw.map((c) => c.data)).toEqual([{ message: 'Message 1!' }, { message: 'Message 2!' }]);
     });
 
     it('a # subscription (myhome/groundfloor/#) gets a message two levels below', async () => {
