@@ -10,7 +10,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { parseBrokerUrl } from '../../sidecar/src/components/pubsub/mqtt3/connection.ts';
 import { factory } from '../../sidecar/src/components/pubsub/mqtt3/index.ts';
+import { MetadataError } from '../../sidecar/src/components/metadata/decode.ts';
 import { filterProblem, publishTopicProblem, topicMatches } from '../../sidecar/src/components/pubsub/mqtt3/topics.ts';
 import type { PubSub, PubSubMessage } from '../../sidecar/src/components/pubsub/types.ts';
 import { ApiError } from '../../sidecar/src/http/errors.ts';
@@ -300,5 +302,44 @@ describe('MQTT topic matching', () => {
     expect(filterProblem('a/b+')).toMatch(/\+ stands alone/);
     expect(publishTopicProblem('a/#')).toMatch(/wildcard/);
     expect(publishTopicProblem('')).toMatch(/empty/);
+  });
+});
+
+describe('the broker URL (metadata url)', () => {
+  const schemes = { 'tcp:': 'mqtt', 'mqtt:': 'mqtt', 'ssl:': 'mqtts', 'tls:': 'mqtts', 'mqtts:': 'mqtts', 'tcps:': 'mqtts' } as const;
+
+  it('reads scheme, credentials (percent-encoded), host and port; the default port follows TLS', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...(Object.keys(schemes) as (keyof typeof schemes)[])),
+        fc.stringMatching(/^[a-zA-Z0-9_-]{1,12}$/),
+        fc.string({ minLength: 1, maxLength: 16 }),
+        fc.stringMatching(/^[a-z][a-z0-9-]{0,10}(\.[a-z0-9]{1,6}){0,2}$/),
+        fc.option(fc.integer({ min: 1, max: 65_535 }), { nil: undefined }),
+        (scheme, user, password, host, port) => {
+          const b = parseBrokerUrl(`${scheme}//${user}:${encodeURIComponent(password)}@${host}${port ? `:${port}` : ''}`);
+          expect(b).toEqual({ protocol: schemes[scheme], host, port: port ?? (schemes[scheme] === 'mqtts' ? 8883 : 1883), username: user, password });
+        },
+      ),
+    );
+  });
+
+  it('any other text is a MetadataError on "url" that never shows the password', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 40 }), fc.stringMatching(/^[a-zA-Z0-9]{12}$/), (junk, secret) => {
+        for (const url of [junk, `${junk}://u:${secret}@`, `http://u:${secret}@host:1`, `${secret}`]) {
+          let e: unknown;
+          try {
+            parseBrokerUrl(url);
+          } catch (x) {
+            e = x;
+          }
+          if (e === undefined) continue; // a URL after all
+          expect(e).toBeInstanceOf(MetadataError);
+          expect((e as MetadataError).field).toBe('url');
+          expect((e as Error).message).not.toContain(secret);
+        }
+      }),
+    );
   });
 });
