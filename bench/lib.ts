@@ -115,6 +115,20 @@ export function medianBy<T>(items: T[], key: (t: T) => number): T {
   return items.find((t) => key(t) === m)!;
 }
 
+/**
+ * Runs two measurements alternately (a, b, a, b, …), `rounds` times each, and keeps the run of
+ * each with the median req/s, so that a burst of load from elsewhere does not land on one side only.
+ */
+export async function alternating(a: () => Promise<LoadResult>, b: () => Promise<LoadResult>, rounds: number): Promise<[LoadResult, LoadResult]> {
+  const ra: LoadResult[] = [];
+  const rb: LoadResult[] = [];
+  for (let i = 0; i < rounds; i++) {
+    ra.push(await a());
+    rb.push(await b());
+  }
+  return [medianBy(ra, (r) => r.rps), medianBy(rb, (r) => r.rps)];
+}
+
 /** Resident memory of a process in MB (Linux /proc). */
 export function rssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
