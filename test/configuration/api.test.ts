@@ -5,6 +5,8 @@
  * (a raw client and the @dapr/dapr SDK), unknown stores, and any query string answered 2xx or a
  * 400 JSON error, never a 5xx.
  */
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -233,5 +235,18 @@ describe.runIf(haveRedis && havePg)('configuration over gRPC', () => {
     await eventually(() => seen.includes('s1'), 'the SDK callback');
     await sub.stop();
     await eventually(() => !svc.ids().includes(id), 'the SDK subscription to end');
+  });
+
+  it('a replaced component (hot reload) ends its subscriptions: the stream completes; a new one listens on the new instance', async () => {
+    const st = openStream('SubscribeConfiguration', { store_name: 'rcfg', keys: [`${prefix}-swap`] });
+    await eventually(() => st.messages.length === 1, 'the id message');
+    await writeFile(join(s.dir, 'resources', 'extra-0.yaml'), componentYaml('rcfg', 'configuration.redis', { ...md, enableTLS: 'false' }));
+    await eventually(() => st.ended(), 'the stream to complete', 15_000);
+    expect(st.error()).toBeUndefined();
+    const again = openStream('SubscribeConfiguration', { store_name: 'rcfg', keys: [`${prefix}-swap`] });
+    await eventually(() => again.messages.length === 1, 'the id message');
+    await r.set(`${prefix}-swap`, 'new||1');
+    await eventually(() => again.messages.at(-1)?.items[`${prefix}-swap`]?.value === 'new', 'the change');
+    again.call.cancel();
   });
 });

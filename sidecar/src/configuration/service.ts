@@ -2,8 +2,9 @@
  * The configuration building block for both API surfaces: finds the store (400 listing the
  * loaded ones when unknown), reads items, and keeps the active subscriptions. A subscription
  * gets its id here (a random UUID, as the reference's) and lives until it is unsubscribed (by
- * either API), its owner goes away (a gRPC stream ends), or the sidecar stops. Its changes go
- * to the sink its API gave: POSTs to the app (delivery.ts) or the gRPC stream.
+ * either API), its owner goes away (a gRPC stream ends), its component is removed or replaced
+ * (a hot reload: the client subscribes again, to the new one), or the sidecar stops. Its changes
+ * go to the sink its API gave: POSTs to the app (delivery.ts) or the gRPC stream.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -25,6 +26,8 @@ export type ConfigurationSink = (id: string, items: ConfigurationItems) => Promi
 
 interface Active {
   store: string;
+  /** The component instance it listens on (a replaced one ends its subscriptions). */
+  instance: ConfigurationStore;
   watch: ConfigurationWatch;
   /** Told once the subscription has stopped, whoever stopped it. */
   ended: () => void;
@@ -38,6 +41,10 @@ export class ConfigurationService {
   constructor(components: ComponentRegistry, log: Logger) {
     this.components = components;
     this.log = log;
+    components.onChange((event, c) => {
+      if (event !== 'removed' || ComponentCatalog.categoryOf(c.spec.type) !== 'configuration') return;
+      for (const [id, a] of this.active) if (a.instance === c.instance) void this.stop(id, a);
+    });
   }
 
   /** Throws the 400 when no configuration store of that name is loaded. */
@@ -87,7 +94,7 @@ export class ConfigurationService {
       const message = `failed to subscribe ${keyList(req.keys)} from configuration store ${req.store}: ${errorMessage(e)}`;
       throw fail(e instanceof ConfigurationRequestError ? ERRORS.CONFIGURATION_SUBSCRIBE_INVALID : ERRORS.CONFIGURATION_SUBSCRIBE_FAILED, message);
     }
-    this.active.set(id, { store: req.store, watch, ended });
+    this.active.set(id, { store: req.store, instance: store, watch, ended });
     return id;
   }
 
