@@ -7,8 +7,12 @@
  * - the same with the glibc malloc settings the image sets (its Dockerfile's GLIBC_TUNABLES), with
  *   V8's default heap settings (`RT_V8_FLAGS=`), to show what cli/v8-flags.ts buys, and without the
  *   compile cache the build fills (cli/compile-cache.ts), a first start's cost;
- * - the TypeScript sources through the `rt` bin (`node cli/bin/rt.js`, what `npm start` and `npx rt`
- *   run; type stripping unless the checkout's compile cache has the files).
+ * - the TypeScript sources through the `rt` bin (`node cli/bin/rt.js` with RT_FROM_SOURCES=1, what
+ *   `npm start` and `npx rt` run without an up-to-date build; type stripping unless the checkout's
+ *   compile cache has the files), and the same bin beside an up-to-date build (it runs dist/,
+ *   cli/compiled-build.ts);
+ * - the sidecar from a Node startup snapshot (bench/startup-snapshot.ts: an experiment, not how rt
+ *   runs; docs/ARCHITECTURE.md "Dependencies as published").
  * Anchor, in the same run: bare `node -e` that opens an HTTP port and answers 204. RSS counts the
  * node binary's pages a process has mapped, and the kernel maps, with each page it faults in, those
  * around it that are already in the page cache: the rounds interleave the variants, and after the
@@ -19,10 +23,12 @@
  * BENCH_IMAGE=1 adds the rt image's start time and RSS (docs/kubernetes.md quotes them).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildRt, machineLine, printTable, ratio, rssMb, shortTempDir, type Row } from './lib.ts';
+import { buildSnapshot } from './startup-snapshot.ts';
+import { BUILD_INPUTS, BUILD_STAMP, buildInputsMtime } from '../cli/compiled-build.ts';
 import { freePort } from '../test/services/net.ts';
 import { startSharedServices } from '../test/services/shared-services.ts';
 import { startSshd } from '../test/services/sshd.ts';
@@ -130,6 +136,11 @@ const IMAGE_GLIBC_TUNABLES = /^ENV GLIBC_TUNABLES=(\S+)$/m.exec(readFileSync(joi
 if (!IMAGE_GLIBC_TUNABLES) throw new Error('Dockerfile: no ENV GLIBC_TUNABLES line');
 const buildDir = shortTempDir();
 const RT = buildRt(buildDir);
+// a checkout beside the build, for the bin's row: the sources the build was made from, and the
+// build's stamp taken from them (cli/compiled-build.ts)
+for (const p of BUILD_INPUTS) if (!p.startsWith('node_modules')) cpSync(join(ROOT, p), join(buildDir, p), { recursive: true });
+writeFileSync(join(buildDir, 'dist', BUILD_STAMP), JSON.stringify({ inputsMtimeMs: buildInputsMtime(buildDir) }));
+const snapshot = await buildSnapshot(buildDir);
 
 console.log(machineLine());
 const services = await startSharedServices({ quiet: true });
@@ -161,7 +172,9 @@ try {
     malloc: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))], env: { GLIBC_TUNABLES: IMAGE_GLIBC_TUNABLES } },
     v8defaults: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))], env: { RT_V8_FLAGS: '' } },
     nocache: { argv: async (port, dataDir) => [RT, ...(await sidecarArgs(port, dataDir))], env: { NODE_DISABLE_COMPILE_CACHE: '1' } },
-    sources: { argv: async (port, dataDir) => ['cli/bin/rt.js', ...(await sidecarArgs(port, dataDir))] },
+    ...('blob' in snapshot ? { snapshot: { argv: async (port: number, dataDir: string) => ['--snapshot-blob', snapshot.blob, ...(await sidecarArgs(port, dataDir))] } } : {}),
+    bin: { argv: async (port, dataDir) => [join(buildDir, 'cli', 'bin', 'rt.js'), ...(await sidecarArgs(port, dataDir))] },
+    sources: { argv: async (port, dataDir) => ['cli/bin/rt.js', ...(await sidecarArgs(port, dataDir))], env: { RT_FROM_SOURCES: '1' } },
   });
   const anchor = r.anchor!;
   const row = (name: string, s: Sample, target: string): Row => ({
@@ -179,8 +192,11 @@ try {
     row("rt sidecar compiled, no components, the image's malloc thresholds (GLIBC_TUNABLES)", r.malloc!, '≤ 60 MB'),
     row('rt sidecar compiled, V8 default heap (RT_V8_FLAGS=)', r.v8defaults!, ''),
     row('rt sidecar compiled, no compile cache (NODE_DISABLE_COMPILE_CACHE=1)', r.nocache!, ''),
-    row('rt sidecar from sources (node cli/bin/rt.js, as npm start and npx rt run it), no components', r.sources!, ''),
+    ...(r.snapshot ? [row('rt sidecar from a startup snapshot (node --snapshot-blob, bench/startup-snapshot.ts; an experiment), no components', r.snapshot, '≤ 100 ms, ≤ 60 MB')] : []),
+    row('rt on PATH (node cli/bin/rt.js, as npm start and npx rt run it) beside an up-to-date build, no components', r.bin!, ''),
+    row('rt sidecar from sources (node cli/bin/rt.js, RT_FROM_SOURCES=1: npm start and npx rt without a build), no components', r.sources!, ''),
   ]);
+  if ('error' in snapshot) console.log(`no startup snapshot row: ${snapshot.error}`);
   if (process.env.BENCH_IMAGE === '1') await imageRows();
 } finally {
   rmSync(resources, { recursive: true, force: true });
