@@ -136,6 +136,21 @@ describe.skipIf(!haveRedis)('configuration.redis against a real Redis', () => {
     }
   });
 
+  it('after a lost subscriber connection, the keys are read again: a change made while it was down arrives', async () => {
+    const r = recorder();
+    const w = await store.subscribe({ keys: [`${prefix}-lost`], metadata: {} }, r.onChange);
+    try {
+      const list = (await c.client('LIST', 'TYPE', 'pubsub')) as string;
+      const id = /id=(\d+) [^\n]*name=rt-configuration-test /.exec(list)?.[1];
+      expect(id).toBeDefined();
+      // in one transaction: the subscriber is dropped before the SET, so its notification never reaches it
+      await c.multi().client('KILL', 'ID', id!).set(`${prefix}-lost`, 'while-down||7').exec();
+      await eventually(() => r.seen.get(`${prefix}-lost`)?.at(-1)?.value === 'while-down', 'the change made while the connection was down');
+    } finally {
+      await w.stop();
+    }
+  });
+
   it('property: per key, deliveries are in order, only written values, ending with the last write', async () => {
     let run = 0;
     await fc.assert(
@@ -215,6 +230,22 @@ describe.skipIf(!havePg)('configuration.postgresql against a real PostgreSQL', (
       { value: 'a', version: '1' },
     ]);
     expect(r.seen.has('s-other')).toBe(false);
+  });
+
+  it('after a lost listening connection, each subscription gets its keys again', async () => {
+    await t.set('lost', 'kept', '4');
+    const r = recorder();
+    const w = await store.subscribe({ keys: ['lost'], metadata: { pgNotifyChannel: t.channel } }, r.onChange);
+    try {
+      const killed = (await t.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN "${t.channel}"'`)) as { rowCount: number };
+      expect(killed.rowCount).toBe(1);
+      // nothing was written: only the read after the reconnect delivers it
+      await eventually(() => r.seen.get('lost')?.at(-1)?.value === 'kept', 'the items read again');
+      await t.set('lost', 'after', '5');
+      await eventually(() => r.seen.get('lost')?.at(-1)?.value === 'after', 'a change after the reconnect');
+    } finally {
+      await w.stop();
+    }
   });
 
   it('property: per key, the subscriber sees every write, in order', async () => {

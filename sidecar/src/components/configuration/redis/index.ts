@@ -11,6 +11,8 @@
  * value or a later one, in order per key; values overwritten faster than they are read may be
  * skipped (docs/configuration.md). The server needs `notify-keyspace-events` with K$gxe: the
  * first subscribe adds what is missing to the server's flags (CONFIG SET), keeping the others.
+ * When the subscriber connection comes back after a loss, each watcher's keys are read again and
+ * delivered, for the changes it may have missed meanwhile.
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -158,13 +160,30 @@ class RedisConfigurationStore extends RedisClientHolder implements Configuration
   /** The subscriber connection, made with the first subscription. */
   private async sub(): Promise<Redis> {
     if (this.subscriber) return this.subscriber;
-    const sub = this.redis().duplicate({ enableAutoPipelining: false });
+    // named, so that an operator sees it in CLIENT LIST
+    const sub = this.redis().duplicate({ enableAutoPipelining: false, connectionName: `rt-configuration-${this.name}`.replace(/[^\x21-\x7e]/g, '_') });
     sub.on('error', () => undefined);
     sub.on('message', (channel: string) => this.dispatch(channel, false));
     sub.on('pmessage', (_pattern: string, channel: string) => this.dispatch(channel, true));
+    let connected = false;
+    // ioredis subscribes again after a lost connection; what changed meanwhile is read again
+    sub.on('ready', () => {
+      if (connected) void this.resync();
+      connected = true;
+    });
     this.subscriber = sub;
     if (sub.status === 'wait') await sub.connect();
     return sub;
+  }
+
+  /** Each watcher's keys read again and delivered (every key for those watching every key). */
+  private async resync(): Promise<void> {
+    try {
+      const all = [...this.watchers].some((w) => !w.keys) ? Object.keys(await this.get([])) : [];
+      for (const w of this.watchers) for (const key of w.keys ?? all) w.notify(key);
+    } catch (e) {
+      this.log?.warn({ component: this.name, err: (e as Error).message }, 'configuration.redis: could not read the items again after a reconnect');
+    }
   }
 
   private dispatch(channel: string, pattern: boolean): void {
