@@ -127,6 +127,20 @@ describe.runIf(haveRedis && havePg)('configuration over HTTP', () => {
     expect((await json(`/v1.0/configuration/rcfg/${sub.body!.id as string}/unsubscribe`)).status).toBe(200);
   });
 
+  it('an HTTP subscription on a sidecar without an app is 500 ERR_APP_CHANNEL_NIL (as there); a wrong store is still 400', async () => {
+    const noApp = await startRuntimeSidecar({ extraComponents: [componentYaml('rcfg', 'configuration.redis', md)] });
+    try {
+      const at = (path: string) => fetch(`http://127.0.0.1:${noApp.sidecar.httpPort}${path}`).then(async (res) => ({ status: res.status, body: (await res.json()) as { errorCode: string } }));
+      const refused = await at('/v1.0/configuration/rcfg/subscribe?key=a');
+      expect([refused.status, refused.body.errorCode]).toEqual([500, 'ERR_APP_CHANNEL_NIL']);
+      const unknown = await at('/v1.0/configuration/nope/subscribe');
+      expect([unknown.status, unknown.body.errorCode]).toEqual([400, 'ERR_CONFIGURATION_STORE_NOT_FOUND']);
+      expect(noApp.sidecar.ctx.services.configuration!.ids()).toEqual([]);
+    } finally {
+      await noApp.stop();
+    }
+  });
+
   it('property: any query string on get and subscribe is answered 200/204 or a 400 JSON error, never a 5xx', async () => {
     const part = fc.oneof(fc.constantFrom('key', 'metadata.x', 'metadata.', 'key[]', '%00', '%ZZ', '__proto__', 'metadata.__proto__'), fc.string({ maxLength: 12 }));
     const qs = fc.array(fc.tuple(part, fc.oneof(fc.constant(''), fc.string({ maxLength: 12 }), fc.constantFrom('%', '%E0%A4%A', '&&', '='))), { maxLength: 6 });
