@@ -17,6 +17,7 @@ import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { chunked, collect } from './chunks.ts';
 import { SchemeError, SEGMENT_SIZE } from '../../sidecar/src/crypto/scheme.ts';
 import { decrypt, encrypt, type UnwrapKey, type WrapKey } from '../../sidecar/src/crypto/stream.ts';
 
@@ -37,16 +38,6 @@ const PLAINTEXTS: Record<string, Buffer> = {
   'two-full-segments': repeat([1, 2, 3, 4, 5, 6, 7, 8], 16 << 10),
   'large-file': repeat([1, 2, 3, 4, 5, 6, 7, 8, 9, 0], 30 << 10),
 };
-
-async function* chunked(buf: Buffer, size = 7919): AsyncGenerator<Buffer> {
-  for (let i = 0; i < buf.length; i += size) yield buf.subarray(i, i + size);
-}
-
-async function collect(gen: AsyncIterable<Buffer>): Promise<Buffer> {
-  const out: Buffer[] = [];
-  for await (const c of gen) out.push(c);
-  return Buffer.concat(out);
-}
 
 async function rtEncrypt(plain: Buffer, cipher = 'AES-GCM', extra: { omitDecryptionKeyName?: boolean; decryptionKeyName?: string } = {}): Promise<Buffer> {
   return collect(await encrypt(chunked(plain), { keyName: 'mykey', keyWrapAlgorithm: 'AES', dataEncryptionCipher: cipher, wrapKey: identityWrap, ...extra }));

@@ -19,6 +19,7 @@ import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chunked, collect } from './chunks.ts';
 import { factory as jwksFactory } from '../../sidecar/src/components/crypto/jwks/index.ts';
 import { factory as localFactory } from '../../sidecar/src/components/crypto/localstorage/index.ts';
 import type { CryptoProvider } from '../../sidecar/src/components/crypto/types.ts';
@@ -37,16 +38,6 @@ async function open(type: 'local' | 'jwks', metadata: Record<string, string>): P
   const p = (type === 'local' ? localFactory() : jwksFactory()) as CryptoProvider;
   await p.init(spec(type === 'local' ? 'crypto.dapr.localstorage' : 'crypto.dapr.jwks', metadata), { appId: 'a', namespace: 'default', log });
   return p;
-}
-
-async function* chunked(buf: Buffer, size = 10_000): AsyncGenerator<Buffer> {
-  for (let i = 0; i < buf.length; i += size) yield buf.subarray(i, i + size);
-}
-
-async function collect(gen: AsyncIterable<Buffer>): Promise<Buffer> {
-  const out: Buffer[] = [];
-  for await (const c of gen) out.push(c);
-  return Buffer.concat(out);
 }
 
 function roundTrip(p: CryptoProvider, keyName: string, keyWrapAlgorithm: string, cipher: string, plain = PLAIN): Promise<Buffer> {
@@ -195,9 +186,9 @@ describe('crypto.dapr.jwks', () => {
     let served = set(aes);
 
     beforeAll(async () => {
-      x509.cryptoProvider.set(webcrypto as unknown as Crypto);
+      x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
       const alg = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
-      const pair = (await webcrypto.subtle.generateKey(alg, true, ['sign', 'verify'])) as CryptoKeyPair;
+      const pair = (await webcrypto.subtle.generateKey(alg, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
       const cert = await x509.X509CertificateGenerator.createSelfSigned({
         serialNumber: '01',
         name: 'CN=127.0.0.1',

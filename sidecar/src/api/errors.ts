@@ -79,6 +79,13 @@ export const ERRORS = {
   CONFIGURATION_SUBSCRIPTION_NOT_FOUND: { code: 'ERR_CONFIGURATION_UNSUBSCRIBE', http: 404, grpc: NOT_FOUND, when: 'unsubscribing an id that is not an active subscription (of that store)' },
   CONFIGURATION_NO_APP: { code: 'ERR_APP_CHANNEL_NIL', http: 500, grpc: FAILED_PRECONDITION, when: 'an HTTP subscription on a sidecar without an app to deliver to' },
 
+  // cryptography: the reference's codes; what the caller sent (names, keys, ciphertext) is a 400, not its 500
+  CRYPTO_PROVIDERS_NOT_CONFIGURED: { code: 'ERR_CRYPTO_PROVIDERS_NOT_CONFIGURED', http: 400, grpc: INVALID_ARGUMENT, when: 'no crypto component is loaded' },
+  CRYPTO_PROVIDER_NOT_FOUND: { code: 'ERR_CRYPTO_PROVIDER_NOT_FOUND', http: 400, grpc: INVALID_ARGUMENT, when: 'no crypto component of that name is loaded' },
+  CRYPTO_BAD_REQUEST: { code: 'ERR_BAD_REQUEST', http: 400, grpc: INVALID_ARGUMENT, when: 'a required option or header is missing; a stream chunk out of sequence' },
+  CRYPTO_INVALID: { code: 'ERR_CRYPTO', http: 400, grpc: INVALID_ARGUMENT, when: 'an algorithm or cipher not supported, a key missing or unfit, a ciphertext altered, cut off or not of the format' },
+  CRYPTO_FAILED: { code: 'ERR_CRYPTO', http: 500, grpc: INTERNAL, when: 'the crypto component failed (e.g. reading its key)' },
+
   // jobs: RT_SCHEDULER_SCHEDULE_JOB, _GET_JOB, _DELETE_JOB, _LIST_JOBS name the operation
   JOB_INVALID: { http: 400, grpc: INVALID_ARGUMENT, when: 'a name, schedule, dueTime, ttl, repeats or failure policy the scheduler refuses (RT_SCHEDULER_*_INVALID, _EMPTY)' },
   JOB_EXISTS: { code: 'RT_SCHEDULER_JOB_EXISTS', http: 409, grpc: ALREADY_EXISTS, when: 'scheduling a name that exists, without overwrite' },
