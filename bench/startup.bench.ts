@@ -23,7 +23,7 @@
  * BENCH_IMAGE=1 adds the rt image's start time and RSS (docs/kubernetes.md quotes them).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildRt, machineLine, printTable, ratio, rssMb, shortTempDir, type Row } from './lib.ts';
@@ -138,7 +138,7 @@ const buildDir = shortTempDir();
 const RT = buildRt(buildDir);
 // a checkout beside the build, for the bin's row: the sources the build was made from, and the
 // build's stamp taken from them (cli/compiled-build.ts)
-for (const p of BUILD_INPUTS) if (!p.startsWith('node_modules')) cpSync(join(ROOT, p), join(buildDir, p), { recursive: true });
+for (const p of BUILD_INPUTS) if (!p.startsWith('node_modules') && existsSync(join(ROOT, p))) cpSync(join(ROOT, p), join(buildDir, p), { recursive: true });
 writeFileSync(join(buildDir, 'dist', BUILD_STAMP), JSON.stringify({ inputsMtimeMs: buildInputsMtime(buildDir) }));
 const snapshot = await buildSnapshot(buildDir);
 
