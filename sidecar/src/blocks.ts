@@ -12,6 +12,7 @@ export { block as metadata } from './metadata/block.ts';
 export { block as metrics } from './metrics/block.ts';
 export { block as pluggable } from './pluggable/block.ts';
 export { block as pubsub } from './pubsub/block.ts';
+export { block as resiliency } from './resiliency/block.ts';
 export { block as runtimeApi } from './grpc/runtime/block.ts';
 export { block as secrets } from './secrets/block.ts';
 export { block as state } from './state/block.ts';

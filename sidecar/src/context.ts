@@ -5,6 +5,7 @@
  */
 import type { SecretsService } from './secrets/service.ts';
 import type { ConfigurationService } from './configuration/service.ts';
+import type { ResiliencyService } from './resiliency/service.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { AppChannel } from './app/channel.ts';
@@ -61,6 +62,8 @@ export interface BlockServices {
   /** The configuration block's get / subscribe / unsubscribe and its active subscriptions. */
   configuration?: ConfigurationService;
   pubsub?: PublishService;
+  /** The Resiliency resources' policies (timeouts, retries, circuit breakers) and their counts. */
+  resiliency?: ResiliencyService;
   /** Service invocation toward other apps (the gRPC InvokeService reuses it). */
   invoke?: Invoker;
   /** Graceful stop of this sidecar, as its owner's close() does (the gRPC Shutdown call). */

@@ -22,6 +22,8 @@ export interface AppRequest {
   headers?: Record<string, string>;
   /** Per-call timeout; default 60 s. */
   timeoutMs?: number;
+  /** Aborts the request (a resiliency timeout cancels the call, not only the wait for it). */
+  signal?: AbortSignal;
 }
 
 export class AppUnavailableError extends Error {
@@ -89,6 +91,7 @@ export class AppChannel {
         headers,
         headersTimeout: timeout,
         bodyTimeout: timeout,
+        signal: req.signal,
       });
       const body = Buffer.from(await res.body.arrayBuffer());
       const outHeaders: Record<string, string> = {};

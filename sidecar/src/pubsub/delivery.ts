@@ -43,13 +43,13 @@ export function outcomeOf(status: number, body: Buffer): Outcome {
  * `path` on the app, with the pub/sub's name in the `pubsubname` header, as the reference
  * runtime sends it (the SDKs hand it to the handler).
  */
-export async function sendToApp(app: AppChannel, path: string, event: CloudEvent, sub: SubscriptionInfo, log: Logger): Promise<Outcome> {
+export async function sendToApp(app: AppChannel, path: string, event: CloudEvent, sub: SubscriptionInfo, log: Logger, signal?: AbortSignal): Promise<Outcome> {
   const raw = isRawBody(sub.metadata) ? rawPayloadOf(event) : undefined;
   const headers: Record<string, string> = { 'content-type': raw ? raw.contentType : CLOUDEVENT_CONTENT_TYPE, pubsubname: sub.pubsubname };
   if (typeof event.traceparent === 'string') headers.traceparent = event.traceparent;
   if (typeof event.tracestate === 'string') headers.tracestate = event.tracestate;
   try {
-    const res = await app.invoke({ method: 'POST', path, body: raw ? raw.data : eventJson(event), headers });
+    const res = await app.invoke({ method: 'POST', path, body: raw ? raw.data : eventJson(event), headers, signal });
     const outcome = outcomeOf(res.status, res.body);
     if (outcome !== 'SUCCESS') log.debug({ path, status: res.status, outcome, id: event.id }, 'app did not take the message');
     return outcome;
@@ -62,7 +62,7 @@ export async function sendToApp(app: AppChannel, path: string, event: CloudEvent
 /** Delivery to an app that speaks HTTP: one POST per message, bulk batches as one POST. */
 export function httpTargets(app: AppChannel, log: Logger): AppTargets {
   return {
-    single: { send: (path, event, sub) => sendToApp(app, path, event, sub, log) },
+    single: { send: (path, event, sub, signal) => sendToApp(app, path, event, sub, log, signal) },
     bulk: (info, bulk) => new BulkSender(httpBatchPoster(app, info, log), bulk),
   };
 }

@@ -25,7 +25,7 @@ export async function setup(ctx: SidecarContext): Promise<{ pubsub: PublishServi
   const grpcApp = ctx.app.grpc;
   const targets = grpcApp ? grpcTargets(grpcApp, log) : httpTargets(ctx.app, log);
   const declarative = () => ctx.resources.subscriptions.filter((s) => s.type === 'DECLARATIVE');
-  const manager = new SubscriptionManager(ctx.components, declarative, targets, log);
+  const manager = new SubscriptionManager(ctx.components, declarative, targets, log, undefined, ctx.services.resiliency);
   ctx.metadata.addSubscriptionProvider(() => manager.openList());
   // at shutdown a publish still waiting goes on (before the HTTP server waits for it) rather than holding the stop
   ctx.http.addHook('preClose', async () => gate.open());

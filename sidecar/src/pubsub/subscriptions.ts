@@ -10,6 +10,8 @@ import type { Logger } from 'pino';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { PubSub, PubSubMessage, TopicSubscription } from '../components/pubsub/types.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
+import type { ResolvedPolicy } from '../resiliency/run.ts';
+import type { ResiliencyService } from '../resiliency/service.ts';
 import { CLOUDEVENT_CONTENT_TYPE, eventJson, expired, isRawPayload, rawEvent, rawPayloadOf, readEvent, type CloudEvent } from './cloudevent.ts';
 import { DEFAULT_RETRY, withRetries } from './delivery.ts';
 import { pubsubByName } from './lookup.ts';
@@ -32,6 +34,9 @@ interface Active {
  * answers DROP (then a failed dead-letter publish gives the message back to the component, to be
  * delivered again), when its retries are spent, and, best effort (a failed publish is only
  * logged), when it expired or no routing rule matches it.
+ *
+ * When a Resiliency resource gives the pub/sub's inbound direction a policy (`inbound`), that
+ * policy's timeout, retries and circuit breaker replace the built-in retries (docs/resiliency.md).
  */
 export function messageHandler(
   info: SubscriptionInfo,
@@ -41,6 +46,7 @@ export function messageHandler(
   policy: RetryPolicy,
   state: { closed: boolean },
   log: Logger,
+  inbound?: InboundPolicy,
 ): (m: PubSubMessage) => Promise<void> {
   // rawPayload: the app gets the message's bytes as published (a CloudEvent wraps them for routing only)
   const read = isRawPayload(info.metadata) ? rawEvent : readEvent;
@@ -71,10 +77,16 @@ export function messageHandler(
     // the first attempt directly (the usual SUCCESS needs no retry closure); an event that expires
     // while it is being retried is not offered again
     let lapsed = false;
-    let outcome = await target.send(path, event, info);
-    if (outcome === 'RETRY') {
-      const again = () => (expired(event) ? ((lapsed = true), Promise.resolve<Outcome>('DROP')) : target.send(path, event, info));
-      outcome = await withRetries(again, policy, () => state.closed, outcome);
+    let outcome: Outcome;
+    const resilient = inbound?.policy();
+    if (resilient) {
+      outcome = await deliverUnder(resilient, inbound!, (signal) => (expired(event) ? ((lapsed = true), Promise.resolve<Outcome>('DROP')) : target.send(path, event, info, signal)), state);
+    } else {
+      outcome = await target.send(path, event, info);
+      if (outcome === 'RETRY') {
+        const again = () => (expired(event) ? ((lapsed = true), Promise.resolve<Outcome>('DROP')) : target.send(path, event, info));
+        outcome = await withRetries(again, policy, () => state.closed, outcome);
+      }
     }
     if (outcome === 'SUCCESS') return;
     if (lapsed) return discarded(event, 'message expired (ttlInSeconds) while it was retried');
@@ -98,6 +110,30 @@ export function messageHandler(
   };
 }
 
+/** A pub/sub's inbound resiliency policy (looked up per message: a reload may change it) and the runner. */
+export interface InboundPolicy {
+  policy: () => ResolvedPolicy | undefined;
+  resiliency: ResiliencyService;
+}
+
+class Closing extends Error {}
+
+/** One delivery under a resiliency policy: RETRY is a failed try; a timeout or an open circuit is RETRY in the end. */
+async function deliverUnder(policy: ResolvedPolicy, inbound: InboundPolicy, send: (signal?: AbortSignal) => Promise<Outcome>, state: { closed: boolean }): Promise<Outcome> {
+  try {
+    return await inbound.resiliency.run(
+      policy,
+      async (signal) => {
+        if (state.closed) throw new Closing();
+        return send(signal);
+      },
+      { failureOf: (o) => (o === 'RETRY' ? {} : undefined), isRequestError: (e) => e instanceof Closing },
+    );
+  } catch {
+    return 'RETRY';
+  }
+}
+
 export class SubscriptionManager {
   private readonly active = new Map<string, Active>();
   private readonly problems = new Map<string, string>();
@@ -112,7 +148,10 @@ export class SubscriptionManager {
   private readonly log: Logger;
   private readonly policy: RetryPolicy;
 
-  constructor(components: ComponentRegistry, declarative: () => SubscriptionInfo[], app: AppTargets, log: Logger, policy: RetryPolicy = DEFAULT_RETRY) {
+  private readonly resiliency?: ResiliencyService;
+
+  constructor(components: ComponentRegistry, declarative: () => SubscriptionInfo[], app: AppTargets, log: Logger, policy: RetryPolicy = DEFAULT_RETRY, resiliency?: ResiliencyService) {
+    this.resiliency = resiliency;
     this.components = components;
     this.declarative = declarative;
     this.app = app;
@@ -178,7 +217,10 @@ export class SubscriptionManager {
       const state = { closed: false };
       const bulk = info.bulkSubscribe?.enabled ? this.app.bulk(info, info.bulkSubscribe) : undefined;
       const target: MessageTarget = bulk ?? this.app.single;
-      const handler = messageHandler(info, rules, pubsub, target, this.policy, state, this.log);
+      const resiliency = this.resiliency;
+      const type = this.components.get(info.pubsubname)?.spec.type ?? 'pubsub';
+      const inbound = resiliency && { resiliency, policy: () => resiliency.forComponent(info.pubsubname, type, 'Inbound') };
+      const handler = messageHandler(info, rules, pubsub, target, this.policy, state, this.log, inbound);
       try {
         const opened = pubsub.subscribe(info.topic, info.metadata, handler);
         const sub = { close: () => (opened.close(), bulk?.close()) };

@@ -22,7 +22,7 @@ export interface MessageTarget {
    * it is delivered for (its topic and pub/sub are the ones the app is told, whatever the event's
    * own attributes say).
    */
-  send(path: string, event: CloudEvent, sub: SubscriptionInfo): Promise<Outcome>;
+  send(path: string, event: CloudEvent, sub: SubscriptionInfo, signal?: AbortSignal): Promise<Outcome>;
 }
 
 /** How the app is reached: over HTTP (delivery.ts, bulk.ts) or gRPC AppCallback (grpc-app.ts). */

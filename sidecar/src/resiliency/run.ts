@@ -42,6 +42,11 @@ export interface RunOptions<T> {
   failureOf?: (result: T) => FailureCodes | undefined;
   /** The codes of a thrown error (undefined when it has none: a refused connection). */
   codesOf?: (error: unknown) => FailureCodes | undefined;
+  /**
+   * A thrown error that is the request's fault, not the target's (an etag mismatch, a bad key):
+   * given back at once, not retried, and not counted against the circuit breaker.
+   */
+  isRequestError?: (error: unknown) => boolean;
   /** Told of every try's outcome (metrics). */
   observe?: (outcome: Outcome) => void;
   random?: () => number;
@@ -99,6 +104,11 @@ export async function runPolicy<T>(p: ResolvedPolicy, op: (signal: AbortSignal) 
       }
       failure = { result: value, codes };
     } catch (e) {
+      if (o.isRequestError?.(e)) {
+        report?.(true);
+        o.observe?.('success');
+        throw e;
+      }
       failure = { error: e, codes: e instanceof PolicyTimeoutError ? undefined : o.codesOf?.(e) };
       if (e instanceof PolicyTimeoutError) o.observe?.('timeout');
     } finally {

@@ -67,6 +67,8 @@ export class ResourceApplier {
     this.resources.subscriptions = desired.subscriptions;
     this.resources.httpEndpoints = desired.httpEndpoints;
     this.resources.components = desired.components;
+    // read by the resiliency block at its next call (it rebuilds its policies when this changes)
+    this.resources.resiliencies = desired.resiliencies;
     this.metadata.setFeatures(desired.configuration?.features ?? []);
     this.metadata.setHttpEndpoints(desired.httpEndpoints);
     this.withhold(desired.withheld ?? []);

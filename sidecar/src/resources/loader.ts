@@ -6,6 +6,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { extname, join } from 'node:path';
 import { RESOURCE_GROUPS, validateResource } from '../../../crds/validate.ts';
+import { parseResiliency } from '../resiliency/spec.ts';
 import { parseDuration } from '../util/duration.ts';
 import {
   type ConfigurationResource,
@@ -32,7 +33,7 @@ export interface LoadOptions {
 }
 
 /** The kinds this loader reads (other kinds of rt's API groups are skipped quietly). */
-const KINDS = new Set(['Component', 'Configuration', 'Subscription', 'HTTPEndpoint']);
+const KINDS = new Set(['Component', 'Configuration', 'Subscription', 'HTTPEndpoint', 'Resiliency']);
 /** The files of a resources folder that are read; others are skipped (a secret store's JSON file, say). */
 const RESOURCE_EXTENSIONS = ['.yaml', '.yml'];
 
@@ -96,6 +97,7 @@ function mergeInto(into: Resources, from: Resources): void {
   into.subscriptions.push(...from.subscriptions);
   into.httpEndpoints.push(...from.httpEndpoints);
   if (from.configuration) into.configuration = from.configuration;
+  if (from.resiliencies?.length) (into.resiliencies ??= []).push(...from.resiliencies);
 }
 
 /** Parses the text of one resource file. Resources of kinds the sidecar does not know are skipped. */
@@ -138,7 +140,7 @@ function parseOne(doc: Record<string, unknown>, file: string, index: number, opt
   // runtime skips whatever lacks its apiVersion and kind; one that says it is ours is checked
   if (typeof kind !== 'string' || kind === '') {
     if (!ours) return void opts.skipped?.(`${file}: document ${index} has no kind: not a resource, skipped`);
-    fail('kind', 'is required (Component, Configuration, Subscription or HTTPEndpoint)');
+    fail('kind', 'is required (Component, Configuration, Subscription, HTTPEndpoint or Resiliency)');
   }
   if (typeof apiVersion !== 'string') {
     if (!KINDS.has(kind as string)) return void opts.skipped?.(`${file}: document ${index} has no apiVersion: not a resource, skipped`);
@@ -201,8 +203,14 @@ function parseOne(doc: Record<string, unknown>, file: string, index: number, opt
       crdRules();
       return;
     }
+    case 'Resiliency': {
+      // scopes were checked above: a resource scoped to other apps never gets here
+      (out.resiliencies ??= []).push(parseResiliency(name!, scopes, spec, fail));
+      crdRules();
+      return;
+    }
     default:
-      return; // Resiliency and other kinds: read by the building blocks that need them
+      return; // other kinds of our groups: not read by the sidecar
   }
 }
 

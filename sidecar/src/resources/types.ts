@@ -1,5 +1,6 @@
-/** Resource shapes the sidecar reads (Component, Configuration, Subscription, HTTPEndpoint). */
+/** Resource shapes the sidecar reads (Component, Configuration, Subscription, HTTPEndpoint, Resiliency). */
 import type { ComponentSpec } from '../components/types.ts';
+import type { ResiliencySpec } from '../resiliency/spec.ts';
 
 export interface FeatureFlag {
   name: string;
@@ -92,6 +93,8 @@ export interface Resources {
   httpEndpoints: HttpEndpointResource[];
   /** Components in scope that were not sent (operator source only); never loaded, reported instead. */
   withheld?: WithheldComponent[];
+  /** Resiliency resources in scope, in the order read (a later one's policy of the same name wins). */
+  resiliencies?: ResiliencySpec[];
 }
 
 /** A resource file or field is wrong: names the file, the resource and the field. */

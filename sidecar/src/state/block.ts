@@ -7,9 +7,10 @@ import { StateService } from './service.ts';
 
 export const block = defineBlock({
   name: 'state',
+  uses: ['resiliency'],
   provides: ['state'],
   async setup(ctx) {
-    const state = new StateService(ctx.components, ctx.options.appId, ctx.options.namespace);
+    const state = new StateService(ctx.components, ctx.options.appId, ctx.options.namespace, ctx.services.resiliency);
     await checkKeyPrefixes(ctx);
     stateRoutes(ctx, state);
     return { state };

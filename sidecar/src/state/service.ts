@@ -4,6 +4,7 @@
  * sizes, ttlInSeconds, transaction operations), prefixes keys, calls the store and turns what
  * it throws into a row of the error table (api/errors.ts). The transports only decode their
  * requests into the store's request shapes (keys as the caller knows them) and encode answers.
+ * Every store call goes through the store's outbound resiliency policy, when one applies.
  */
 import { ERRORS, fail, failAs } from '../api/errors.ts';
 import { ttlSeconds } from '../components/state/common.ts';
@@ -12,6 +13,7 @@ import { isQueryable, parseQuery, type QueryHit } from '../components/state/quer
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { StateDeleteRequest, StateItem, StateSetRequest, StateStore, StateTransactionOperation } from '../components/types.ts';
 import { ApiError, errorMessage, malformed } from '../http/errors.ts';
+import type { ResiliencyService } from '../resiliency/service.ts';
 import { checkKey, keyPrefixFor } from './keys.ts';
 
 /** One operation of a transaction as a transport decoded it; `operation` is checked here. */
@@ -29,6 +31,8 @@ export const MAX_BULK_ITEMS = 10_000;
 
 export interface StoreRef {
   name: string;
+  /** The component's type (state.redis, …): the default resiliency policies go by it. */
+  type: string;
   store: StateStore;
   /** '' or `<prefix>||`. */
   prefix: string;
@@ -51,11 +55,13 @@ export class StateService {
   private readonly namespace: string;
   /** Resolved stores by name; cleared whenever a component is added or removed. */
   private readonly cache = new Map<string, StoreRef>();
+  private readonly resiliency?: ResiliencyService;
 
-  constructor(components: ComponentRegistry, appId: string, namespace: string) {
+  constructor(components: ComponentRegistry, appId: string, namespace: string, resiliency?: ResiliencyService) {
     this.components = components;
     this.appId = appId;
     this.namespace = namespace;
+    this.resiliency = resiliency;
     components.onChange(() => this.cache.clear());
   }
 
@@ -76,7 +82,7 @@ export class StateService {
     } catch (e) {
       throw fail(ERRORS.STATE_STORE_NOT_CONFIGURED, errorMessage(e));
     }
-    const ref = { name, store, prefix };
+    const ref = { name, type: loaded.spec.type, store, prefix };
     this.cache.set(name, ref);
     return ref;
   }
@@ -95,7 +101,7 @@ export class StateService {
     const ref = this.store(name);
     const stored = ref.prefix + checkKey(key);
     checkTtl(metadata, 'metadata');
-    return guarded(ref, 'ERR_STATE_GET', () => ref.store.get(stored, metadata));
+    return this.guarded(ref, 'ERR_STATE_GET', () => ref.store.get(stored, metadata));
   }
 
   /** Items in the order of `keys` (as the caller sent them, without the prefix); undefined where absent. */
@@ -105,7 +111,7 @@ export class StateService {
     const stored = keys.map((k, i) => ref.prefix + checkKeyAt(k, `keys[${i}]`));
     checkTtl(metadata, 'metadata');
     if (stored.length === 0) return [];
-    return guarded(ref, 'ERR_STATE_BULK_GET', () => ref.store.bulkGet(stored, metadata));
+    return this.guarded(ref, 'ERR_STATE_BULK_GET', () => ref.store.bulkGet(stored, metadata));
   }
 
   /** Saves items, one store call for all of them. */
@@ -114,13 +120,13 @@ export class StateService {
     checkBulkSize(items.length, 'states');
     const reqs = items.map((item, i) => setRequest(ref, item, `states[${i}]`));
     if (reqs.length === 0) return;
-    await guarded(ref, 'ERR_STATE_SAVE', () => (reqs.length === 1 ? ref.store.set(reqs[0]) : ref.store.bulkSet(reqs)));
+    await this.guarded(ref, 'ERR_STATE_SAVE', () => (reqs.length === 1 ? ref.store.set(reqs[0]) : ref.store.bulkSet(reqs)));
   }
 
   async delete(name: string, request: StateDeleteRequest): Promise<void> {
     const ref = this.store(name);
     const del = deleteRequest(ref, request, 'request');
-    await guarded(ref, 'ERR_STATE_DELETE', () => ref.store.delete(del));
+    await this.guarded(ref, 'ERR_STATE_DELETE', () => ref.store.delete(del));
   }
 
   /** Deletes items, one store call for all of them (the gRPC API's DeleteBulkState). */
@@ -129,7 +135,7 @@ export class StateService {
     checkBulkSize(requests.length, 'states');
     const dels = requests.map((r, i) => deleteRequest(ref, r, `states[${i}]`));
     if (dels.length === 0) return;
-    await guarded(ref, 'ERR_STATE_DELETE', () => ref.store.bulkDelete(dels));
+    await this.guarded(ref, 'ERR_STATE_DELETE', () => ref.store.bulkDelete(dels));
   }
 
   /** Upserts and deletes, all or none. */
@@ -144,7 +150,7 @@ export class StateService {
     });
     checkTtl(metadata, 'metadata');
     if (ops.length === 0) return;
-    await guarded(ref, 'ERR_STATE_TRANSACTION', () => ref.store.transact(ops, metadata));
+    await this.guarded(ref, 'ERR_STATE_TRANSACTION', () => ref.store.transact(ops, metadata));
   }
 
   /**
@@ -167,7 +173,7 @@ export class StateService {
     checkTtl(metadata, 'metadata');
     let result;
     try {
-      result = await store.query(parsed, ref.prefix, metadata ?? {});
+      result = await this.outbound(ref, () => store.query(parsed, ref.prefix, metadata ?? {}));
     } catch (e) {
       if (e instanceof StateRequestError) throw fail(ERRORS.STATE_QUERY_INVALID, `failed ${VERB.ERR_STATE_QUERY} state store ${ref.name}: ${errorMessage(e)}`);
       throw storeFailure(e, 'ERR_STATE_QUERY', ref.name);
@@ -176,16 +182,27 @@ export class StateService {
     const unprefixed = (key: string) => (key.startsWith(ref.prefix) ? key.slice(ref.prefix.length) : key);
     return { results: result.results.map((r) => ({ ...r, key: unprefixed(r.key) })), token: result.token, metadata: result.metadata };
   }
-}
 
-/** The store call's result, or what it threw as the error table's row for `code`. */
-async function guarded<T>(ref: StoreRef, code: StateErrorCode, call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (e) {
-    throw storeFailure(e, code, ref.name);
+  /** The store call's result, or what it threw as the error table's row for `code`. */
+  private async guarded<T>(ref: StoreRef, code: StateErrorCode, call: () => Promise<T>): Promise<T> {
+    try {
+      return await this.outbound(ref, call);
+    } catch (e) {
+      throw storeFailure(e, code, ref.name);
+    }
+  }
+
+  /**
+   * A store call under the store's outbound policy. A request the store refused (an etag, a bad
+   * query) is the caller's mistake: not retried, not held against the store's circuit.
+   */
+  private outbound<T>(ref: StoreRef, call: () => Promise<T>): Promise<T> {
+    const policy = this.resiliency?.forComponent(ref.name, ref.type, 'Outbound');
+    if (!policy) return call();
+    return this.resiliency!.run(policy, call, { isRequestError: (e) => e instanceof ApiError || e instanceof EtagMismatchError || e instanceof EtagInvalidError || e instanceof StateRequestError });
   }
 }
+
 
 /** The store's request: key checked and prefixed, an empty etag none, metadata's ttlInSeconds checked. */
 function setRequest(ref: StoreRef, item: StateSetRequest | null | undefined, where: string): StateSetRequest {

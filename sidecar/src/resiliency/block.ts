@@ -1,0 +1,15 @@
+/**
+ * The resiliency block: the policies of the Resiliency resources, for the blocks that call apps
+ * and components (they `use` it, so they start after it). No routes of its own; the metrics and
+ * the metadata show what it counted.
+ */
+import { defineBlock } from '../block-graph.ts';
+import { ResiliencyService } from './service.ts';
+
+export const block = defineBlock({
+  name: 'resiliency',
+  provides: ['resiliency'],
+  async setup(ctx) {
+    return { resiliency: new ResiliencyService(ctx.resources, ctx.options.appId, ctx.log.child({ block: 'resiliency' })) };
+  },
+});

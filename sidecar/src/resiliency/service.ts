@@ -1,0 +1,85 @@
+/**
+ * The resiliency policies of a running sidecar: built from the Resiliency resources in the
+ * sidecar's shared Resources object, rebuilt when a reload swaps them (circuit breakers keep their
+ * state while their policy is unchanged), and counted: every try's outcome by policy and target,
+ * for the metrics (`rt_resiliency_*`) and /v1.0/metadata.
+ */
+import type { Logger } from 'pino';
+import type { Resources } from '../resources/types.ts';
+import { SYSTEM_CLOCK, type Clock } from '../util/clock.ts';
+import { Policies, type Direction } from './policies.ts';
+import { runPolicy, type Outcome, type ResolvedPolicy, type RunOptions } from './run.ts';
+import type { ResiliencySpec } from './spec.ts';
+
+export interface PolicyCount {
+  target: string;
+  /** The retry, timeout or circuit breaker policy the outcome is about ('' when the target has none of that kind). */
+  policy: string;
+  outcome: Outcome;
+  count: number;
+}
+
+export class ResiliencyService {
+  private readonly resources: Resources;
+  private readonly appId: string;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private seen: ResiliencySpec[] | undefined;
+  private policies: Policies;
+  private readonly counts = new Map<string, PolicyCount>();
+
+  constructor(resources: Resources, appId: string, log: Logger, clock: Clock = SYSTEM_CLOCK) {
+    this.resources = resources;
+    this.appId = appId;
+    this.log = log;
+    this.clock = clock;
+    this.seen = resources.resiliencies;
+    this.policies = new Policies(this.seen ?? [], appId, clock);
+    if (this.policies.resources.length) log.info({ resiliency: this.policies.resources }, 'resiliency policies loaded');
+  }
+
+  /** The policies now (rebuilt when a reload swapped the resources). */
+  get current(): Policies {
+    if (this.resources.resiliencies !== this.seen) {
+      this.seen = this.resources.resiliencies;
+      this.policies = new Policies(this.seen ?? [], this.appId, this.clock, this.policies);
+      this.log.info({ resiliency: this.policies.resources }, 'resiliency policies reloaded');
+    }
+    return this.policies;
+  }
+
+  /** The policy of calls to `appId`; undefined (at the cost of one check) when no resource applies. */
+  forApp(appId: string): ResolvedPolicy | undefined {
+    const p = this.current;
+    return p.empty ? undefined : p.forApp(appId);
+  }
+
+  forComponent(name: string, type: string, dir: Direction): ResolvedPolicy | undefined {
+    const p = this.current;
+    return p.empty ? undefined : p.forComponent(name, type, dir);
+  }
+
+  /** `op` under `policy` (straight through when there is none), its tries counted. */
+  run<T>(policy: ResolvedPolicy | undefined, op: (signal?: AbortSignal) => Promise<T>, o: RunOptions<T> = {}): Promise<T> {
+    if (!policy) return op(o.signal);
+    return runPolicy(policy, op, { clock: this.clock, ...o, observe: (outcome) => this.count(policy, outcome) });
+  }
+
+  /** Every outcome counted so far. */
+  outcomes(): PolicyCount[] {
+    return [...this.counts.values()].map((c) => ({ ...c }));
+  }
+
+  /** The circuit breakers made so far and their states. */
+  breakers(): ReturnType<Policies['breakerStates']> {
+    return this.current.breakerStates();
+  }
+
+  private count(p: ResolvedPolicy, outcome: Outcome): void {
+    const policy = outcome === 'timeout' ? p.timeout?.name : outcome === 'circuit-open' ? p.breaker?.settings.name : p.retry?.name;
+    const key = `${p.target}\n${policy ?? ''}\n${outcome}`;
+    const c = this.counts.get(key);
+    if (c) c.count++;
+    else this.counts.set(key, { target: p.target, policy: policy ?? '', outcome, count: 1 });
+  }
+}
