@@ -101,7 +101,7 @@ describe('the rich error model', () => {
     expect(published.error).toBeDefined();
     for (const [path, block] of [
       ['/v1.0/actors/T/1/method/m', 'actors'],
-      ['/v1.0-alpha1/lock/l', 'distributed lock'],
+      ['/v1.0-alpha2/conversation/c/converse', 'conversation'],
     ]) {
       const r = await fetch(base + path, { method: 'POST', body: '{}' });
       expect(r.status, path).toBe(501);

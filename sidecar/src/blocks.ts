@@ -8,6 +8,7 @@ export { block as bindings } from './bindings/block.ts';
 export { block as configuration } from './configuration/block.ts';
 export { block as invoke } from './invoke/block.ts';
 export { block as jobs } from './jobs/block.ts';
+export { block as lock } from './lock/block.ts';
 export { block as metadata } from './metadata/block.ts';
 export { block as metrics } from './metrics/block.ts';
 export { block as pluggable } from './pluggable/block.ts';

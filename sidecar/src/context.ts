@@ -4,6 +4,7 @@
  * `setup(ctx)` that adds routes, gRPC services and hooks (block-graph.ts).
  */
 import type { SecretsService } from './secrets/service.ts';
+import type { LockService } from './lock/service.ts';
 import type { ConfigurationService } from './configuration/service.ts';
 import type { ResiliencyService } from './resiliency/service.ts';
 import type { FastifyInstance } from 'fastify';
@@ -61,6 +62,8 @@ export interface BlockServices {
   secrets?: SecretsService;
   /** The configuration block's get / subscribe / unsubscribe and its active subscriptions. */
   configuration?: ConfigurationService;
+  /** The distributed lock block's tryLock / unlock. */
+  lock?: LockService;
   pubsub?: PublishService;
   /** The Resiliency resources' policies (timeouts, retries, circuit breakers) and their counts. */
   resiliency?: ResiliencyService;

@@ -83,7 +83,6 @@ describe('building blocks rt does not have', () => {
     const md = { 'rt-api-token': TOKEN };
     for (const [method, block] of [
       ['InvokeActor', 'actors'],
-      ['TryLockAlpha1', 'distributed lock'],
       ['SubtleEncryptAlpha1', 'cryptography'],
       ['ConverseAlpha2', 'conversation'],
     ]) {
@@ -93,7 +92,7 @@ describe('building blocks rt does not have', () => {
       expect({ method, code: err.code }).toEqual({ method, code: grpc.status.UNIMPLEMENTED });
       expect(err.details).toContain(`no ${block}`);
       // and what it does serve: every block rt has, pub/sub and service invocation included
-      expect(err.details).toContain('serves state, pub/sub, service invocation, bindings, secrets, configuration, metadata, jobs and workflows');
+      expect(err.details).toContain('serves state, pub/sub, service invocation, bindings, secrets, configuration, distributed lock, metadata, jobs and workflows');
     }
     expect(UNSUPPORTED_METHODS.length).toBeGreaterThan(20);
   });

@@ -1,6 +1,6 @@
 /**
- * The gRPC runtime API block (setup.ts): it needs the state, bindings, secrets and configuration
- * services at start, and looks up jobs, workflows and pub/sub per call (absent: those calls
+ * The gRPC runtime API block (setup.ts): it needs the state, bindings, secrets, configuration
+ * and lock services at start, and looks up jobs, workflows and pub/sub per call (absent: those calls
  * answer that the block is not running).
  */
 import { defineBlock } from '../../block-graph.ts';
@@ -8,7 +8,7 @@ import { setup } from './setup.ts';
 
 export const block = defineBlock({
   name: 'runtime-api',
-  needs: ['state', 'bindings', 'secrets', 'configuration'],
+  needs: ['state', 'bindings', 'secrets', 'configuration', 'lock'],
   uses: ['jobs', 'workflows', 'pubsub'],
   setup,
 });

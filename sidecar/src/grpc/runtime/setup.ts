@@ -9,12 +9,14 @@ import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
 import type { BindingsService } from '../../bindings/service.ts';
 import type { ConfigurationService } from '../../configuration/service.ts';
+import type { LockService } from '../../lock/service.ts';
 import type { SecretsService } from '../../secrets/service.ts';
 import type { StateService } from '../../state/service.ts';
 import { bindingMethods, secretMethods } from './bindings.ts';
 import { configurationMethods, configurationStreams } from './configuration.ts';
 import { tolerantDecode, unary, type Unary } from './handler.ts';
 import { jobMethods } from './jobs.ts';
+import { lockMethods } from './lock.ts';
 import { metadataMethods } from './metadata.ts';
 import { pubsubMethods, pubsubStreams } from './pubsub.ts';
 import { runtimeService } from './proto.ts';
@@ -22,7 +24,7 @@ import { stateMethods } from './state.ts';
 import { unsupportedService } from './unsupported.ts';
 import { workflowMethods } from './workflows.ts';
 
-export async function setup(ctx: SidecarContext, needs: { state: StateService; bindings: BindingsService; secrets: SecretsService; configuration: ConfigurationService }): Promise<void> {
+export async function setup(ctx: SidecarContext, needs: { state: StateService; bindings: BindingsService; secrets: SecretsService; configuration: ConfigurationService; lock: LockService }): Promise<void> {
   const methods: Record<string, Unary<never, unknown>> = {
     ...stateMethods(needs.state),
     ...bindingMethods(needs.bindings),
@@ -32,6 +34,7 @@ export async function setup(ctx: SidecarContext, needs: { state: StateService; b
     ...workflowMethods(ctx),
     ...pubsubMethods(ctx),
     ...configurationMethods(needs.configuration),
+    ...lockMethods(needs.lock),
   };
   const streams: Record<string, grpc.UntypedHandleCall> = { ...pubsubStreams(ctx), ...configurationStreams(ctx.grpc, needs.configuration) };
   // the proto loads with the port's first connection (grpc/server.ts)

@@ -24,8 +24,6 @@ const UNSUPPORTED: Record<string, [string, Kind]> = {
   UnregisterActorRemindersByType: ['actors', 'unary'],
   ListActorReminders: ['actors', 'unary'],
   GetActorReminder: ['actors', 'unary'],
-  TryLockAlpha1: ['distributed lock', 'unary'],
-  UnlockAlpha1: ['distributed lock', 'unary'],
   EncryptAlpha1: ['cryptography', 'bidi'],
   DecryptAlpha1: ['cryptography', 'bidi'],
   SubtleGetKeyAlpha1: ['cryptography', 'unary'],
