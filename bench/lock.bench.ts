@@ -5,7 +5,10 @@
  * compare-and-delete release), in the same run, alternating.
  *
  * Each of `concurrency` workers takes and releases a lock of its own, so every pair succeeds;
- * the figure is what one pair costs, not contention. Target (issue 41): ≥ 0.5× bare ioredis.
+ * the figure is what one pair costs, not contention. Target (issue 41): ≥ 0.5× bare ioredis. A
+ * third row is the floor of the HTTP hop: two requests to the sidecar's lightest route
+ * (`/v1.0/healthz`), no Redis behind them, so what the lock path adds is told from what any two
+ * requests through a sidecar cost.
  *
  * The sidecar is the compiled build, as the image runs it (bench/lib.ts buildRt; BENCH_SOURCES=1:
  * the TypeScript sources). Run: node bench/lock.bench.ts (env BENCH_SECONDS, BENCH_CONCURRENCY,
@@ -114,6 +117,16 @@ async function sidecarPair(w: number): Promise<boolean> {
   return l.success === true && u.status === 0;
 }
 
+/** The floor of the HTTP hop: two requests to the sidecar's lightest route, no Redis behind them. */
+async function floorPair(): Promise<boolean> {
+  for (let i = 0; i < 2; i++) {
+    const r = await pool.request({ path: '/v1.0/healthz', method: 'GET' });
+    await r.body.dump();
+    if (r.statusCode !== 204) return false;
+  }
+  return true;
+}
+
 /** The same pair on Redis directly. */
 async function directPair(w: number): Promise<boolean> {
   const key = `lock||bench-direct||${run}-${w}`;
@@ -126,16 +139,21 @@ try {
   // warm up both paths (JIT, connections, the script cache)
   await closedLoop(sidecarPair, concurrency, 1000);
   await closedLoop(directPair, concurrency, 1000);
+  await closedLoop(floorPair, concurrency, 1000);
   const viaSidecar: PairResult[] = [];
   const direct: PairResult[] = [];
+  const floor: PairResult[] = [];
   for (let r = 0; r < rounds; r++) {
     viaSidecar.push(await closedLoop(sidecarPair, concurrency, durationMs));
     direct.push(await closedLoop(directPair, concurrency, durationMs));
+    floor.push(await closedLoop(floorPair, concurrency, durationMs));
   }
   const s = medianRun(viaSidecar);
   const d = medianRun(direct);
+  const f = medianRun(floor);
   const rows: Row[] = [
     { case: 'lock + unlock via the sidecar (HTTP)', 'pairs/s': s.pairsPerSec, 'p50 ms': s.p50Ms, 'p99 ms': s.p99Ms, errors: s.errors, 'vs ioredis': ratio(s.pairsPerSec, d.pairsPerSec) },
+    { case: 'floor: 2 × GET /v1.0/healthz through the same sidecar', 'pairs/s': f.pairsPerSec, 'p50 ms': f.p50Ms, 'p99 ms': f.p99Ms, errors: f.errors, 'vs ioredis': ratio(f.pairsPerSec, d.pairsPerSec) },
     { case: 'anchor: ioredis SET NX PX + Lua release', 'pairs/s': d.pairsPerSec, 'p50 ms': d.p50Ms, 'p99 ms': d.p99Ms, errors: d.errors, 'vs ioredis': '1.00×' },
   ];
   printTable(`lock acquire + release pairs, ${concurrency} in flight, ${seconds} s per run, median of ${rounds} alternating runs`, rows);
