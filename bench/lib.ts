@@ -117,16 +117,18 @@ export function medianBy<T>(items: T[], key: (t: T) => number): T {
 
 /**
  * Runs two measurements alternately (a, b, a, b, …), `rounds` times each, and keeps the run of
- * each with the median req/s, so that a burst of load from elsewhere does not land on one side only.
+ * each with the median req/s, so that a burst of load from elsewhere does not land on one side
+ * only; also the median of the rounds' a ÷ b req/s (a round's two runs share the machine's load
+ * of the moment, so on a busy machine that ratio is steadier than the ratio of the medians).
  */
-export async function alternating(a: () => Promise<LoadResult>, b: () => Promise<LoadResult>, rounds: number): Promise<[LoadResult, LoadResult]> {
+export async function alternating(a: () => Promise<LoadResult>, b: () => Promise<LoadResult>, rounds: number): Promise<[LoadResult, LoadResult, number]> {
   const ra: LoadResult[] = [];
   const rb: LoadResult[] = [];
   for (let i = 0; i < rounds; i++) {
     ra.push(await a());
     rb.push(await b());
   }
-  return [medianBy(ra, (r) => r.rps), medianBy(rb, (r) => r.rps)];
+  return [medianBy(ra, (r) => r.rps), medianBy(rb, (r) => r.rps), median(ra.map((r, i) => r.rps / rb[i].rps))];
 }
 
 /** Resident memory of a process in MB (Linux /proc). */
