@@ -107,6 +107,14 @@ describe.skipIf(!haveRedis)('configuration.redis against a real Redis', () => {
     expect(all[`${prefix}-b`]).toEqual({ value: 'plain', version: '', metadata: {} });
     expect(all[`${prefix}-empty`]).toBeUndefined();
     expect(all[`${prefix}-hash`]).toBeUndefined();
+    await c.set('__proto__', 'p||1');
+    try {
+      const odd = await store.get(['__proto__'], {});
+      expect(Object.keys(odd)).toEqual(['__proto__']);
+      expect(Object.getPrototypeOf(odd)).toBe(Object.prototype);
+    } finally {
+      await c.del('__proto__');
+    }
   });
 
   it('a subscription to keys sees their sets and deletions (empty item), not other keys; stop ends it', async () => {

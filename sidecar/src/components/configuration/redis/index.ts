@@ -141,7 +141,8 @@ class RedisConfigurationStore extends RedisClientHolder implements Configuration
         // as the reference: an item with an empty value is left out
         if (v === null) return;
         const item = parseRedisItem(v);
-        if (item.value !== '') out[batch[j]] = item;
+        // an own entry whatever the key (a key "__proto__" stays data)
+        if (item.value !== '') Object.defineProperty(out, batch[j], { value: item, enumerable: true, writable: true, configurable: true });
       });
     }
   }
