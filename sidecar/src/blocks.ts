@@ -5,6 +5,7 @@
  * (block-graph.ts), refusing to start when a need is missing or blocks need each other.
  */
 export { block as bindings } from './bindings/block.ts';
+export { block as crypto } from './crypto/block.ts';
 export { block as configuration } from './configuration/block.ts';
 export { block as invoke } from './invoke/block.ts';
 export { block as jobs } from './jobs/block.ts';

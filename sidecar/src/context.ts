@@ -6,6 +6,7 @@
 import type { SecretsService } from './secrets/service.ts';
 import type { LockService } from './lock/service.ts';
 import type { ConfigurationService } from './configuration/service.ts';
+import type { CryptoService } from './crypto/service.ts';
 import type { ResiliencyService } from './resiliency/service.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -62,6 +63,8 @@ export interface BlockServices {
   secrets?: SecretsService;
   /** The configuration block's get / subscribe / unsubscribe and its active subscriptions. */
   configuration?: ConfigurationService;
+  /** The cryptography block's encrypt / decrypt (dapr.io/enc/v1 streams). */
+  crypto?: CryptoService;
   /** The distributed lock block's tryLock / unlock. */
   lock?: LockService;
   pubsub?: PublishService;

@@ -26,7 +26,7 @@ export class ComponentCatalog {
 
   static categoryOf(type: string): ComponentCategory | undefined {
     const cat = type.split('.')[0];
-    const known: ComponentCategory[] = ['state', 'bindings', 'secretstores', 'pubsub', 'configuration', 'lock', 'workflow', 'middleware'];
+    const known: ComponentCategory[] = ['state', 'bindings', 'secretstores', 'pubsub', 'configuration', 'lock', 'crypto', 'workflow', 'middleware'];
     return (known as string[]).includes(cat) ? (cat as ComponentCategory) : undefined;
   }
 }
@@ -54,5 +54,7 @@ export function builtinCatalog(): ComponentCatalog {
   c.add('bindings.sftp', { category: 'bindings', load: async () => (await import('./bindings/sftp/index.ts')).factory });
   c.add('bindings.redis', { category: 'bindings', load: async () => (await import('./bindings/redis/index.ts')).factory });
   c.add('lock.redis', { category: 'lock', load: async () => (await import('./lock/redis/index.ts')).factory });
+  c.add('crypto.dapr.localstorage', { category: 'crypto', load: async () => (await import('./crypto/localstorage/index.ts')).factory });
+  c.add('crypto.dapr.jwks', { category: 'crypto', load: async () => (await import('./crypto/jwks/index.ts')).factory });
   return c;
 }

@@ -14,6 +14,7 @@ export type ComponentCategory =
   | 'pubsub'
   | 'configuration'
   | 'lock'
+  | 'crypto'
   | 'workflow'
   | 'middleware';
 

@@ -12,6 +12,8 @@ import { METADATA as sftp } from '../bindings/sftp/metadata.ts';
 import { ComponentCatalog } from '../catalog.ts';
 import { METADATA as configurationPostgresql } from '../configuration/postgresql/metadata.ts';
 import { METADATA as configurationRedis } from '../configuration/redis/metadata.ts';
+import { METADATA as cryptoJwks } from '../crypto/jwks/metadata.ts';
+import { METADATA as cryptoLocalStorage } from '../crypto/localstorage/metadata.ts';
 import { METADATA as lockRedis } from '../lock/redis/metadata.ts';
 import { METADATA as pubsubMqtt3 } from '../pubsub/mqtt3/metadata.ts';
 import { METADATA as pubsubRedis } from '../pubsub/redis/metadata.ts';
@@ -24,7 +26,7 @@ import { METADATA as sqlite } from '../state/sqlite/metadata.ts';
 import type { Fields, MetadataDeclaration } from './decode.ts';
 
 /** The built-in components' own declarations (the runtime's fields of every state store apart). */
-export const DECLARATIONS: readonly MetadataDeclaration<Fields>[] = [eventRouter, configurationPostgresql, configurationRedis, sftp, bindingsRedis, lockRedis, bindingsMqtt3, pubsubMqtt3, pubsubRedis, localEnv, localFile, postgresql, redis, sqlite];
+export const DECLARATIONS: readonly MetadataDeclaration<Fields>[] = [eventRouter, configurationPostgresql, configurationRedis, sftp, bindingsRedis, lockRedis, cryptoLocalStorage, cryptoJwks, bindingsMqtt3, pubsubMqtt3, pubsubRedis, localEnv, localFile, postgresql, redis, sqlite];
 
 const BY_TYPE = new Map(DECLARATIONS.flatMap((d) => d.types.map((t) => [t, d] as const)));
 

@@ -9,6 +9,6 @@ import { setup } from './setup.ts';
 export const block = defineBlock({
   name: 'runtime-api',
   needs: ['state', 'bindings', 'secrets', 'configuration', 'lock'],
-  uses: ['jobs', 'workflows', 'pubsub'],
+  uses: ['jobs', 'workflows', 'pubsub', 'crypto'],
   setup,
 });

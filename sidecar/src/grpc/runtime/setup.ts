@@ -14,6 +14,7 @@ import type { SecretsService } from '../../secrets/service.ts';
 import type { StateService } from '../../state/service.ts';
 import { bindingMethods, secretMethods } from './bindings.ts';
 import { configurationMethods, configurationStreams } from './configuration.ts';
+import { cryptoStreams } from './crypto.ts';
 import { tolerantDecode, unary, type Unary } from './handler.ts';
 import { jobMethods } from './jobs.ts';
 import { lockMethods } from './lock.ts';
@@ -36,7 +37,7 @@ export async function setup(ctx: SidecarContext, needs: { state: StateService; b
     ...configurationMethods(needs.configuration),
     ...lockMethods(needs.lock),
   };
-  const streams: Record<string, grpc.UntypedHandleCall> = { ...pubsubStreams(ctx), ...configurationStreams(ctx.grpc, needs.configuration) };
+  const streams: Record<string, grpc.UntypedHandleCall> = { ...pubsubStreams(ctx), ...configurationStreams(ctx.grpc, needs.configuration), ...cryptoStreams(ctx) };
   // the proto loads with the port's first connection (grpc/server.ts)
   ctx.grpc.addService(() => {
     const definition = runtimeService();
