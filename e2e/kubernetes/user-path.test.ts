@@ -32,7 +32,7 @@ import { request as httpsRequest } from 'node:https';
 import { connect as tlsConnect } from 'node:tls';
 import { schedulerService } from '../../scheduler/src/grpc/proto.ts';
 import { issueFor } from '../../sidecar/src/identity/issue.ts';
-import { certificateWorkload } from '../../sidecar/src/identity/spiffe.ts';
+import { certificateWorkload } from '../../shared/spiffe.ts';
 import { createCsr, newWorkloadKey } from '../../sidecar/src/identity/x509.ts';
 
 /** One HTTP/1.1 call to a sidecar's internal port over TLS, with the given client certificate (or none) and head. */

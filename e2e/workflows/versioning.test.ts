@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { protobufjs } from '../../sidecar/src/grpc/proto-libs.ts';
+import { protobufjs } from '../../shared/proto-libs.ts';
 import {
   PROTO_PATH,
   STATUS_BY_NUMBER,

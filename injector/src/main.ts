@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
 import { ComponentInformer, groupServed, MergedComponents, StaticComponents, type ComponentLister } from './components.ts';
 import type { InjectorSettings } from './mutate.ts';
-import { workloadIdProblem } from '../../sidecar/src/identity/spiffe.ts';
+import { workloadIdProblem } from '../../shared/spiffe.ts';
 import { startInjectorServer, type InjectorServer } from './server.ts';
 
 export const INJECTOR_HELP = `usage: rt injector --tls-cert-file F --tls-key-file F [options]

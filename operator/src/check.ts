@@ -9,11 +9,7 @@
  */
 import { validateResource } from '../../crds/validate.ts';
 import type { ComponentObject, MetadataEntry } from '../../crds/types.ts';
-import { builtinCatalog, ComponentCatalog } from '../../sidecar/src/components/catalog.ts';
-import { acceptedText, decodeMetadata, fieldOfKey, MetadataError } from '../../sidecar/src/components/metadata/decode.ts';
-import { declarationsOf } from '../../sidecar/src/components/metadata/declarations.ts';
-import { isPluggableApi } from '../../sidecar/src/pluggable/apis.ts';
-import { hasTemplate } from '../../sidecar/src/resources/loader.ts';
+import { acceptedText, builtinCatalog, ComponentCatalog, declarationsOf, decodeMetadata, fieldOfKey, hasTemplate, isPluggableApi, MetadataError } from '../../sidecar/src/index.ts';
 
 export interface Verdict {
   ready: boolean;

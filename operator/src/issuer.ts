@@ -10,11 +10,9 @@ import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { issueFor, type IssuerSettings } from '../../sidecar/src/identity/issue.ts';
-import type { SignCertificateRequest, SignCertificateResponse } from '../../sidecar/src/identity/proto.ts';
-import { spiffeUri, workloadIdProblem } from '../../sidecar/src/identity/spiffe.ts';
+import { checkCsr, CsrError, issueFor, type IssuerSettings, type SignCertificateRequest, type SignCertificateResponse, splitPemBundle } from '../../sidecar/src/index.ts';
+import { spiffeUri, workloadIdProblem } from '../../shared/spiffe.ts';
 import { parseDuration } from '../../sidecar/src/util/duration.ts';
-import { checkCsr, CsrError, splitPemBundle } from '../../sidecar/src/identity/x509.ts';
 import { IdentityError, type IdentityChecker } from './identity.ts';
 
 export const DEFAULT_TRUST_DOMAIN = 'cluster.local';

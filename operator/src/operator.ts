@@ -14,9 +14,9 @@ import { RESOURCE_KINDS, type ComponentObject, type Condition, type RtResourceOb
 import { checkComponent } from './check.ts';
 import { type Caller, IdentityChecker, IdentityError } from './identity.ts';
 import { CertificateIssuer, DEFAULT_TRUST_DOMAIN, type IssuerOptions } from './issuer.ts';
-import { caService } from '../../sidecar/src/identity/proto.ts';
-import { reloadingServerCredentials, verifiedPeerCertificate } from '../../sidecar/src/identity/server-credentials.ts';
-import { certificateWorkload } from '../../sidecar/src/identity/spiffe.ts';
+import { caService } from '../../sidecar/src/index.ts';
+import { reloadingServerCredentials, verifiedPeerCertificate } from '../../shared/grpc-server-credentials.ts';
+import { certificateWorkload } from '../../shared/spiffe.ts';
 import { operatorService, type ResourceSnapshot, type WatchResourcesRequest } from './proto.ts';
 import { loadInCluster, loadKubeconfig } from './kube/config.ts';
 import { LeaderElector } from './leader.ts';

@@ -14,9 +14,8 @@
 import { X509Certificate } from 'node:crypto';
 import type * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { IssuerSettings } from '../../sidecar/src/identity/issue.ts';
-import { spiffeUri, workloadIdProblem, type WorkloadId } from '../../sidecar/src/identity/spiffe.ts';
-import { CsrError, issueWorkloadCertificate, spkiPublicKey, splitPemBundle } from '../../sidecar/src/identity/x509.ts';
+import { CsrError, type IssuerSettings, issueWorkloadCertificate, spkiPublicKey, splitPemBundle } from '../../sidecar/src/index.ts';
+import { spiffeUri, workloadIdProblem, type WorkloadId } from '../../shared/spiffe.ts';
 import { APP_ID_ANNOTATION } from './identity.ts';
 import { ApiError, isNotFound, NotLeaderError, type KubeClient } from './kube/client.ts';
 import { metaTime } from './kube/times.ts';

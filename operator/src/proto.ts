@@ -1,7 +1,7 @@
 /** Loads operator/proto/operator.proto (shared by the operator's server and the sidecar's client). */
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import { protoLoader } from '../../sidecar/src/grpc/proto-libs.ts';
+import { protoLoader } from '../../shared/proto-libs.ts';
 
 /**
  * Marks the metadata entries whose values came from Secrets, so the sidecar never logs them. Here,

@@ -10,7 +10,7 @@
  */
 import type * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { ANNOTATIONS, injectionRequested, parseAnnotations } from '../../injector/src/annotations.ts';
+import { ANNOTATIONS, injectionRequested, parseAnnotations } from '../../injector/src/index.ts';
 import { ApiError, type KubeClient } from './kube/client.ts';
 import { WorkQueue } from './queue.ts';
 import type { Watched } from './watched.ts';

@@ -6,7 +6,7 @@
  * at most one per `deleteIntervalMs`.
  */
 import type * as k8s from '@kubernetes/client-node';
-import { injectionRequested } from '../../injector/src/annotations.ts';
+import { injectionRequested } from '../../injector/src/index.ts';
 import type { KubeClient } from './kube/client.ts';
 import type { Logger } from 'pino';
 

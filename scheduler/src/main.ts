@@ -13,7 +13,7 @@ import type { Clock } from '../../sidecar/src/util/clock.ts';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
 import { SchedulerEngine } from './engine.ts';
 import { startSchedulerServer, type SchedulerServer } from './grpc/server.ts';
-import type { TlsSource } from '../../sidecar/src/identity/server-credentials.ts';
+import type { TlsSource } from '../../shared/grpc-server-credentials.ts';
 import { EtcdJobStore } from './store/etcd.ts';
 import { SqliteJobStore } from './store/sqlite.ts';
 import type { JobStore } from './store/types.ts';

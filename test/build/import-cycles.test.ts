@@ -1,40 +1,19 @@
 /**
- * No import cycles in the sources of the four processes. Every import between their modules
- * counts: static ones, type-only ones (a cycle of types is still two modules that cannot be read
- * one without the other) and `import()` (a lazy import does not break a cycle, it hides it).
- * A cycle is broken by moving the shared types to a module of their own or by turning a
- * dependency around (pubsub/types.ts, options.ts, workflows/journal.ts's JournaledInstance,
- * invoke/call.ts). Nothing is left out.
+ * No import cycles in the sources of the four processes and the code they share (shared/).
+ * Every import between their modules counts: static ones, type-only ones (a cycle of types is
+ * still two modules that cannot be read one without the other) and `import()` (a lazy import
+ * does not break a cycle, it hides it). A cycle is broken by moving the shared types to a module
+ * of their own or by turning a dependency around (pubsub/types.ts, options.ts,
+ * workflows/journal.ts's JournaledInstance, invoke/call.ts). Nothing is left out.
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { importsOf, sources } from './imports.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const TREES = ['sidecar/src', 'scheduler/src', 'operator/src', 'injector/src'];
-
-function sources(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const p = join(dir, name);
-    if (statSync(p).isDirectory()) return sources(p);
-    return p.endsWith('.ts') && !p.endsWith('.d.ts') ? [p] : [];
-  });
-}
-
-/** The relative module specifiers a file imports, in any form. */
-export function importsOf(file: string, text: string): string[] {
-  const out: string[] = [];
-  const visit = (node: ts.Node): void => {
-    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) out.push(node.moduleSpecifier.text);
-    else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] && ts.isStringLiteral(node.arguments[0])) out.push(node.arguments[0].text);
-    else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) out.push(node.argument.literal.text);
-    ts.forEachChild(node, visit);
-  };
-  visit(ts.createSourceFile(file, text, ts.ScriptTarget.Latest, false, ts.ScriptKind.TS));
-  return out.filter((s) => s.startsWith('.'));
-}
+const TREES = ['sidecar/src', 'scheduler/src', 'operator/src', 'injector/src', 'shared'];
 
 /** The strongly connected components of more than one module (or a module that imports itself). */
 export function cycles(graph: Map<string, string[]>): string[][] {

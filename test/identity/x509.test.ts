@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { issueFor, type IssuerSettings } from '../../sidecar/src/identity/issue.ts';
-import { certificateWorkload, parseSpiffeUri, sanUris, spiffeUri, type WorkloadId } from '../../sidecar/src/identity/spiffe.ts';
+import { certificateWorkload, parseSpiffeUri, sanUris, spiffeUri, type WorkloadId } from '../../shared/spiffe.ts';
 import { createCsr, createRootCa, CsrError, newWorkloadKey, splitPemBundle } from '../../sidecar/src/identity/x509.ts';
 
 const HOUR = 3_600_000;

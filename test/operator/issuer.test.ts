@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { caClient, type SignCertificateResponse } from '../../sidecar/src/identity/proto.ts';
-import { certificateWorkload } from '../../sidecar/src/identity/spiffe.ts';
+import { certificateWorkload } from '../../shared/spiffe.ts';
 import { createCsr, createRootCa, newWorkloadKey, type SigningCa } from '../../sidecar/src/identity/x509.ts';
 import { requireService } from '../services/ci.ts';
 import { kubeUnavailable } from '../services/kube.ts';

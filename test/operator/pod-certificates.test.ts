@@ -12,7 +12,7 @@ import { WORKLOAD_SIGNER, PodCertificateSigner, type PodCertificateRequest } fro
 import { KubeClient } from '../../operator/src/kube/client.ts';
 import { loadKubeconfig } from '../../operator/src/kube/config.ts';
 import type { IssuerSettings } from '../../sidecar/src/identity/issue.ts';
-import { certificateWorkload } from '../../sidecar/src/identity/spiffe.ts';
+import { certificateWorkload } from '../../shared/spiffe.ts';
 import { createRootCa } from '../../sidecar/src/identity/x509.ts';
 import { requireService } from '../services/ci.ts';
 import { kubeUnavailable, startKube, type KubeCluster } from '../services/kube.ts';

@@ -1,7 +1,7 @@
 /** Loads scheduler.proto and converts between its messages and the scheduler's types. */
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import { protoLoader } from '../../../sidecar/src/grpc/proto-libs.ts';
+import { protoLoader } from '../../../shared/proto-libs.ts';
 import { SchedulerError, type FailurePolicy, type JobDataAny, type JobKey, type JobRecord, type JobSpec, type SchedulerErrorKind, type Trigger } from '../types.ts';
 
 /** Metadata key that carries the scheduler token (when the scheduler has one). */

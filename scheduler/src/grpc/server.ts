@@ -2,9 +2,9 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { SchedulerEngine } from '../engine.ts';
-import { tokenMatches } from '../../../sidecar/src/http/auth.ts';
-import { reloadingServerCredentials, verifiedPeerCertificate, type TlsSource } from '../../../sidecar/src/identity/server-credentials.ts';
-import { certificateWorkload, spiffeUri, type WorkloadId } from '../../../sidecar/src/identity/spiffe.ts';
+import { tokenMatches } from '../../../shared/token.ts';
+import { reloadingServerCredentials, verifiedPeerCertificate, type TlsSource } from '../../../shared/grpc-server-credentials.ts';
+import { certificateWorkload, spiffeUri, type WorkloadId } from '../../../shared/spiffe.ts';
 import { invalid, type Target } from '../types.ts';
 import { TOKEN_METADATA, fromPbJob, schedulerService, toKey, toPbRecord, toPbTrigger, toServiceError, type PbJob, type PbKey } from './proto.ts';
 

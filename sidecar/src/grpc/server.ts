@@ -12,7 +12,7 @@ import { createServer as createNetServer, type Server as NetServer, type Socket 
 import type { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { tokenMatches } from '../http/auth.ts';
+import { tokenMatches } from '../../../shared/token.ts';
 
 /** A service's definition and handlers, made when the port gets its first connection. */
 export type ServiceLoader = () => { definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation };

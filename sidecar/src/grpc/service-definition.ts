@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
 import type * as protobuf from 'protobufjs';
-import { protobufjs } from './proto-libs.ts';
+import { protobufjs } from '../../../shared/proto-libs.ts';
 
 export interface LightLoadOptions extends protobuf.IConversionOptions {
   /** Field names as written in the .proto (snake_case) instead of camelCase. */

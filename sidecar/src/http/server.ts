@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { answerClientError } from './client-error.ts';
 import { ApiError, errorBody } from './errors.ts';
 import { SERVED_BLOCKS, unimplementedBlock } from './unimplemented.ts';
-import { tokenMatches } from './auth.ts';
+import { tokenMatches } from '../../../shared/token.ts';
 import { REQUEST_TIMEOUT_MS, decodeContentEncoding, useDepthLimitedJson } from './body.ts';
 import { openApiDocument, recordRoutes } from './openapi.ts';
 import { OPENAPI } from './route-schemas.ts';

@@ -8,7 +8,7 @@
 import { createPrivateKey, createPublicKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { SignedCertificate, Signer } from './manager.ts';
-import { certificateWorkload, sameWorkload, spiffeUri, type WorkloadId } from './spiffe.ts';
+import { certificateWorkload, sameWorkload, spiffeUri, type WorkloadId } from '../../../shared/spiffe.ts';
 
 export interface CredentialBundle {
   id: WorkloadId;

@@ -5,7 +5,7 @@
  * never used in its place.
  */
 import { checkCsr, CsrError, issueWorkloadCertificate, splitPemBundle, type SigningCa } from './x509.ts';
-import { parseSpiffeUri, sameWorkload, spiffeUri, type WorkloadId } from './spiffe.ts';
+import { parseSpiffeUri, sameWorkload, spiffeUri, type WorkloadId } from '../../../shared/spiffe.ts';
 
 export interface IssuerSettings {
   trustDomain: string;

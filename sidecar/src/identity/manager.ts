@@ -11,7 +11,7 @@ import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Backoff, type BackoffPolicy } from '../util/backoff.ts';
 import { SYSTEM_CLOCK, type Clock, type Timer } from '../util/clock.ts';
-import { certificateWorkload, sameWorkload, spiffeUri, type WorkloadId } from './spiffe.ts';
+import { certificateWorkload, sameWorkload, spiffeUri, type WorkloadId } from '../../../shared/spiffe.ts';
 import { createCsr, newWorkloadKey, splitPemBundle } from './x509.ts';
 
 /** What an issuer answers: the certificate (leaf first) and the roots to trust. */

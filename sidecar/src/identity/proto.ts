@@ -1,7 +1,7 @@
 /** Loads identity/proto/sentry.proto: the issuer's service (operator, `rt run --mtls`) and the sidecar's client. */
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import { protoLoader } from '../grpc/proto-libs.ts';
+import { protoLoader } from '../../../shared/proto-libs.ts';
 
 export interface SignCertificateRequest {
   id: string;

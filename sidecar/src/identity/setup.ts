@@ -13,7 +13,7 @@ import { rtHome } from '../invoke/registry/local.ts';
 import { IdentityManager, type Signer } from './manager.ts';
 import { CredentialBundleSource } from './credential-bundle.ts';
 import { GrpcSigner, LocalSigner } from './signers.ts';
-import { workloadIdProblem } from './spiffe.ts';
+import { workloadIdProblem } from '../../../shared/spiffe.ts';
 import { createRootCa, type SigningCa } from './x509.ts';
 
 export const DEFAULT_TRUST_DOMAIN = 'cluster.local';

@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { issueFor, type IssuerSettings } from './issue.ts';
 import type { SignedCertificate, Signer } from './manager.ts';
 import { caClient, type CaClient, type SignCertificateResponse } from './proto.ts';
-import type { WorkloadId } from './spiffe.ts';
+import type { WorkloadId } from '../../../shared/spiffe.ts';
 import { certificateNotAfter } from './x509.ts';
 
 const SIGN_TIMEOUT_MS = 10_000;

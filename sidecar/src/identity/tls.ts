@@ -7,7 +7,7 @@
 import { connect as tlsConnect, createSecureContext, type PeerCertificate, type SecureContext, type TLSSocket } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import type { IdentityManager, Svid } from './manager.ts';
-import { certificateWorkload, sameWorkload, spiffeUri, type WorkloadId } from './spiffe.ts';
+import { certificateWorkload, sameWorkload, spiffeUri, type WorkloadId } from '../../../shared/spiffe.ts';
 
 type CaListener = Parameters<grpc.experimental.CertificateProvider['addCaCertificateListener']>[0];
 type IdentityListener = Parameters<grpc.experimental.CertificateProvider['addIdentityCertificateListener']>[0];

@@ -6,7 +6,7 @@
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, webcrypto, X509Certificate, type KeyObject } from 'node:crypto';
 import type * as X509Lib from '@peculiar/x509';
-import { spiffeUri, type WorkloadId } from './spiffe.ts';
+import { spiffeUri, type WorkloadId } from '../../../shared/spiffe.ts';
 
 type X509 = typeof X509Lib;
 let lib: Promise<X509> | undefined;

@@ -12,7 +12,7 @@ import { STATUS_CODES } from 'node:http';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
-import { protoLoader } from '../grpc/proto-libs.ts';
+import { protoLoader } from '../../../shared/proto-libs.ts';
 import { GrpcServer } from '../grpc/server.ts';
 import { toStatus } from '../grpc/runtime/errors.ts';
 import { statusDetails } from '../pluggable/errors.ts';

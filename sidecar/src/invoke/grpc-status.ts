@@ -10,7 +10,7 @@
  */
 import { join } from 'node:path';
 import type * as protobuf from 'protobufjs';
-import { protobufjs } from '../grpc/proto-libs.ts';
+import { protobufjs } from '../../../shared/proto-libs.ts';
 
 /** The status an app's OnInvoke answered with (OK included). */
 export interface AppGrpcStatus {

@@ -23,7 +23,7 @@ import type { AppChannel } from '../app/channel.ts';
 import { GrpcServer } from '../grpc/server.ts';
 import { answerClientError } from '../http/client-error.ts';
 import type { IdentityManager } from '../identity/manager.ts';
-import { certificateWorkload, spiffeUri, type WorkloadId } from '../identity/spiffe.ts';
+import { certificateWorkload, spiffeUri, type WorkloadId } from '../../../shared/spiffe.ts';
 import { serverTlsOptions } from '../identity/tls.ts';
 import { invokeGrpcApp } from './grpc-app-invoke.ts';
 import { calleeProxy, Channels, type PeerCall } from './grpc-proxy.ts';

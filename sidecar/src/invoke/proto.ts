@@ -1,7 +1,7 @@
 /** Loads the internal sidecar-to-sidecar invocation proto (proto/invoke.proto) once per process. */
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { protoLoader } from '../grpc/proto-libs.ts';
+import { protoLoader } from '../../../shared/proto-libs.ts';
 
 export const INTERNAL_SERVICE = 'rt.internal.v1.ServiceInvocation';
 

@@ -21,7 +21,7 @@
  * the value bytes as base64 (the reference runtime's protojson fails on an Any it cannot
  * resolve; rt shows it rather than failing the GET).
  */
-import type { JobDataAny, JobSpec } from '../../../scheduler/src/types.ts';
+import type { JobDataAny, JobSpec } from '../../../scheduler/src/index.ts';
 import { decodeWellKnown } from '../grpc/runtime/well-known.ts';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });

@@ -9,7 +9,7 @@ import type { SidecarContext } from '../context.ts';
 import { grpcCode, UNIMPLEMENTED, type GrpcApp } from '../app/grpc-app.ts';
 import { anyOut } from '../grpc/runtime/any.ts';
 import { dataBody } from './data.ts';
-import type { Trigger } from '../../../scheduler/src/types.ts';
+import type { Trigger } from '../../../scheduler/src/index.ts';
 import type { InternalJobsService } from './internal-jobs.ts';
 
 /** The header that carries a trigger's due time (RFC 3339, UTC) to the app. */

@@ -3,9 +3,7 @@
  * a namespace per owner, stored in the same scheduler as the app's jobs but never listed by
  * the jobs API nor delivered to the app.
  */
-import type { SchedulerClient } from '../../../scheduler/src/client.ts';
-import type { Trigger } from '../../../scheduler/src/types.ts';
-import { validateName } from '../../../scheduler/src/validate.ts';
+import { type SchedulerClient, type Trigger, validateName } from '../../../scheduler/src/index.ts';
 import type { InternalJobTrigger, InternalJobs } from './internal.ts';
 
 type Handler = (t: InternalJobTrigger) => Promise<void>;

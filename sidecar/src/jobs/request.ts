@@ -4,7 +4,7 @@
  * form (one of drop and constant, a duration) here.
  */
 import { formatDuration, parseDuration } from '../util/duration.ts';
-import type { FailurePolicy, JobRecord, JobSpec } from '../../../scheduler/src/types.ts';
+import type { FailurePolicy, JobRecord, JobSpec } from '../../../scheduler/src/index.ts';
 import { dataView } from './data.ts';
 import { jobInvalid as invalid } from './service.ts';
 

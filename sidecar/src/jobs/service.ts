@@ -9,9 +9,7 @@
  */
 import { ERRORS, fail, failAs } from '../api/errors.ts';
 import { ApiError, errorMessage } from '../http/errors.ts';
-import type { SchedulerClient } from '../../../scheduler/src/client.ts';
-import { JOB_OPERATION_ERROR_CODES, SchedulerError, type JobKey, type JobOperation, type JobRecord, type JobSpec } from '../../../scheduler/src/types.ts';
-import { validateName, validateNewName } from '../../../scheduler/src/validate.ts';
+import { JOB_OPERATION_ERROR_CODES, type JobKey, type JobOperation, type JobRecord, type JobSpec, type SchedulerClient, SchedulerError, validateName, validateNewName } from '../../../scheduler/src/index.ts';
 
 /** A request the scheduler would refuse, found while decoding it (400 / INVALID_ARGUMENT). */
 export const jobInvalid = (code: string, message: string): ApiError => failAs(ERRORS.JOB_INVALID, code, message);

@@ -5,9 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { SidecarContext } from '../context.ts';
-import type { SchedulerClient } from '../../../scheduler/src/client.ts';
-import { startInProcessScheduler } from '../../../scheduler/src/embedded.ts';
-import { GrpcSchedulerClient } from '../../../scheduler/src/grpc/client.ts';
+import { GrpcSchedulerClient, type SchedulerClient, startInProcessScheduler } from '../../../scheduler/src/index.ts';
 import { grpcClientCredentials } from '../identity/tls.ts';
 import { makeDeliverer } from './delivery.ts';
 import { InternalJobsService } from './internal-jobs.ts';

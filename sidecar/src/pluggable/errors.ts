@@ -6,7 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type * as protobuf from 'protobufjs';
-import { protobufjs } from '../grpc/proto-libs.ts';
+import { protobufjs } from '../../../shared/proto-libs.ts';
 import { join } from 'node:path';
 import { EtagInvalidError, EtagMismatchError } from '../components/state/errors.ts';
 

@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type * as protoLoader from '@grpc/proto-loader';
-import { protoLoader as loadProtoLoader } from '../grpc/proto-libs.ts';
+import { protoLoader as loadProtoLoader } from '../../../shared/proto-libs.ts';
 
 export const PROTO_DIR = join(import.meta.dirname, 'proto');
 

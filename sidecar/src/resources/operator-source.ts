@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { operatorClient, RESOLVED_SECRETS_ANNOTATION, type ResourceSnapshot } from '../../../operator/src/proto.ts';
+import { operatorClient, RESOLVED_SECRETS_ANNOTATION, type ResourceSnapshot } from '../../../operator/src/index.ts';
 import { Backoff } from '../util/backoff.ts';
 import type { IdentityManager } from '../identity/manager.ts';
 import { grpcClientCredentials } from '../identity/tls.ts';

@@ -16,7 +16,7 @@
  *
  * How the HTTP API and an HTTP app see an Any: ../../jobs/data.ts.
  */
-import type { JobDataAny, JobSpec } from '../../../../scheduler/src/types.ts';
+import type { JobDataAny, JobSpec } from '../../../../scheduler/src/index.ts';
 
 const TYPE_PREFIX = 'type.googleapis.com/google.protobuf.';
 export const STRING_VALUE = `${TYPE_PREFIX}StringValue`;

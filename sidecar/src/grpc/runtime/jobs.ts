@@ -8,7 +8,7 @@
 import { ApiError } from '../../http/errors.ts';
 import type { SidecarContext } from '../../context.ts';
 import { jobInvalid, type JobsService } from '../../jobs/service.ts';
-import type { FailurePolicy, JobRecord, JobSpec } from '../../../../scheduler/src/types.ts';
+import type { FailurePolicy, JobRecord, JobSpec } from '../../../../scheduler/src/index.ts';
 import { anyIn, anyOut, type AnyMsg } from './any.ts';
 
 interface DurationMsg {

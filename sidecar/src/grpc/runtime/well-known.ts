@@ -7,7 +7,7 @@
  * such Any (protobufjs's bundled descriptors, no file read).
  */
 import type * as protobuf from 'protobufjs';
-import { protobufjs } from '../proto-libs.ts';
+import { protobufjs } from '../../../../shared/proto-libs.ts';
 import type { ValueMsg } from './any.ts';
 
 const PREFIX = 'type.googleapis.com/google.protobuf.';

@@ -1,3 +1,4 @@
+/** Token checks for every server that takes one (the sidecar's APIs, the scheduler's gRPC port). */
 import { createHash, timingSafeEqual } from 'node:crypto';
 
 /**

@@ -1,0 +1,17 @@
+/**
+ * The sidecar's front door for the other packages (test/build/front-doors.test.ts): what the
+ * operator uses to check a Component exactly as a sidecar would load it, and to issue workload
+ * certificates as the sidecar's identity code expects them. Starting a sidecar is `sidecar.ts`
+ * (the CLI's). Re-exports only: everything listed is already in the operator's module graph, and
+ * no other process imports this.
+ */
+// checking a Component as a sidecar loads it (operator/src/check.ts)
+export { builtinCatalog, ComponentCatalog } from './components/catalog.ts';
+export { acceptedText, decodeMetadata, fieldOfKey, MetadataError } from './components/metadata/decode.ts';
+export { declarationsOf } from './components/metadata/declarations.ts';
+export { isPluggableApi } from './pluggable/apis.ts';
+export { hasTemplate } from './resources/loader.ts';
+// workload certificates (operator/src/issuer.ts, pod-certificates.ts, operator.ts)
+export { issueFor, type IssuerSettings } from './identity/issue.ts';
+export { caService, type SignCertificateRequest, type SignCertificateResponse } from './identity/proto.ts';
+export { checkCsr, CsrError, issueWorkloadCertificate, spkiPublicKey, splitPemBundle } from './identity/x509.ts';
