@@ -1,7 +1,7 @@
 /**
  * HTTP and gRPC answer alike: one table of cases (valid, invalid, missing, conflict, failure)
- * for every state, bindings and jobs operation that both APIs serve, each sent over both to one
- * real sidecar. Both must succeed, or both fail with the same errorCode (the HTTP body's, the
+ * for every state, bindings, jobs, configuration get and lock operation that both APIs serve,
+ * each sent over both to one real sidecar. Both must succeed, or both fail with the same errorCode (the HTTP body's, the
  * gRPC status's `rt-error-code`), and with the HTTP status and gRPC code of that case's row in
  * the error table (sidecar/src/api/errors.ts). A sidecar without a scheduler answers the jobs
  * operations alike too.
@@ -12,6 +12,7 @@ import { ERRORS, type ErrorRow } from '../../sidecar/src/api/errors.ts';
 import { builtinCatalog } from '../../sidecar/src/components/catalog.ts';
 import { StateRequestError } from '../../sidecar/src/components/state/errors.ts';
 import type { ConfigurationStore } from '../../sidecar/src/components/configuration/types.ts';
+import { UNLOCK_STATUS, type LockStore } from '../../sidecar/src/components/lock/types.ts';
 import type { QueryableStateStore } from '../../sidecar/src/components/state/query.ts';
 import type { BindingRequest, BindingResponse, OutputBinding, StateStore } from '../../sidecar/src/components/types.ts';
 import { SchedulerError, type JobKey } from '../../scheduler/src/types.ts';
@@ -159,6 +160,17 @@ const CASES: Case[] = [
   { op: 'configuration.get', kind: 'invalid', what: 'an empty key', http: { method: 'GET', path: '/v1.0/configuration/cfg?key=a&key=' }, grpc: ['GetConfiguration', { store_name: 'cfg', keys: ['a', ''] }], want: err(ERRORS.MALFORMED) },
   { op: 'configuration.get', kind: 'missing', what: 'an unknown store', http: { method: 'GET', path: '/v1.0-alpha1/configuration/nostore' }, grpc: ['GetConfigurationAlpha1', { store_name: 'nostore' }], want: err(ERRORS.CONFIGURATION_STORE_NOT_FOUND) },
   { op: 'configuration.get', kind: 'failure', what: 'a failing store', http: { method: 'GET', path: '/v1.0/configuration/cfg-broken' }, grpc: ['GetConfiguration', { store_name: 'cfg-broken' }], want: err(ERRORS.CONFIGURATION_GET_FAILED) },
+
+  // ---- lock: try lock and unlock (statuses and races against Redis: test/lock/api.test.ts)
+  { op: 'lock.tryLock', kind: 'valid', what: 'a free lock, then a held one', http: { method: 'POST', path: '/v1.0-alpha1/lock/locks', body: { resourceId: 'p-l1', lockOwner: 'o1', expiryInSeconds: 5 } }, grpc: ['TryLockAlpha1', { store_name: 'locks', resource_id: 'p-l1', lock_owner: 'o1', expiry_in_seconds: 5 }] },
+  { op: 'lock.tryLock', kind: 'invalid', what: 'an expiry of 0', http: { method: 'POST', path: '/v1.0-alpha1/lock/locks', body: { resourceId: 'p-l1', lockOwner: 'o1', expiryInSeconds: 0 } }, grpc: ['TryLockAlpha1', { store_name: 'locks', resource_id: 'p-l1', lock_owner: 'o1', expiry_in_seconds: 0 }], want: err(ERRORS.MALFORMED) },
+  { op: 'lock.tryLock', kind: 'invalid', what: 'an empty owner', http: { method: 'POST', path: '/v1.0-alpha1/lock/locks', body: { resourceId: 'p-l1', lockOwner: '', expiryInSeconds: 5 } }, grpc: ['TryLockAlpha1', { store_name: 'locks', resource_id: 'p-l1', lock_owner: '', expiry_in_seconds: 5 }], want: err(ERRORS.MALFORMED) },
+  { op: 'lock.tryLock', kind: 'missing', what: 'an unknown store', http: { method: 'POST', path: '/v1.0-alpha1/lock/nostore', body: { resourceId: 'p-l1', lockOwner: 'o1', expiryInSeconds: 5 } }, grpc: ['TryLockAlpha1', { store_name: 'nostore', resource_id: 'p-l1', lock_owner: 'o1', expiry_in_seconds: 5 }], want: err(ERRORS.LOCK_STORE_NOT_FOUND) },
+  { op: 'lock.tryLock', kind: 'failure', what: 'a failing store', http: { method: 'POST', path: '/v1.0-alpha1/lock/locks-broken', body: { resourceId: 'p-l1', lockOwner: 'o1', expiryInSeconds: 5 } }, grpc: ['TryLockAlpha1', { store_name: 'locks-broken', resource_id: 'p-l1', lock_owner: 'o1', expiry_in_seconds: 5 }], want: errAs(ERRORS.LOCK_FAILED, 'ERR_TRY_LOCK') },
+  { op: 'lock.unlock', kind: 'valid', what: 'a lock of another owner', http: { method: 'POST', path: '/v1.0-alpha1/unlock/locks', body: { resourceId: 'p-l1', lockOwner: 'o2' } }, grpc: ['UnlockAlpha1', { store_name: 'locks', resource_id: 'p-l1', lock_owner: 'o2' }] },
+  { op: 'lock.unlock', kind: 'invalid', what: 'an empty resource id', http: { method: 'POST', path: '/v1.0-alpha1/unlock/locks', body: { resourceId: '', lockOwner: 'o1' } }, grpc: ['UnlockAlpha1', { store_name: 'locks', resource_id: '', lock_owner: 'o1' }], want: err(ERRORS.MALFORMED) },
+  { op: 'lock.unlock', kind: 'missing', what: 'an unknown store', http: { method: 'POST', path: '/v1.0-alpha1/unlock/nostore', body: { resourceId: 'p-l1', lockOwner: 'o1' } }, grpc: ['UnlockAlpha1', { store_name: 'nostore', resource_id: 'p-l1', lock_owner: 'o1' }], want: err(ERRORS.LOCK_STORE_NOT_FOUND) },
+  { op: 'lock.unlock', kind: 'failure', what: 'a failing store', http: { method: 'POST', path: '/v1.0-alpha1/unlock/locks-broken', body: { resourceId: 'p-l1', lockOwner: 'o1' } }, grpc: ['UnlockAlpha1', { store_name: 'locks-broken', resource_id: 'p-l1', lock_owner: 'o1' }], want: errAs(ERRORS.LOCK_FAILED, 'ERR_UNLOCK') },
 ];
 
 /** Every jobs operation on a sidecar with no scheduler. */
@@ -170,6 +182,29 @@ const NO_SCHEDULER: Case[] = (
     ['jobs.list', { method: 'GET', path: '/v1.0-alpha1/jobs' }, ['ListJobs', {}], 'RT_SCHEDULER_LIST_JOBS'],
   ] as const
 ).map(([op, http, grpcCall, code]) => ({ op, kind: 'failure' as const, what: 'no scheduler configured', http, grpc: [...grpcCall] as Case['grpc'], want: errAs(ERRORS.JOB_NO_SCHEDULER, code) }));
+
+/** Locks in a Map; with metadata `broken: "true"` every call fails. */
+const lockStore = (): LockStore => {
+  const held = new Map<string, string>();
+  let broken = false;
+  const check = () => {
+    if (broken) throw new Error('disk on fire');
+  };
+  return {
+    init: async (spec) => void (broken = spec.metadata.broken === 'true'),
+    close: async () => {},
+    capabilities: () => [],
+    tryLock: async (r) => (check(), held.has(r.key) ? false : (held.set(r.key, r.lockOwner), true)),
+    unlock: async (r) => {
+      check();
+      const owner = held.get(r.key);
+      if (owner === undefined) return UNLOCK_STATUS.LOCK_DOES_NOT_EXIST;
+      if (owner !== r.lockOwner) return UNLOCK_STATUS.LOCK_BELONGS_TO_OTHERS;
+      held.delete(r.key);
+      return UNLOCK_STATUS.SUCCESS;
+    },
+  };
+};
 
 /** Answers `echo` and fails `fail`. */
 class TestBinding implements OutputBinding {
@@ -273,9 +308,10 @@ beforeAll(async () => {
   catalog.add('state.broken', { category: 'state', load: async () => brokenStore });
   catalog.add('state.picky', { category: 'state', load: async () => pickyStore });
   catalog.add('configuration.test', { category: 'configuration', load: async () => configurationStore });
+  catalog.add('lock.test', { category: 'lock', load: async () => lockStore });
   s = await startRuntimeSidecar({
     catalog,
-    extraComponents: [componentYaml('rec', 'bindings.test'), componentYaml('broken', 'state.broken'), componentYaml('picky', 'state.picky'), componentYaml('cfg', 'configuration.test'), componentYaml('cfg-broken', 'configuration.test')],
+    extraComponents: [componentYaml('rec', 'bindings.test'), componentYaml('broken', 'state.broken'), componentYaml('picky', 'state.picky'), componentYaml('cfg', 'configuration.test'), componentYaml('cfg-broken', 'configuration.test'), componentYaml('locks', 'lock.test'), componentYaml('locks-broken', 'lock.test', { broken: 'true' })],
   });
   await s.call('SaveState', { store_name: 'mem', states: [item('p-k1')] });
   await s.call('ScheduleJob', { job: { name: 'p-dup', due_time: '1h' } });
