@@ -1,9 +1,9 @@
 /**
  * HTTP and gRPC answer alike: one table of cases (valid, invalid, missing, conflict, failure)
  * for every state, bindings, jobs, configuration get and lock operation that both APIs serve,
- * each sent over both to one real sidecar. Both must succeed, or both fail with the same errorCode (the HTTP body's, the
- * gRPC status's `rt-error-code`), and with the HTTP status and gRPC code of that case's row in
- * the error table (sidecar/src/api/errors.ts). A sidecar without a scheduler answers the jobs
+ * each sent over both to one real sidecar. Both must succeed, or both fail with the same
+ * errorCode (the HTTP body's, the gRPC status's `rt-error-code`), and with the HTTP status and
+ * gRPC code of that case's row in the error table (sidecar/src/api/errors.ts). A sidecar without a scheduler answers the jobs
  * operations alike too.
  */
 import * as grpc from '@grpc/grpc-js';
