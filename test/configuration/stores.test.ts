@@ -148,7 +148,7 @@ describe.skipIf(!haveRedis)('configuration.redis against a real Redis', () => {
     const r = recorder();
     const w = await store.subscribe({ keys: [`${prefix}-lost`], metadata: {} }, r.onChange);
     try {
-      const list = (await c.client('LIST', 'TYPE', 'pubsub')) as string;
+      const list = (await c.call('CLIENT', 'LIST', 'TYPE', 'pubsub')) as string;
       const id = /id=(\d+) [^\n]*name=rt-configuration-test /.exec(list)?.[1];
       expect(id).toBeDefined();
       // in one transaction: the subscriber is dropped before the SET, so its notification never reaches it
