@@ -139,6 +139,23 @@ describe('HTTP', () => {
     expect(received.equals(PLAIN.subarray(0, received.length))).toBe(true);
   });
 
+  it('a sidecar with no crypto component: ERR_CRYPTO_PROVIDERS_NOT_CONFIGURED, 400 over HTTP and INVALID_ARGUMENT over gRPC', async () => {
+    const bare = await startRuntimeSidecar();
+    try {
+      const r = await fetch(`http://127.0.0.1:${bare.sidecar.httpPort}/v1.0-alpha1/crypto/any/decrypt`, { method: 'PUT', body: 'x' });
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as ErrorBody).errorCode).toBe('ERR_CRYPTO_PROVIDERS_NOT_CONFIGURED');
+      const call = (bare.client as unknown as Record<string, () => Duplex>).DecryptAlpha1.call(bare.client);
+      const e = new Promise<grpc.ServiceError>((resolve) => call.on('error', resolve));
+      call.write({ options: { component_name: 'any' } });
+      call.end();
+      expect((await e).metadata.get('rt-error-code')).toEqual(['ERR_CRYPTO_PROVIDERS_NOT_CONFIGURED']);
+      expect((await e).code).toBe(grpc.status.INVALID_ARGUMENT);
+    } finally {
+      await bare.stop();
+    }
+  });
+
   it('a property: any body sent to decrypt is a 400 JSON error, never a 5xx', async () => {
     const prefix = fc.constantFrom('', 'dapr.io/enc/v1\n', 'dapr.io/enc/v1\n{"k":"aes256.bin","kw":1,"wfk":"AAAA","cph":1,"np":"AAAAAAAAAA=="}\n');
     await fc.assert(
@@ -216,6 +233,24 @@ describe('gRPC', () => {
     expect(await fails('EncryptAlpha1', [{ options: opts }, { options: opts, payload: { data: Buffer.from('b'), seq: 0 } }])).toMatchObject({ details: expect.stringMatching(/options found in non-leading message/) });
     expect(await fails('DecryptAlpha1', messagesOf({ component_name: 'localkeys' }, Buffer.from('not a document\n\n\n')))).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, errorCode: 'ERR_CRYPTO' });
   });
+
+  it('no first message within 5 s: ERR_BAD_REQUEST, not a hang; a client that goes away mid-stream leaves the sidecar serving', async () => {
+    const silent = (s.client as unknown as Record<string, () => Duplex>).EncryptAlpha1.call(s.client);
+    const started = Date.now();
+    const e = await new Promise<grpc.ServiceError>((resolve) => silent.on('error', resolve));
+    expect(Date.now() - started).toBeGreaterThanOrEqual(4500);
+    expect(e.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(e.metadata.get('rt-error-code')).toEqual(['ERR_BAD_REQUEST']);
+    expect(e.details).toMatch(/no first message within 5 s/);
+
+    const gone = (s.client as unknown as Record<string, () => Duplex>).EncryptAlpha1.call(s.client);
+    gone.on('error', () => undefined);
+    gone.write({ options: { component_name: 'localkeys', key_name: 'aes256.bin', key_wrap_algorithm: 'AES' }, payload: { data: PLAIN, seq: 0 } });
+    await new Promise<void>((resolve) => gone.once('data', () => resolve()));
+    gone.cancel();
+    const after = await stream('EncryptAlpha1', messagesOf({ component_name: 'localkeys', key_name: 'aes256.bin', key_wrap_algorithm: 'AES' }, Buffer.from('still here')));
+    expect((await stream('DecryptAlpha1', messagesOf({ component_name: 'localkeys' }, after.data))).data.toString()).toBe('still here');
+  }, 15_000);
 
   it('the @dapr/dapr SDK over gRPC, as its e2e suite calls it (crypto.dapr.jwks, "symmetric256", A256KW / AES)', async () => {
     const client = s.sdk();
