@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { AppChannel } from './app/channel.ts';
 import { discoverConfig } from './app/discovery.ts';
+import { deliverInputEvent } from './bindings/input.ts';
 import { builtinCatalog, type ComponentCatalog } from './components/catalog.ts';
 import { ComponentRegistry } from './components/registry.ts';
 import type { SidecarContext } from './context.ts';
@@ -80,12 +81,13 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
   const grpc = new GrpcServer(log, options.apiToken);
   const app = new AppChannel(options, log);
   const catalog = input.catalog ?? builtinCatalog();
-  const components = new ComponentRegistry(catalog, {
+  const components: ComponentRegistry = new ComponentRegistry(catalog, {
     appId: options.appId,
     namespace: options.namespace,
     listenAddress: options.listenAddress,
     log,
-    deliverToApp: (bindingName, event) => app.deliverBinding(bindingName, event),
+    // under the binding's inbound resiliency policy once the resiliency block runs (ctx below)
+    deliverToApp: (bindingName, event) => deliverInputEvent(ctx.services.resiliency, components, app, bindingName, event),
   });
   const metadata = new MetadataService(options, components);
   const resources: Resources = { components: [], subscriptions: [], httpEndpoints: [] };

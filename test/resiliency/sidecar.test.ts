@@ -89,13 +89,16 @@ describe('a state store under an outbound timeout and circuit breaker, Redis pau
   let redis: StartedServer;
   let dir = '';
   let base = '';
+  let metrics = '';
   let close: () => Promise<void> = async () => {};
   beforeAll(async () => {
     if (!ok) return;
     redis = await startRedis();
     dir = mkdtempSync(join(tmpdir(), 'rt-resiliency-'));
-    writeFileSync(join(dir, 'resources.yaml'), [component('store', 'state.redis', { redisHost: `127.0.0.1:${redis.port}` }), resiliency(`  policies:
+    const host = { redisHost: `127.0.0.1:${redis.port}` };
+    writeFileSync(join(dir, 'resources.yaml'), [component('store', 'state.redis', host), component('bus', 'pubsub.redis', host), component('kv', 'bindings.redis', host), resiliency(`  policies:
     timeouts:
+      DefaultComponentOutboundTimeoutPolicy: 400ms
       quick: 300ms
     retries:
       twice: { policy: constant, duration: 50ms, maxRetries: 1 }
@@ -106,8 +109,9 @@ describe('a state store under an outbound timeout and circuit breaker, Redis pau
       store:
         outbound: { timeout: quick, retry: twice, circuitBreaker: storeCB }
 `)].join('---\n'));
-    const sidecar = await startSidecar({ appId: 'shop', httpPort: 0, grpcPort: 0, enableMetrics: false, dataDir: join(dir, 'data'), resourcesPaths: [dir], logger: pino({ level: 'silent' }) });
+    const sidecar = await startSidecar({ appId: 'shop', httpPort: 0, grpcPort: 0, enableMetrics: true, metricsPort: 0, dataDir: join(dir, 'data'), resourcesPaths: [dir], logger: pino({ level: 'silent' }) });
     base = `http://127.0.0.1:${sidecar.httpPort}`;
+    metrics = `http://127.0.0.1:${sidecar.ctx.metrics!.port}/metrics`;
     close = () => sidecar.close();
   }, 60_000);
   afterAll(async () => {
@@ -123,7 +127,7 @@ describe('a state store under an outbound timeout and circuit breaker, Redis pau
     return { status: r.status, body: await r.text(), ms: performance.now() - t0 };
   };
 
-  it.skipIf(!ok)('times out each call while Redis is stopped, opens the circuit, answers at once naming it, and recovers', async () => {
+  it.skipIf(!ok)('times out each call while Redis is stopped, opens the circuit, answers at once naming it, and recovers; publish and an output binding end at the default keyword\'s timeout', async () => {
     expect((await fetch(`${base}/v1.0/state/store`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([{ key: 'k', value: 'v' }]) })).status).toBe(204);
     process.kill(redis.pid, 'SIGSTOP');
     try {
@@ -143,12 +147,36 @@ describe('a state store under an outbound timeout and circuit breaker, Redis pau
     } finally {
       process.kill(redis.pid, 'SIGCONT');
     }
+    // publishing and an output binding, under the default keyword's timeout
+    const stopped = () => process.kill(redis.pid, 'SIGSTOP');
+    stopped();
+    try {
+      for (const [what, url, body] of [
+        ['publish', `${base}/v1.0/publish/bus/orders`, { id: 1 }],
+        ['binding', `${base}/v1.0/bindings/kv`, { operation: 'get', metadata: { key: 'k' } }],
+      ] as const) {
+        const t0 = performance.now();
+        const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        const ms = performance.now() - t0;
+        expect({ what, status: r.status }).toEqual({ what, status: 500 });
+        expect(await r.text()).toMatch(/timeout policy \\"DefaultComponentOutboundTimeoutPolicy\\" \(400 ms\)/);
+        expect(ms).toBeLessThan(3000);
+      }
+    } finally {
+      process.kill(redis.pid, 'SIGCONT');
+    }
+    // the scrape shows the tries and the open circuit
+    const scraped = await (await fetch(metrics)).text();
+    expect(scraped).toMatch(/rt_resiliency_outcomes_total\{target="component:store\/outbound",policy="quick",outcome="timeout",app_id="shop"\} 4/);
+    expect(scraped).toMatch(/rt_resiliency_outcomes_total\{target="component:store\/outbound",policy="storeCB",outcome="circuit-open",app_id="shop"\} 1/);
+    expect(scraped).toMatch(/rt_resiliency_circuit_breaker_state\{target="component:store\/outbound",policy="storeCB",app_id="shop"\} [12]/);
     // after the breaker's 2 s, a trial call goes through and closes it
     await vi.waitFor(async () => {
       const r = await get();
       expect(r.status).toBe(200);
       expect(r.body).toBe('"v"');
     }, { timeout: 10_000, interval: 200 });
+    expect(await (await fetch(metrics)).text()).toMatch(/rt_resiliency_circuit_breaker_state\{target="component:store\/outbound",policy="storeCB",app_id="shop"\} 0/);
   });
 });
 

@@ -162,7 +162,7 @@ export class AppChannel {
    * message (UNIMPLEMENTED: 404, the app has no handler), so both protocols mean the same to the
    * binding. The response's state/`to` fields (dropped by the ecosystem too) are not read.
    */
-  async deliverBinding(name: string, event: InputBindingEvent): Promise<InputBindingReply> {
+  async deliverBinding(name: string, event: InputBindingEvent, signal?: AbortSignal): Promise<InputBindingReply> {
     if (this.grpc) {
       try {
         const res = (await this.grpc.call('callback', 'OnBindingEvent', { name, data: Buffer.from(event.data), metadata: event.metadata })) as { data?: Buffer };
@@ -176,6 +176,7 @@ export class AppChannel {
       path: `/${name}`,
       body: event.data,
       headers: { 'content-type': event.contentType ?? 'application/json', ...prefixed(event.metadata) },
+      signal,
     });
     return { status: res.status, body: res.body };
   }

@@ -9,9 +9,10 @@ import { BindingsService } from './service.ts';
 
 export const block = defineBlock({
   name: 'bindings',
+  uses: ['resiliency'],
   provides: ['bindings'],
   async setup(ctx) {
-    const bindings = new BindingsService(ctx.components);
+    const bindings = new BindingsService(ctx.components, ctx.services.resiliency);
     await outputBindingRoutes(ctx, bindings);
     startInputBindings(ctx);
     return { bindings };

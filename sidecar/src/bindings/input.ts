@@ -3,8 +3,21 @@
  * binding added or replaced later (a resource hot update) is started as soon as it is loaded; the
  * one it replaces stops when the registry closes it.
  */
+import type { AppChannel } from '../app/channel.ts';
 import type { SidecarContext } from '../context.ts';
-import type { InputBinding } from '../components/types.ts';
+import type { InputBinding, InputBindingEvent, InputBindingReply } from '../components/types.ts';
+import type { ResiliencyService } from '../resiliency/service.ts';
+
+/**
+ * One event of input binding `name` to the app, under the binding's inbound resiliency policy
+ * (an answer outside 2xx is a failed try; a timeout aborts the POST). Without a policy the
+ * binding's own retry rules alone apply, as before.
+ */
+export function deliverInputEvent(resiliency: ResiliencyService | undefined, components: { get(name: string): { spec: { type: string } } | undefined }, app: AppChannel, name: string, event: InputBindingEvent): Promise<InputBindingReply> {
+  const policy = resiliency?.forComponent(name, components.get(name)?.spec.type ?? 'bindings', 'Inbound');
+  if (!policy) return app.deliverBinding(name, event);
+  return resiliency!.run(policy, (signal) => app.deliverBinding(name, event, signal), { failureOf: (r) => (r.status < 200 || r.status >= 300 ? { http: r.status } : undefined) });
+}
 
 export function startInputBindings(ctx: SidecarContext): void {
   let appReady = false;

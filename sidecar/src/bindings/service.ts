@@ -9,6 +9,7 @@ import { ERRORS, fail } from '../api/errors.ts';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { BindingRequest, BindingResponse, OutputBinding, StreamedBindingRequest } from '../components/types.ts';
 import { ApiError, errorMessage, malformed } from '../http/errors.ts';
+import { outboundCall, type ResiliencyService } from '../resiliency/service.ts';
 
 /** An invocation as a transport decoded it: `operation` and `metadata` are checked here. */
 export interface InvokeRequest {
@@ -19,9 +20,11 @@ export interface InvokeRequest {
 
 export class BindingsService {
   private readonly components: ComponentRegistry;
+  private readonly resiliency?: ResiliencyService;
 
-  constructor(components: ComponentRegistry) {
+  constructor(components: ComponentRegistry, resiliency?: ResiliencyService) {
     this.components = components;
+    this.resiliency = resiliency;
   }
 
   /** The output binding called `name`, or a 400 listing the loaded ones. */
@@ -49,7 +52,8 @@ export class BindingsService {
   async invoke(name: string, req: InvokeRequest): Promise<BindingResponse> {
     const binding = this.binding(name);
     const request: BindingRequest = { operation: this.operation(name, binding, req.operation), data: req.data, metadata: bindingMetadata(req.metadata) };
-    return guarded(name, () => binding.invoke(request));
+    // under the binding's outbound policy; a streamed request (below) is read once, so never retried
+    return guarded(name, () => outboundCall(this.resiliency, this.components, name, () => binding.invoke(request), { isRequestError: (e) => e instanceof ApiError }));
   }
 
   /** Invokes a streamed operation (its `data` arriving as chunks) of a binding found with binding(). */

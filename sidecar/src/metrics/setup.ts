@@ -13,7 +13,7 @@ import { answerClientError } from '../http/client-error.ts';
 export async function setup(ctx: SidecarContext): Promise<void> {
   const { options, log } = ctx;
   if (!options.enableMetrics) return;
-  const { Registry, collectDefaultMetrics, Histogram, Gauge } = await import('prom-client');
+  const { Registry, collectDefaultMetrics, Histogram, Gauge, Counter } = await import('prom-client');
   const registry = new Registry();
   registry.setDefaultLabels({ app_id: options.appId });
   collectDefaultMetrics({ register: registry, prefix: 'rt_' });
@@ -37,6 +37,27 @@ export async function setup(ctx: SidecarContext): Promise<void> {
       },
     });
   }
+  // the resiliency block's counts, read at each scrape (that block may start after this one)
+  new Counter({
+    name: 'rt_resiliency_outcomes_total',
+    help: 'Tries made under resiliency policies, by target (app:<id> or component:<name>/<direction>), policy and outcome (success, failure, retry, timeout, circuit-open)',
+    labelNames: ['target', 'policy', 'outcome'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const c of ctx.services.resiliency?.outcomes() ?? []) this.inc({ target: c.target, policy: c.policy, outcome: c.outcome }, c.count);
+    },
+  });
+  new Gauge({
+    name: 'rt_resiliency_circuit_breaker_state',
+    help: 'State of each circuit breaker in use: 0 closed, 1 half-open, 2 open',
+    labelNames: ['target', 'policy'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const b of ctx.services.resiliency?.breakers() ?? []) this.set({ target: b.target, policy: b.policy }, b.state === 'closed' ? 0 : b.state === 'half-open' ? 1 : 2);
+    },
+  });
   ctx.http.addHook('onResponse', async (req, reply) => {
     // the route pattern (e.g. /v1.0/state/:storename), never the raw URL: keys must not become labels
     const route = req.routeOptions.url ?? 'unmatched';

@@ -6,6 +6,7 @@
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { BulkPublishEntry } from '../components/pubsub/types.ts';
 import { ApiError, errorMessage, malformed } from '../http/errors.ts';
+import { outboundCall, type ResiliencyService } from '../resiliency/service.ts';
 import { CLOUDEVENT_CONTENT_TYPE, envelope, ttlOf, wrapJson, wrapsJson } from './cloudevent.ts';
 import { PublishGate } from './gate.ts';
 import { requirePubsub } from './lookup.ts';
@@ -50,10 +51,18 @@ export class PublishService {
   private readonly appId: string;
   private readonly gate: PublishGate;
 
-  constructor(components: ComponentRegistry, appId: string, gate = new PublishGate()) {
+  private readonly resiliency?: ResiliencyService;
+
+  constructor(components: ComponentRegistry, appId: string, gate = new PublishGate(), resiliency?: ResiliencyService) {
     this.components = components;
     this.appId = appId;
     this.gate = gate;
+    this.resiliency = resiliency;
+  }
+
+  /** A call to the pub/sub under its outbound policy; a 4xx of the component's own is not retried. */
+  private outbound<T>(name: string, call: () => Promise<T>): Promise<T> {
+    return outboundCall(this.resiliency, this.components, name, call, { isRequestError: (e) => e instanceof ApiError });
   }
 
   async publish(req: PublishRequest): Promise<void> {
@@ -62,7 +71,7 @@ export class PublishService {
     const { data, contentType } = envelope({ appId: this.appId, pubsubname: req.pubsubname, topic: req.topic, body: req.data, contentType: req.contentType, metadata: req.metadata, traceparent: req.traceparent, tracestate: req.tracestate });
     if (!this.gate.isOpen) await this.gate.wait();
     try {
-      await pubsub.publish(req.topic, data, req.metadata, contentType);
+      await this.outbound(req.pubsubname, () => pubsub.publish(req.topic, data, req.metadata, contentType));
     } catch (e) {
       // a component that judged the request itself bad (pubsub.mqtt3: a wildcard topic) says so with its own 4xx
       if (e instanceof ApiError) throw e;
@@ -108,12 +117,12 @@ export class PublishService {
     if (!this.gate.isOpen) await this.gate.wait();
     if (pubsub.bulkPublish) {
       try {
-        return await pubsub.bulkPublish(req.topic, wrapped, req.metadata);
+        return await this.outbound(req.pubsubname, () => pubsub.bulkPublish!(req.topic, wrapped, req.metadata));
       } catch (e) {
         return wrapped.map((w) => ({ entryId: w.entryId, error: errorMessage(e) }));
       }
     }
-    const results = await Promise.allSettled(wrapped.map((w) => pubsub.publish(req.topic, w.event, w.metadata, w.contentType)));
+    const results = await Promise.allSettled(wrapped.map((w) => this.outbound(req.pubsubname, () => pubsub.publish(req.topic, w.event, w.metadata, w.contentType))));
     return results.flatMap((r, i) => (r.status === 'rejected' ? [{ entryId: wrapped[i].entryId, error: errorMessage(r.reason) }] : []));
   }
 }

@@ -19,7 +19,7 @@ export async function setup(ctx: SidecarContext): Promise<{ pubsub: PublishServi
   const log = ctx.log.child({ block: 'pubsub' });
   // with an app, publishes wait (a while) for its subscriptions: see gate.ts
   const gate = new PublishGate(ctx.app.enabled ? HOLD_LIMIT_MS : undefined, log);
-  const publisher = new PublishService(ctx.components, ctx.options.appId, gate);
+  const publisher = new PublishService(ctx.components, ctx.options.appId, gate, ctx.services.resiliency);
   await publishRoutes(ctx.http, publisher);
 
   const grpcApp = ctx.app.grpc;

@@ -83,3 +83,17 @@ export class ResiliencyService {
     else this.counts.set(key, { target: p.target, policy: policy ?? '', outcome, count: 1 });
   }
 }
+
+/** The component registry's one lookup this needs: a loaded component's type. */
+interface ComponentTypes {
+  get(name: string): { spec: { type: string } } | undefined;
+}
+
+/**
+ * A call from the sidecar to component `name` (state, secrets, bindings, publish) under its
+ * outbound policy; straight through without a resiliency service or a policy.
+ */
+export function outboundCall<T>(resiliency: ResiliencyService | undefined, components: ComponentTypes, name: string, call: (signal?: AbortSignal) => Promise<T>, o: RunOptions<T> = {}): Promise<T> {
+  if (!resiliency) return call();
+  return resiliency.run(resiliency.forComponent(name, components.get(name)?.spec.type ?? '', 'Outbound'), call, o);
+}

@@ -5,9 +5,10 @@ import { SecretsService } from './service.ts';
 
 export const block = defineBlock({
   name: 'secrets',
+  uses: ['resiliency'],
   provides: ['secrets'],
   async setup(ctx) {
-    const secrets = new SecretsService(ctx.components);
+    const secrets = new SecretsService(ctx.components, ctx.services.resiliency);
     secretsRoutes(ctx, secrets);
     return { secrets };
   },

@@ -5,12 +5,20 @@
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { SecretStore } from '../components/types.ts';
 import { ApiError, badRequest, errorMessage, malformed } from '../http/errors.ts';
+import { outboundCall, type ResiliencyService } from '../resiliency/service.ts';
 
 export class SecretsService {
   private readonly components: ComponentRegistry;
+  private readonly resiliency?: ResiliencyService;
 
-  constructor(components: ComponentRegistry) {
+  constructor(components: ComponentRegistry, resiliency?: ResiliencyService) {
     this.components = components;
+    this.resiliency = resiliency;
+  }
+
+  /** A call to the store under its outbound policy. */
+  private outbound<T>(name: string, call: () => Promise<T>): Promise<T> {
+    return outboundCall(this.resiliency, this.components, name, call, { isRequestError: (e) => e instanceof ApiError });
   }
 
   private store(name: string): SecretStore {
@@ -27,7 +35,7 @@ export class SecretsService {
     const store = this.store(storeName);
     if (!key) throw malformed('"key" is required: the name of the secret');
     try {
-      const secret = await store.getSecret(key, metadata);
+      const secret = await this.outbound(storeName, () => store.getSecret(key, metadata));
       return secret ? { ...secret } : undefined;
     } catch (e) {
       throw failed(storeName, e);
@@ -38,7 +46,7 @@ export class SecretsService {
   async bulk(storeName: string, metadata?: Record<string, string>): Promise<Record<string, Record<string, string>>> {
     const store = this.store(storeName);
     try {
-      return await store.bulkGetSecret(metadata);
+      return await this.outbound(storeName, () => store.bulkGetSecret(metadata));
     } catch (e) {
       throw failed(storeName, e);
     }

@@ -197,9 +197,8 @@ export class StateService {
    * query) is the caller's mistake: not retried, not held against the store's circuit.
    */
   private outbound<T>(ref: StoreRef, call: () => Promise<T>): Promise<T> {
-    const policy = this.resiliency?.forComponent(ref.name, ref.type, 'Outbound');
-    if (!policy) return call();
-    return this.resiliency!.run(policy, call, { isRequestError: (e) => e instanceof ApiError || e instanceof EtagMismatchError || e instanceof EtagInvalidError || e instanceof StateRequestError });
+    if (!this.resiliency) return call();
+    return this.resiliency.run(this.resiliency.forComponent(ref.name, ref.type, 'Outbound'), call, { isRequestError: (e) => e instanceof ApiError || e instanceof EtagMismatchError || e instanceof EtagInvalidError || e instanceof StateRequestError });
   }
 }
 
