@@ -13,7 +13,7 @@ import { isCryptoProvider, KeyError, type CryptoProvider } from '../components/c
 import type { ComponentRegistry } from '../components/registry.ts';
 import { ApiError, errorMessage } from '../http/errors.ts';
 import { clip, SchemeError } from './scheme.ts';
-import { decrypt, encrypt } from './stream.ts';
+import type { DecryptOptions, EncryptOptions } from './stream.ts';
 
 export interface EncryptRequest {
   componentName: string;
@@ -31,6 +31,11 @@ export interface DecryptRequest {
 }
 
 type Source = AsyncIterable<Uint8Array>;
+
+/** The format's code, loaded at the first call: it needs node:crypto, which an idle sidecar does not load. */
+let format: Promise<typeof import('./stream.ts')> | undefined;
+const encrypt = async (source: Source, opts: EncryptOptions) => (await (format ??= import('./stream.ts'))).encrypt(source, opts);
+const decrypt = async (source: Source, opts: DecryptOptions) => (await (format ??= import('./stream.ts'))).decrypt(source, opts);
 
 export class CryptoService {
   private readonly components: ComponentRegistry;
