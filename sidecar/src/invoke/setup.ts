@@ -14,6 +14,7 @@ import { DnsResolver, INTERNAL_GRPC_PORT, LocalResolver } from './resolve.ts';
 import { invokeRoutes } from './routes.ts';
 import { parseAppTarget } from './target.ts';
 import { directInvokeError, type InvokeCall } from './call.ts';
+import { resilientDispatch } from './resilient.ts';
 
 export async function setup(ctx: SidecarContext): Promise<{ invoke: Invoker }> {
   const o = ctx.options;
@@ -49,7 +50,7 @@ export async function setup(ctx: SidecarContext): Promise<{ invoke: Invoker }> {
 
   const endpoints = new EndpointCaller(ctx.components, standalone ? undefined : 'kubernetes');
   ctx.onClose(() => endpoints.close());
-  const dispatch = async (target: string, call: InvokeCall) => {
+  const direct = async (target: string, call: InvokeCall) => {
     // an HTTPEndpoint's name or a URL goes out of rt; anything else is an app id
     const external = endpointTarget(target, ctx.resources.httpEndpoints);
     if (external) return endpoints.call(external, call);
@@ -57,6 +58,8 @@ export async function setup(ctx: SidecarContext): Promise<{ invoke: Invoker }> {
     if (!app) throw directInvokeError(target, `"${target}" is neither an app id (optionally .<namespace>) nor an HTTPEndpoint`);
     return invoker.invoke(app, call);
   };
+  // resiliency policies by app id (or HTTPEndpoint name), for HTTP and gRPC callers alike
+  const dispatch = ctx.services.resiliency ? resilientDispatch(direct, ctx.services.resiliency, (target) => parseAppTarget(target, o.namespace)?.appId ?? target) : direct;
   await invokeRoutes(ctx.http, dispatch);
   ctx.grpc.addService(() => ({ definition: invokeServiceDefinition(), implementation: { InvokeService: invokeServiceHandler(ctx.grpc, dispatch) } }));
   // gRPC proxying: any method this port does not implement, sent with rt-app-id, goes to that app

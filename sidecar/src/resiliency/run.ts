@@ -47,6 +47,8 @@ export interface RunOptions<T> {
    * given back at once, not retried, and not counted against the circuit breaker.
    */
   isRequestError?: (error: unknown) => boolean;
+  /** Given each failed result that is retried, to free it (an answer's body stream). */
+  discard?: (result: T) => void;
   /** Told of every try's outcome (metrics). */
   observe?: (outcome: Outcome) => void;
   random?: () => number;
@@ -123,6 +125,7 @@ export async function runPolicy<T>(p: ResolvedPolicy, op: (signal: AbortSignal) 
       return failure.result as T;
     }
     o.observe?.('retry');
+    if ('result' in failure) o.discard?.(failure.result as T);
     if (!(await wait(nextWait!(), { clock, signal: o.signal }))) throw o.signal?.reason ?? new Error('cancelled');
   }
 }
