@@ -243,11 +243,29 @@ describe('gRPC', () => {
     expect(e.metadata.get('rt-error-code')).toEqual(['ERR_BAD_REQUEST']);
     expect(e.details).toMatch(/no first message within 5 s/);
 
+    // the service sees its input end when the client cancels, instead of waiting for a next message forever
+    const crypto = s.sidecar.ctx.services.crypto!;
+    const original = crypto.encrypt.bind(crypto);
+    let inputClosed = false;
+    crypto.encrypt = (req, source) =>
+      original(
+        req,
+        (async function* () {
+          try {
+            yield* source;
+          } finally {
+            inputClosed = true;
+          }
+        })(),
+      );
     const gone = (s.client as unknown as Record<string, () => Duplex>).EncryptAlpha1.call(s.client);
     gone.on('error', () => undefined);
     gone.write({ options: { component_name: 'localkeys', key_name: 'aes256.bin', key_wrap_algorithm: 'AES' }, payload: { data: PLAIN, seq: 0 } });
     await new Promise<void>((resolve) => gone.once('data', () => resolve()));
     gone.cancel();
+    for (let i = 0; i < 50 && !inputClosed; i++) await new Promise((r) => setTimeout(r, 20));
+    crypto.encrypt = original;
+    expect(inputClosed).toBe(true);
     const after = await stream('EncryptAlpha1', messagesOf({ component_name: 'localkeys', key_name: 'aes256.bin', key_wrap_algorithm: 'AES' }, Buffer.from('still here')));
     expect((await stream('DecryptAlpha1', messagesOf({ component_name: 'localkeys' }, after.data))).data.toString()).toBe('still here');
   }, 15_000);

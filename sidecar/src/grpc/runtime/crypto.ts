@@ -43,16 +43,19 @@ interface DecryptOptions {
 
 type Call<O> = grpc.ServerDuplexStream<CryptoRequest<O>, { payload: StreamPayload }>;
 
+/** The call's messages, and a promise that rejects when the client cancels (a read waiting for a message must not wait forever). */
+type Incoming<O> = AsyncIterator<CryptoRequest<O> | MalformedMessage> & { cancelled: Promise<never> };
+
 const badRequest = (message: string) => fail(ERRORS.CRYPTO_BAD_REQUEST, `invalid request: ${message}`);
 
 /** The first message, or a 400 when none came in time. */
-async function firstMessage<O>(it: AsyncIterator<CryptoRequest<O> | MalformedMessage>): Promise<CryptoRequest<O>> {
+async function firstMessage<O>(it: Incoming<O>): Promise<CryptoRequest<O>> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(badRequest(`no first message within ${FIRST_MESSAGE_TIMEOUT_MS / 1000} s`)), FIRST_MESSAGE_TIMEOUT_MS);
   });
   try {
-    const r = await Promise.race([it.next(), timeout]);
+    const r = await Promise.race([it.next(), timeout, it.cancelled]);
     if (r.done) throw badRequest('the stream ended before its first message');
     if (r.value instanceof MalformedMessage) throw badRequest(r.value.message);
     if (!r.value.options) throw badRequest('first message does not contain the required options');
@@ -63,7 +66,7 @@ async function firstMessage<O>(it: AsyncIterator<CryptoRequest<O> | MalformedMes
 }
 
 /** The payload chunks: the first message's, then each later message's, in sequence. */
-async function* chunks<O>(first: CryptoRequest<O>, it: AsyncIterator<CryptoRequest<O> | MalformedMessage>): AsyncGenerator<Uint8Array> {
+async function* chunks<O>(first: CryptoRequest<O>, it: Incoming<O>): AsyncGenerator<Uint8Array> {
   let expect = 0;
   let msg: CryptoRequest<O> | MalformedMessage = first;
   for (;;) {
@@ -76,7 +79,7 @@ async function* chunks<O>(first: CryptoRequest<O>, it: AsyncIterator<CryptoReque
       const data = bytesOf(msg.payload.data);
       if (data.length) yield data;
     }
-    const r = await it.next();
+    const r = await Promise.race([it.next(), it.cancelled]);
     if (r.done) return;
     msg = r.value;
   }
@@ -101,7 +104,9 @@ function handler<O>(ctx: SidecarContext, run: (crypto: CryptoService, options: O
       call.emit('error', GrpcServer.unauthenticated());
       return;
     }
-    const it = (call as AsyncIterable<CryptoRequest<O> | MalformedMessage>)[Symbol.asyncIterator]();
+    const cancelled = new Promise<never>((_, reject) => call.once('cancelled', () => reject(new Error('the client cancelled the call'))));
+    cancelled.catch(() => undefined);
+    const it: Incoming<O> = Object.assign((call as AsyncIterable<CryptoRequest<O> | MalformedMessage>)[Symbol.asyncIterator](), { cancelled });
     void (async () => {
       const crypto = ctx.services.crypto;
       if (!crypto) throw new Error('the cryptography block is not running');
