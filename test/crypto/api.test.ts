@@ -139,6 +139,22 @@ describe('HTTP', () => {
     expect(received.equals(PLAIN.subarray(0, received.length))).toBe(true);
   });
 
+  it('a client that goes away mid-answer leaves the sidecar serving', async () => {
+    const abort = new AbortController();
+    const endless = Readable.from(
+      (async function* () {
+        for (;;) yield Buffer.alloc(64 * 1024, 1);
+      })(),
+    );
+    const r = await fetch(`${base}/localkeys/encrypt`, { method: 'PUT', headers: { 'dapr-key-name': 'aes256.bin', 'dapr-key-wrap-algorithm': 'AES' }, body: Readable.toWeb(endless) as ReadableStream, duplex: 'half', signal: abort.signal } as RequestInit);
+    const reader = r.body!.getReader();
+    await reader.read();
+    abort.abort();
+    endless.destroy();
+    const ok = await put('localkeys/encrypt', Buffer.from('after'), { 'dapr-key-name': 'aes256.bin', 'dapr-key-wrap-algorithm': 'AES' });
+    expect(await (await put('localkeys/decrypt', Buffer.from(await ok.arrayBuffer()))).text()).toBe('after');
+  });
+
   it('a sidecar with no crypto component: ERR_CRYPTO_PROVIDERS_NOT_CONFIGURED, 400 over HTTP and INVALID_ARGUMENT over gRPC', async () => {
     const bare = await startRuntimeSidecar();
     try {
