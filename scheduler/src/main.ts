@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { rtHome } from '../../sidecar/src/invoke/registry/local.ts';
+import { rtHome } from '../../shared/rt-home.ts';
 import type { Clock } from '../../sidecar/src/util/clock.ts';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
 import { SchedulerEngine } from './engine.ts';

@@ -15,7 +15,7 @@ import { GrpcServer } from './grpc/server.ts';
 import { createHttpServer } from './http/server.ts';
 import { HEALTHZ, HEALTHZ_OUTBOUND } from './http/route-schemas.ts';
 import { startIdentity } from './identity/setup.ts';
-import { rtHome } from './invoke/registry/local.ts';
+import { rtHome } from '../../shared/rt-home.ts';
 import { MetadataService } from './metadata/service.ts';
 import { openResources } from './resources/setup.ts';
 import type { Resources } from './resources/types.ts';

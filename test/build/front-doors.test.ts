@@ -1,8 +1,8 @@
 /**
  * The four processes (sidecar, scheduler, operator, injector) import each other only through a
  * front door, `<package>/src/index.ts`, and share code through shared/ (what several parts use:
- * SPIFFE ids, token compare, gRPC server credentials, the proto loaders) and crds/. A deep import
- * of another package's module fails here, unless ALLOWED names it with why.
+ * SPIFFE ids, token compare, gRPC server credentials, the proto loaders, rt's home folder) and
+ * crds/. A deep import of another package's module fails here, unless ALLOWED names it with why.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -26,7 +26,6 @@ const ALLOWED: Record<string, string> = {
   'sidecar/src/util/backoff.ts': 'shared code, to move to shared/ with clock.ts: the resiliency work under way imports it by this path',
   'sidecar/src/util/clock.ts': 'shared code, to move to shared/ with backoff.ts: the resiliency work under way imports it by this path',
   'sidecar/src/util/duration.ts': 'shared code, to move to shared/: the resiliency work under way imports it by this path',
-  'sidecar/src/invoke/registry/local.ts': "rtHome() (~/.rt or RT_HOME), for the scheduler's default data dir; the CLI imports it from here too",
 };
 
 const packageOf = (repoPath: string): string | undefined => PACKAGES.find((p) => repoPath.startsWith(`${p}/src/`));

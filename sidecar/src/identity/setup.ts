@@ -9,7 +9,7 @@ import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { SidecarOptions } from '../options.ts';
-import { rtHome } from '../invoke/registry/local.ts';
+import { rtHome } from '../../../shared/rt-home.ts';
 import { IdentityManager, type Signer } from './manager.ts';
 import { CredentialBundleSource } from './credential-bundle.ts';
 import { GrpcSigner, LocalSigner } from './signers.ts';

@@ -9,8 +9,8 @@
  * Discovery stays on this machine's files and loopback: no multicast.
  */
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
-import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { rtHome } from '../../../../shared/rt-home.ts';
 
 export interface RegistryEntry {
   appId: string;
@@ -34,11 +34,6 @@ export interface RegistryEntry {
   /** The process's PID namespace (`pid:[…]`) and start time in clock ticks after boot (Linux). */
   pidNs?: string;
   startTicks?: number;
-}
-
-/** rt's per-user home: RT_HOME, or ~/.rt. */
-export function rtHome(env: NodeJS.ProcessEnv = process.env): string {
-  return env.RT_HOME || join(homedir(), '.rt');
 }
 
 export function registryDir(env: NodeJS.ProcessEnv = process.env): string {
