@@ -7,7 +7,7 @@
  */
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { Backoff } from '../../sidecar/src/util/backoff.ts';
+import { Backoff } from '../../shared/backoff.ts';
 
 export interface ComponentObject extends KubernetesObject {
   metadata?: { name?: string; namespace?: string; annotations?: Record<string, string>; resourceVersion?: string };

@@ -19,7 +19,7 @@ import { spiffeUri, workloadIdProblem, type WorkloadId } from '../../shared/spif
 import { APP_ID_ANNOTATION } from './identity.ts';
 import { ApiError, isNotFound, NotLeaderError, type KubeClient } from './kube/client.ts';
 import { metaTime } from './kube/times.ts';
-import { Backoff } from '../../sidecar/src/util/backoff.ts';
+import { Backoff } from '../../shared/backoff.ts';
 import { Watched } from './watched.ts';
 
 export const WORKLOAD_SIGNER = 'rt.io/workload';

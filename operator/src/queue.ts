@@ -1,4 +1,4 @@
-import { Backoff } from '../../sidecar/src/util/backoff.ts';
+import { Backoff } from '../../shared/backoff.ts';
 
 /** A key's waits after failed work: 100 ms doubling to 30 s. */
 const RETRY_BACKOFF = { initialMs: 100, maxMs: 30_000 };

@@ -8,7 +8,7 @@
  * and whatever `trim` drops), which is most of an object's size.
  */
 import type { Logger } from 'pino';
-import { Backoff, wait } from '../../sidecar/src/util/backoff.ts';
+import { Backoff, wait } from '../../shared/backoff.ts';
 import { ApiError, type KubeClient, type WatchEventLine } from './kube/client.ts';
 
 export type WatchEvent = 'add' | 'update' | 'delete';

@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { SYSTEM_CLOCK, type Clock, type Timer } from '../../sidecar/src/util/clock.ts';
+import { SYSTEM_CLOCK, type Clock, type Timer } from '../../shared/clock.ts';
 import { MinHeap } from './heap.ts';
 import type { JobStore, ProgressUpdate, StoreListener } from './store/types.ts';
 import {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { rtHome } from '../../shared/rt-home.ts';
-import type { Clock } from '../../sidecar/src/util/clock.ts';
+import type { Clock } from '../../shared/clock.ts';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
 import { SchedulerEngine } from './engine.ts';
 import { startSchedulerServer, type SchedulerServer } from './grpc/server.ts';

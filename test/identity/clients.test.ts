@@ -16,7 +16,7 @@ import { caClient, caService, type CaClient, type SignCertificateRequest } from 
 import { LocalSigner } from '../../sidecar/src/identity/signers.ts';
 import { grpcClientCredentials } from '../../sidecar/src/identity/tls.ts';
 import { createCsr, createRootCa, newWorkloadKey, type SigningCa } from '../../sidecar/src/identity/x509.ts';
-import { ManualClock } from '../../sidecar/src/util/clock.ts';
+import { ManualClock } from '../../shared/clock.ts';
 
 const LIFE = 60_000;
 

@@ -10,7 +10,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { CredentialBundleError, CredentialBundleSource, parseCredentialBundle } from '../../sidecar/src/identity/credential-bundle.ts';
 import { IdentityManager } from '../../sidecar/src/identity/manager.ts';
-import { ManualClock } from '../../sidecar/src/util/clock.ts';
+import { ManualClock } from '../../shared/clock.ts';
 import { issueFor } from '../../sidecar/src/identity/issue.ts';
 import { createCsr, createRootCa, newWorkloadKey } from '../../sidecar/src/identity/x509.ts';
 

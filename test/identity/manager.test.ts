@@ -9,7 +9,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { IdentityManager, type Svid } from '../../sidecar/src/identity/manager.ts';
 import { GrpcSigner } from '../../sidecar/src/identity/signers.ts';
-import { ManualClock } from '../../sidecar/src/util/clock.ts';
+import { ManualClock } from '../../shared/clock.ts';
 import { startTestIssuer, type TestIssuer } from './test-issuer.ts';
 
 const LIFE = 100_000;

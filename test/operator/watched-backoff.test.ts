@@ -1,5 +1,5 @@
 /**
- * The informer's restart backoff (operator/src/watched.ts on util/backoff.ts), without a cluster:
+ * The informer's restart backoff (operator/src/watched.ts on shared/backoff.ts), without a cluster:
  * a client that fails, then lists. The waits grow from 200 ms, a success starts them over, and
  * stop() ends a wait at once instead of sitting it out.
  */

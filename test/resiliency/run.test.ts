@@ -9,7 +9,7 @@ import { CircuitBreaker, CircuitOpenError } from '../../sidecar/src/resiliency/b
 import { PolicyTimeoutError, runPolicy, type Outcome, type ResolvedPolicy } from '../../sidecar/src/resiliency/run.ts';
 import type { RetrySettings } from '../../sidecar/src/resiliency/spec.ts';
 import { parseTrip } from '../../sidecar/src/resiliency/trip.ts';
-import { ManualClock } from '../../sidecar/src/util/clock.ts';
+import { ManualClock } from '../../shared/clock.ts';
 
 const retry = (o: Partial<RetrySettings>): RetrySettings => ({ name: 'r', policy: 'constant', durationMs: 1000, maxIntervalMs: 60_000, maxRetries: -1, ...o });
 

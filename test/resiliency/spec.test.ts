@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { Policies } from '../../sidecar/src/resiliency/policies.ts';
 import { parseResiliency, type ResiliencySpec } from '../../sidecar/src/resiliency/spec.ts';
 import { parseTrip, type Counts } from '../../sidecar/src/resiliency/trip.ts';
-import { ManualClock } from '../../sidecar/src/util/clock.ts';
+import { ManualClock } from '../../shared/clock.ts';
 
 // the full example of the reference runtime's resiliency overview, as published
 const DOCUMENTED = `

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { CONSUMER_WINDOW, SchedulerEngine } from '../../scheduler/src/engine.ts';
 import { SqliteJobStore } from '../../scheduler/src/store/sqlite.ts';
 import type { JobKey, Trigger } from '../../scheduler/src/types.ts';
-import { ManualClock } from '../../sidecar/src/util/clock.ts';
+import { ManualClock } from '../../shared/clock.ts';
 
 const target = { namespace: 'ns', appId: 'a' };
 const key = (name: string, owner = ''): JobKey => ({ ...target, owner, name });

@@ -4,7 +4,7 @@ import { schedulerService } from '../../scheduler/src/grpc/proto.ts';
 import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startScheduler, type RunningScheduler, type SchedulerProcessOptions } from '../../scheduler/src/main.ts';
-import { ManualClock } from '../../sidecar/src/util/clock.ts';
+import { ManualClock } from '../../shared/clock.ts';
 import { freePort } from '../services/net.ts';
 import { postJob, sidecarFor, startRecordingApp, tempDir, waitFor, type RecordingApp } from '../jobs/helpers.ts';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';

@@ -19,7 +19,7 @@ import { GrpcSchedulerClient } from '../../scheduler/src/grpc/client.ts';
 import { schedulerService } from '../../scheduler/src/grpc/proto.ts';
 import { startScheduler, type RunningScheduler } from '../../scheduler/src/main.ts';
 import { SqliteJobStore } from '../../scheduler/src/store/sqlite.ts';
-import { ManualClock } from '../../sidecar/src/util/clock.ts';
+import { ManualClock } from '../../shared/clock.ts';
 import { freePort } from '../services/net.ts';
 import { postJob, sidecarFor, tempDir, waitFor } from '../jobs/helpers.ts';
 import { spawnScheduler } from './harness.ts';

@@ -1,11 +1,11 @@
 /**
- * The one exponential backoff (sidecar/src/util/backoff.ts): its waits stay within the cap,
+ * The one exponential backoff (shared/backoff.ts): its waits stay within the cap,
  * grow without jitter, start over after a reset, and `wait` runs on a Clock and an AbortSignal.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Backoff, backoffDelay, wait, type BackoffPolicy, type Jitter } from '../../sidecar/src/util/backoff.ts';
-import { ManualClock } from '../../sidecar/src/util/clock.ts';
+import { Backoff, backoffDelay, wait, type BackoffPolicy, type Jitter } from '../../shared/backoff.ts';
+import { ManualClock } from '../../shared/clock.ts';
 
 const policy = fc
   .record({

@@ -7,7 +7,7 @@
 import pino from 'pino';
 import { factory as memoryFactory } from '../../sidecar/src/components/state/in-memory/index.ts';
 import type { ComponentSpec, StateStore, StateTransactionOperation } from '../../sidecar/src/components/types.ts';
-import type { ManualClock } from '../../sidecar/src/util/clock.ts';
+import type { ManualClock } from '../../shared/clock.ts';
 import { Engine } from '../../sidecar/src/workflows/engine.ts';
 import { InstanceTable } from '../../sidecar/src/workflows/instances.ts';
 import type { ActivityRequest, HistoryEvent, OrchestratorRequest, WorkItem } from '../../sidecar/src/workflows/proto.ts';

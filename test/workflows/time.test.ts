@@ -5,7 +5,7 @@
  * and without waiting.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../sidecar/src/util/clock.ts';
+import { ManualClock } from '../../shared/clock.ts';
 import { STALL_RETRY_MS } from '../../sidecar/src/workflows/stalls.ts';
 import { RETRY_MS } from '../../sidecar/src/workflows/runs.ts';
 import { REFIRE_MS, Timers } from '../../sidecar/src/workflows/timers.ts';

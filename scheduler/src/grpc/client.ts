@@ -6,8 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { Backoff, wait } from '../../../sidecar/src/util/backoff.ts';
-import { systemClock, type Clock, type Timer } from '../../../sidecar/src/util/clock.ts';
+import { Backoff, wait } from '../../../shared/backoff.ts';
+import { systemClock, type Clock, type Timer } from '../../../shared/clock.ts';
 import { CLOSE_DRAIN_MS, settle, type SchedulerClient, type TriggerHandler } from '../client.ts';
 import { SchedulerError, type JobKey, type JobOwnerRef, type JobRecord, type JobSpec, type Target } from '../types.ts';
 import { TOKEN_METADATA, fromPbRecord, fromPbTrigger, fromServiceError, schedulerService, toPbJob, type PbRecord, type PbTrigger } from './proto.ts';

@@ -9,8 +9,8 @@
  */
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
-import { Backoff, type BackoffPolicy } from '../util/backoff.ts';
-import { SYSTEM_CLOCK, type Clock, type Timer } from '../util/clock.ts';
+import { Backoff, type BackoffPolicy } from '../../../shared/backoff.ts';
+import { SYSTEM_CLOCK, type Clock, type Timer } from '../../../shared/clock.ts';
 import { certificateWorkload, sameWorkload, spiffeUri, type WorkloadId } from '../../../shared/spiffe.ts';
 import { createCsr, newWorkloadKey, splitPemBundle } from './x509.ts';
 

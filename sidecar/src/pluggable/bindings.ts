@@ -6,7 +6,7 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import { bindingDataBytes, type BindingRequest, type BindingResponse } from '../components/types.ts';
-import { Backoff } from '../util/backoff.ts';
+import { Backoff } from '../../../shared/backoff.ts';
 import { SERVICES } from './apis.ts';
 import { PluggableComponent } from './component.ts';
 

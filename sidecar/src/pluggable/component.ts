@@ -6,7 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Component, ComponentContext, ComponentSpec } from '../components/types.ts';
-import { Backoff } from '../util/backoff.ts';
+import { Backoff } from '../../../shared/backoff.ts';
 import { API_SERVICES, type PluggableApi } from './apis.ts';
 import { Connection } from './connection.ts';
 import type { SocketDirectory, SocketInfo } from './discovery.ts';

@@ -15,7 +15,7 @@ import type { CloudEvent } from './cloudevent.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
 import { CLOUDEVENT_CONTENT_TYPE, eventJson, isRawBody, rawPayloadOf } from './cloudevent.ts';
 import { BulkSender, httpBatchPoster } from './bulk.ts';
-import { Backoff, wait } from '../util/backoff.ts';
+import { Backoff, wait } from '../../../shared/backoff.ts';
 import type { AppTargets, Outcome, RetryPolicy } from './types.ts';
 
 /** 3 retries, 250 ms apart doubling to 5 s. */

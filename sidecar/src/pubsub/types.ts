@@ -5,7 +5,7 @@
  * those parts import it and not each other.
  */
 import type { BulkSubscribe, SubscriptionInfo } from '../resources/types.ts';
-import type { BackoffPolicy } from '../util/backoff.ts';
+import type { BackoffPolicy } from '../../../shared/backoff.ts';
 import type { CloudEvent } from './cloudevent.ts';
 
 export type Outcome = 'SUCCESS' | 'RETRY' | 'DROP';

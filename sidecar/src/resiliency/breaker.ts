@@ -7,7 +7,7 @@
  *   failure opens it again. Calls beyond `maxRequests` fail at once (too many requests).
  * Time comes from a Clock, so the transitions are tested on fake time.
  */
-import type { Clock } from '../util/clock.ts';
+import type { Clock } from '../../../shared/clock.ts';
 import type { Counts, TripCondition } from './trip.ts';
 
 export type BreakerState = 'closed' | 'open' | 'half-open';

@@ -12,7 +12,7 @@
  * Circuit breakers keep state per target: one breaker per (target, policy), kept across reloads
  * while the policy is unchanged.
  */
-import { SYSTEM_CLOCK, type Clock } from '../util/clock.ts';
+import { SYSTEM_CLOCK, type Clock } from '../../../shared/clock.ts';
 import { CircuitBreaker, type BreakerState } from './breaker.ts';
 import type { ResolvedPolicy } from './run.ts';
 import type { BreakerPolicy, ResiliencySpec, RetrySettings, TargetPolicies } from './spec.ts';

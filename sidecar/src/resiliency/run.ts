@@ -4,8 +4,8 @@
  * AbortSignal fires, so the call underneath is cancelled, and the wait ends even if it is not);
  * a failed try is retried as the retry policy says, on the policy's clock.
  */
-import { Backoff, wait } from '../util/backoff.ts';
-import { SYSTEM_CLOCK, type Clock } from '../util/clock.ts';
+import { Backoff, wait } from '../../../shared/backoff.ts';
+import { SYSTEM_CLOCK, type Clock } from '../../../shared/clock.ts';
 import type { CircuitBreaker } from './breaker.ts';
 import { inCodeSet, type RetrySettings } from './spec.ts';
 

@@ -6,7 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { Resources } from '../resources/types.ts';
-import { SYSTEM_CLOCK, type Clock } from '../util/clock.ts';
+import { SYSTEM_CLOCK, type Clock } from '../../../shared/clock.ts';
 import { Policies, type Direction } from './policies.ts';
 import { runPolicy, type Outcome, type ResolvedPolicy, type RunOptions } from './run.ts';
 import type { ResiliencySpec } from './spec.ts';

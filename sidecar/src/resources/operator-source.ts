@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { operatorClient, RESOLVED_SECRETS_ANNOTATION, type ResourceSnapshot } from '../../../operator/src/index.ts';
-import { Backoff } from '../util/backoff.ts';
+import { Backoff } from '../../../shared/backoff.ts';
 import type { IdentityManager } from '../identity/manager.ts';
 import { grpcClientCredentials } from '../identity/tls.ts';
 import type { SidecarOptions } from '../options.ts';

@@ -3,7 +3,7 @@
  * streams, durable timers, the clock, and who this replica and app are.
  */
 import type { Logger } from 'pino';
-import type { Clock } from '../util/clock.ts';
+import type { Clock } from '../../../shared/clock.ts';
 import type { InstanceTable } from './instances.ts';
 import type { Timers } from './timers.ts';
 import type { Workers } from './workers.ts';

@@ -16,7 +16,7 @@
  * - reducer.ts: the only code that changes an instance's state, from the events they emit.
  */
 import type { Logger } from 'pino';
-import { SYSTEM_CLOCK, type Clock } from '../util/clock.ts';
+import { SYSTEM_CLOCK, type Clock } from '../../../shared/clock.ts';
 import { ClientApi, type RerunRequest, type StartRequest } from './client.ts';
 import type { EngineDeps } from './deps.ts';
 import type { InstanceTable } from './instances.ts';

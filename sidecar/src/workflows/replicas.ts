@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import type { StateStore } from '../components/types.ts';
-import { SYSTEM_CLOCK, type Clock, type Timer } from '../util/clock.ts';
+import { SYSTEM_CLOCK, type Clock, type Timer } from '../../../shared/clock.ts';
 import { isConflict } from './etag-retry.ts';
 
 export const HEARTBEAT_MS = 2000;

@@ -3,7 +3,7 @@
  * `stalled`) and when each is run again: as soon as a worker connects, and every
  * STALL_RETRY_MS in case the worker that can run it was already connected.
  */
-import type { Clock, Timer } from '../util/clock.ts';
+import type { Clock, Timer } from '../../../shared/clock.ts';
 
 export const STALL_RETRY_MS = 30_000;
 

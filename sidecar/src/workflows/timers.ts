@@ -6,7 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { InternalJobs } from '../jobs/internal.ts';
-import { SYSTEM_CLOCK, type Clock, type Timer } from '../util/clock.ts';
+import { SYSTEM_CLOCK, type Clock, type Timer } from '../../../shared/clock.ts';
 
 export const TIMER_OWNER = 'workflows';
 

@@ -3,7 +3,7 @@
  * API's waits): answered after each write that may concern them, and, with a store other
  * replicas write too, by polling it.
  */
-import type { Clock, Timer } from '../util/clock.ts';
+import type { Clock, Timer } from '../../../shared/clock.ts';
 import type { Draft, InstanceTable } from './instances.ts';
 import type { InstanceState } from './record.ts';
 

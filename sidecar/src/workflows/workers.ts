@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerWritableStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { SYSTEM_CLOCK, type Clock } from '../util/clock.ts';
+import { SYSTEM_CLOCK, type Clock } from '../../../shared/clock.ts';
 import type { HistoryEvent, OrchestratorRequest, PropagatedHistory, WorkItem } from './proto.ts';
 
 export interface ActivityTask {

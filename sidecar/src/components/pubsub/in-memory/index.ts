@@ -6,7 +6,7 @@
  */
 import type { ComponentFactory } from '../../types.ts';
 import type { MessageHandler, PubSub, PubSubMessage, TopicSubscription } from '../types.ts';
-import { backoffDelay } from '../../../util/backoff.ts';
+import { backoffDelay } from '../../../../../shared/backoff.ts';
 
 const REDELIVERY = { initialMs: 1000, maxMs: 30_000 };
 

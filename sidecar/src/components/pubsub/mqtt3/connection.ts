@@ -15,7 +15,7 @@
  */
 import type { IClientOptions, IPublishPacket, MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
-import { backoffDelay, type BackoffPolicy } from '../../../util/backoff.ts';
+import { backoffDelay, type BackoffPolicy } from '../../../../../shared/backoff.ts';
 import { MetadataError } from '../../metadata/decode.ts';
 
 export interface InboundMessage {
