@@ -81,7 +81,10 @@ export type SubscriptionObject = RtObject<'Subscription', SubscriptionSpecFields
 
 export type HttpEndpointObject = RtObject<'HTTPEndpoint', { baseUrl: string; headers?: { name: string; value?: string; secretKeyRef?: SecretKeyRef }[] }>;
 
-export type RtResourceObject = ComponentObject | ConfigurationObject | SubscriptionObject | HttpEndpointObject;
+/** Policies and targets are checked by the sidecar's reader (sidecar/src/resiliency/spec.ts), not typed here. */
+export type ResiliencyObject = RtObject<'Resiliency', { policies: Record<string, unknown>; targets?: Record<string, unknown> }>;
+
+export type RtResourceObject = ComponentObject | ConfigurationObject | SubscriptionObject | HttpEndpointObject | ResiliencyObject;
 
 /** The kinds rt serves to sidecars, with their plural (API path) and the version the operator reads. */
 export const RESOURCE_KINDS = [
@@ -89,6 +92,7 @@ export const RESOURCE_KINDS = [
   { kind: 'Configuration', plural: 'configurations', version: 'v1alpha1' },
   { kind: 'Subscription', plural: 'subscriptions', version: 'v2alpha1' },
   { kind: 'HTTPEndpoint', plural: 'httpendpoints', version: 'v1alpha1' },
+  { kind: 'Resiliency', plural: 'resiliencies', version: 'v1alpha1' },
 ] as const;
 
 export type ResourceKind = (typeof RESOURCE_KINDS)[number]['kind'];

@@ -70,7 +70,7 @@ describe.skipIf(!available)('helm install, upgrade and uninstall of charts/rt on
     }
 
     // the CRDs are established
-    await ok(k.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/components.rt.io', 'crd/configurations.rt.io', 'crd/subscriptions.rt.io', 'crd/httpendpoints.rt.io']), 'wait for CRDs');
+    await ok(k.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/components.rt.io', 'crd/configurations.rt.io', 'crd/subscriptions.rt.io', 'crd/httpendpoints.rt.io', 'crd/resiliencies.rt.io']), 'wait for CRDs');
     // the operator, injector and scheduler pods are Ready on the node
     const pods = JSON.parse(await ok(k.kubectl(['get', 'pods', '-n', NS, '-o', 'json']), 'get pods')) as PodList;
     const ready = pods.items.map((p) => [p.metadata.labels?.['app.kubernetes.io/component'], p.status?.conditions?.find((c) => c.type === 'Ready')?.status]);

@@ -88,7 +88,7 @@ describe('the rt chart', () => {
     }
     const kinds = (objects: K8sObject[]) => [...new Set(objects.map((o) => o.kind))].sort();
     expect(kinds(renders.default)).toEqual(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'MutatingWebhookConfiguration', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Secret', 'Service', 'ServiceAccount', 'StatefulSet']);
-    expect(renders.default.filter((o) => o.kind === 'CustomResourceDefinition').map((o) => o.metadata.name).sort()).toEqual(['components.rt.io', 'configurations.rt.io', 'httpendpoints.rt.io', 'subscriptions.rt.io']);
+    expect(renders.default.filter((o) => o.kind === 'CustomResourceDefinition').map((o) => o.metadata.name).sort()).toEqual(['components.rt.io', 'configurations.rt.io', 'httpendpoints.rt.io', 'resiliencies.rt.io', 'subscriptions.rt.io']);
     expect(kinds(renders.minimal)).not.toContain('CustomResourceDefinition');
     expect(kinds(renders.minimal)).not.toContain('StatefulSet');
   });
@@ -133,7 +133,7 @@ describe('the rt chart', () => {
 
   it('grants least privilege: the operator reads rt.io, Secrets and Pods, writes Component status, reviews tokens, records Events, keeps headless Services, holds a Lease in its namespace, and deletes pods only with the watchdog on', () => {
     const op = rules(renders.default, 'rt-operator');
-    for (const plural of ['components', 'configurations', 'subscriptions', 'httpendpoints']) expect(verbsOn(op, 'rt.io', plural)).toEqual(['get', 'list', 'watch']);
+    for (const plural of ['components', 'configurations', 'subscriptions', 'httpendpoints', 'resiliencies']) expect(verbsOn(op, 'rt.io', plural)).toEqual(['get', 'list', 'watch']);
     expect(verbsOn(op, 'rt.io', 'components/status')).toEqual(['get', 'patch', 'update']);
     expect(verbsOn(op, '', 'secrets')).toEqual(['get', 'list', 'watch']);
     expect(verbsOn(op, '', 'pods')).toEqual(['get', 'list', 'watch']);

@@ -112,6 +112,41 @@ describe.skipIf(!available)('rt sidecar --mode kubernetes with rt operator', () 
     );
   });
 
+  it('serves Resiliency resources: kubectl apply reaches the running sidecar; one scoped to another app does not', async () => {
+    const ns = 'resilient';
+    await bed.namespace(ns);
+    const token = await bed.identity(ns, 'cart-0', 'cart');
+    const { s, base } = await startSidecar(ns, 'cart-0', 'cart', token, `127.0.0.1:${bed.port}`);
+    const invokePayments = async () => {
+      const t0 = performance.now();
+      const r = await fetch(`${base}/v1.0/invoke/payments/method/pay`, { method: 'POST', body: '{}' });
+      return { status: r.status, ms: performance.now() - t0 };
+    };
+    const resiliency = (name: string, extra: object = {}) => ({
+      apiVersion: 'rt.io/v1alpha1',
+      kind: 'Resiliency',
+      metadata: { name, namespace: ns },
+      ...extra,
+      spec: { policies: { timeouts: { general: '5s' }, retries: { few: { policy: 'constant', duration: '1s', maxRetries: 3, matching: { httpStatusCodes: '500-599' } } } }, targets: { apps: { payments: { timeout: 'general', retry: 'few' } } } },
+    });
+    await bed.apply(resiliency('calls'), resiliency('not-mine', { scopes: ['billing'] }));
+    // policies are looked up per call: a call shows they arrived (and the log says which)
+    await vi.waitFor(
+      async () => {
+        await invokePayments();
+        expect(s.out()).toMatch(/"resiliency":\["calls"\][^\n]*"msg":"resiliency policies reloaded"/);
+      },
+      { timeout: 15_000, interval: 100 },
+    );
+    expect(s.out()).not.toMatch(/not-mine/);
+    // payments has no sidecar here: each call fails, and is now tried 4 times, 1 s apart
+    const r = await invokePayments();
+    expect(r.status).toBe(500);
+    expect(r.ms).toBeGreaterThanOrEqual(2900);
+    // the API server refuses what the CRD's schema does not allow
+    await expect(bed.kubectl(['apply', '-f', '-'], JSON.stringify({ ...resiliency('bad'), spec: { policies: { retries: { r: { policy: 'sometimes' } } } } }))).rejects.toThrow(/Unsupported value: "sometimes"/);
+  });
+
   it('retries an operator that is not there at start, says so in /v1.0/healthz/outbound, and keeps its components when it goes away', async () => {
     const ns = 'late';
     await bed.namespace(ns);

@@ -139,11 +139,14 @@ describe('resources loader', () => {
     expect(() => parseResources('apiVersion: rt.io/v1alpha1\nmetadata: {name: x}\nspec: {}\n', 'r.yaml', opts)).toThrow('r.yaml: resource "x": kind: is required');
     expect(() => parseResources('apiVersion: dapr.io/v1alpha1\nkind: ""\nmetadata: {name: x}\n', 'r.yaml', opts)).toThrow(/r\.yaml: .*kind: is required/);
     expect(() => parseResources('kind: Component\nmetadata: {name: x}\nspec: {type: state.redis, version: v1}\n', 'r.yaml', opts)).toThrow('r.yaml: Component "x": apiVersion: is required');
-    // another kind of ours is skipped quietly (read by the blocks that need it), as is another group's
+    // a kind of ours rt does not read is skipped quietly, as is another group's
     const notes: string[] = [];
-    const r = parseResources([stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Resiliency', metadata: { name: 'r' } }), stringify({ apiVersion: 'v1', kind: 'ConfigMap' })].join('---\n'), 'r.yaml', { ...opts, skipped: (m) => notes.push(m) });
+    const r = parseResources([stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Placement', metadata: { name: 'p' } }), stringify({ apiVersion: 'v1', kind: 'ConfigMap' })].join('---\n'), 'r.yaml', { ...opts, skipped: (m) => notes.push(m) });
     expect(r.components).toEqual([]);
     expect(notes).toEqual([]);
+    // a Resiliency is read, and checked like the others
+    expect(() => parseResources(stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Resiliency', metadata: { name: 'r' } }), 'r.yaml', opts)).toThrow('r.yaml: Resiliency "r": spec.policies: is required');
+    expect(parseResources(stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Resiliency', metadata: { name: 'r' }, spec: { policies: { timeouts: { t: '1s' } } } }), 'r.yaml', opts).resiliencies?.map((x) => x.name)).toEqual(['r']);
   });
 
   it('property: any text gives resources or a ResourceError, never another exception', () => {

@@ -143,6 +143,7 @@ export class OperatorSource implements ResourceSource {
         out.components.push(...one.components.map((c) => ({ ...c, spec: { ...c.spec, source: 'operator', secretKeys: [...c.spec.secretKeys, ...fromSecrets(c)] } })));
         out.subscriptions.push(...one.subscriptions);
         out.httpEndpoints.push(...one.httpEndpoints);
+        if (one.resiliencies?.length) (out.resiliencies ??= []).push(...one.resiliencies);
         // on a cluster --config names the Configuration (the pod's rt.io/config annotation)
         if (one.configuration && one.configuration.name === this.options.configFile) out.configuration = one.configuration;
       } catch (e) {
