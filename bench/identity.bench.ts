@@ -18,7 +18,6 @@
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { freePort } from '../test/services/net.ts';
 import { issueFor, type IssuerSettings } from '../sidecar/src/identity/issue.ts';
 import { createCsr, createRootCa, newWorkloadKey } from '../sidecar/src/identity/x509.ts';
