@@ -11,15 +11,21 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { requireService } from '../services/ci.ts';
 import { kubeUnavailable, networkUnavailable } from '../services/kube.ts';
 import { existingSlots, slotAddresses } from '../services/kube/network.ts';
-import { sweepDeadClusters, sweepKubeLeftovers } from '../services/kube/sweep.ts';
+import { sweepDeadClusters, sweepRunFolders } from '../services/kube/sweep.ts';
 import { processIdentity } from '../../sidecar/src/invoke/registry/local.ts';
 
 const why = kubeUnavailable() ?? networkUnavailable();
 const available = requireService('Kubernetes control plane with a node network', why === undefined, why ?? '');
 const ROOT = join(import.meta.dirname, '..', '..');
 
+// what this file's clusters leave when a test fails halfway; only its own folders: a cluster of
+// another suite of this run may be starting in the other worker (sweeping the whole run's folders
+// here once killed that one's API server)
+const mine: string[] = [];
+const standIns: { kill(signal: string): void }[] = [];
 afterAll(async () => {
-  await sweepKubeLeftovers();
+  for (const s of standIns) s.kill('SIGKILL');
+  await sweepRunFolders(mine);
 });
 
 const processesOf = (dir: string) =>
@@ -52,7 +58,9 @@ describe.skipIf(!available)('a killed cluster', () => {
     });
     // other suites' clusters sweep dead runs when they start: until this test sweeps, a live
     // stand-in owns the folder, so theirs leave it to this test
+    mine.push(started.dir);
     const standIn = spawn('sleep', ['600'], { stdio: 'ignore' });
+    standIns.push(standIn);
     writeFileSync(join(started.dir, 'owner.json'), JSON.stringify({ pid: standIn.pid, startTicks: processIdentity(standIn.pid!)?.startTicks }));
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
@@ -79,6 +87,7 @@ describe.skipIf(!available)('a killed cluster', () => {
   it('leaves a live cluster alone', async () => {
     const { startControlPlane, stopControlPlane } = await import('../services/kube/control-plane.ts');
     const cp = await startControlPlane({ podNetwork: true, controllers: false });
+    mine.push(cp.dir);
     const inode = statSync(cp.network!.netnsPath).ino;
     try {
       const said: string[] = [];

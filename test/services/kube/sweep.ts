@@ -104,6 +104,14 @@ export async function sweepKubeLeftovers(log: (s: string) => void = () => {}): P
   await removeDeadPodNetns(log);
 }
 
+/**
+ * The given run folders only (a suite's own clusters, when it fails halfway). Never the whole
+ * run's: another worker's cluster of the same run may be running.
+ */
+export async function sweepRunFolders(dirs: string[], log: (s: string) => void = () => {}): Promise<void> {
+  await sweepFolders(dirs.filter((d) => existsSync(d)), log);
+}
+
 /** Clusters of runs that were killed, and node namespaces that no live run claims. */
 export async function sweepDeadClusters(log: (s: string) => void = () => {}): Promise<void> {
   const all = runFolders(ANY_RUN_PREFIX);
