@@ -4,7 +4,7 @@
  * (`sweepDeadClusters`, which `startKube` and `npm run cluster` call first) finds them by the
  * folder's owner file, removes them and says what it removed; a live cluster's folder is left alone.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -22,7 +22,7 @@ const ROOT = join(import.meta.dirname, '..', '..');
 // another suite of this run may be starting in the other worker (sweeping the whole run's folders
 // here once killed that one's API server)
 const mine: string[] = [];
-const standIns: { kill(signal: string): void }[] = [];
+const standIns: ChildProcess[] = [];
 afterAll(async () => {
   for (const s of standIns) s.kill('SIGKILL');
   await sweepRunFolders(mine);
