@@ -6,17 +6,15 @@
 import type { AppChannel } from '../app/channel.ts';
 import type { SidecarContext } from '../context.ts';
 import type { InputBinding, InputBindingEvent, InputBindingReply } from '../components/types.ts';
-import type { ResiliencyService } from '../resiliency/service.ts';
+import { componentCall, type ComponentTypes, type ResiliencyService } from '../resiliency/service.ts';
 
 /**
  * One event of input binding `name` to the app, under the binding's inbound resiliency policy
  * (an answer outside 2xx is a failed try; a timeout aborts the POST). Without a policy the
  * binding's own retry rules alone apply, as before.
  */
-export function deliverInputEvent(resiliency: ResiliencyService | undefined, components: { get(name: string): { spec: { type: string } } | undefined }, app: AppChannel, name: string, event: InputBindingEvent): Promise<InputBindingReply> {
-  const policy = resiliency?.forComponent(name, components.get(name)?.spec.type ?? 'bindings', 'Inbound');
-  if (!policy) return app.deliverBinding(name, event);
-  return resiliency!.run(policy, (signal) => app.deliverBinding(name, event, signal), { failureOf: (r) => (r.status < 200 || r.status >= 300 ? { http: r.status } : undefined) });
+export function deliverInputEvent(resiliency: ResiliencyService | undefined, components: ComponentTypes, app: AppChannel, name: string, event: InputBindingEvent): Promise<InputBindingReply> {
+  return componentCall(resiliency, components, name, 'Inbound', (signal) => app.deliverBinding(name, event, signal), { failureOf: (r) => (r.status < 200 || r.status >= 300 ? { http: r.status } : undefined) });
 }
 
 export function startInputBindings(ctx: SidecarContext): void {

@@ -9,7 +9,7 @@ import { ERRORS, fail } from '../api/errors.ts';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { BindingRequest, BindingResponse, OutputBinding, StreamedBindingRequest } from '../components/types.ts';
 import { ApiError, errorMessage, malformed } from '../http/errors.ts';
-import { outboundCall, type ResiliencyService } from '../resiliency/service.ts';
+import { componentCall, type ResiliencyService } from '../resiliency/service.ts';
 
 /** An invocation as a transport decoded it: `operation` and `metadata` are checked here. */
 export interface InvokeRequest {
@@ -53,7 +53,7 @@ export class BindingsService {
     const binding = this.binding(name);
     const request: BindingRequest = { operation: this.operation(name, binding, req.operation), data: req.data, metadata: bindingMetadata(req.metadata) };
     // under the binding's outbound policy; a streamed request (below) is read once, so never retried
-    return guarded(name, () => outboundCall(this.resiliency, this.components, name, () => binding.invoke(request), { isRequestError: (e) => e instanceof ApiError }));
+    return guarded(name, () => componentCall(this.resiliency, this.components, name, 'Outbound', () => binding.invoke(request)));
   }
 
   /** Invokes a streamed operation (its `data` arriving as chunks) of a binding found with binding(). */

@@ -6,7 +6,7 @@
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { BulkPublishEntry } from '../components/pubsub/types.ts';
 import { ApiError, errorMessage, malformed } from '../http/errors.ts';
-import { outboundCall, type ResiliencyService } from '../resiliency/service.ts';
+import { componentCall, type ResiliencyService } from '../resiliency/service.ts';
 import { CLOUDEVENT_CONTENT_TYPE, envelope, ttlOf, wrapJson, wrapsJson } from './cloudevent.ts';
 import { PublishGate } from './gate.ts';
 import { requirePubsub } from './lookup.ts';
@@ -62,7 +62,7 @@ export class PublishService {
 
   /** A call to the pub/sub under its outbound policy; a 4xx of the component's own is not retried. */
   private outbound<T>(name: string, call: () => Promise<T>): Promise<T> {
-    return outboundCall(this.resiliency, this.components, name, call, { isRequestError: (e) => e instanceof ApiError });
+    return componentCall(this.resiliency, this.components, name, 'Outbound', call);
   }
 
   async publish(req: PublishRequest): Promise<void> {

@@ -5,6 +5,7 @@
  * for the metrics (`rt_resiliency_*`) and /v1.0/metadata.
  */
 import type { Logger } from 'pino';
+import { ApiError } from '../http/errors.ts';
 import type { Resources } from '../resources/types.ts';
 import { SYSTEM_CLOCK, type Clock } from '../../../shared/clock.ts';
 import { Policies, type Direction } from './policies.ts';
@@ -85,15 +86,17 @@ export class ResiliencyService {
 }
 
 /** The component registry's one lookup this needs: a loaded component's type. */
-interface ComponentTypes {
+export interface ComponentTypes {
   get(name: string): { spec: { type: string } } | undefined;
 }
 
 /**
- * A call from the sidecar to component `name` (state, secrets, bindings, publish) under its
- * outbound policy; straight through without a resiliency service or a policy.
+ * A call between the sidecar and component `name` under its policy for `dir` (Outbound: state,
+ * secrets, bindings, publish; Inbound: an input binding's event to the app); straight through
+ * without a resiliency service or a policy. An ApiError the call throws (a 4xx of the component's
+ * own) is the caller's: given back at once, not retried, not counted against the circuit.
  */
-export function outboundCall<T>(resiliency: ResiliencyService | undefined, components: ComponentTypes, name: string, call: (signal?: AbortSignal) => Promise<T>, o: RunOptions<T> = {}): Promise<T> {
+export function componentCall<T>(resiliency: ResiliencyService | undefined, components: ComponentTypes, name: string, dir: Direction, call: (signal?: AbortSignal) => Promise<T>, o: RunOptions<T> = {}): Promise<T> {
   if (!resiliency) return call();
-  return resiliency.run(resiliency.forComponent(name, components.get(name)?.spec.type ?? '', 'Outbound'), call, o);
+  return resiliency.run(resiliency.forComponent(name, components.get(name)?.spec.type ?? '', dir), call, { isRequestError: (e) => e instanceof ApiError, ...o });
 }

@@ -5,7 +5,7 @@
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { SecretStore } from '../components/types.ts';
 import { ApiError, badRequest, errorMessage, malformed } from '../http/errors.ts';
-import { outboundCall, type ResiliencyService } from '../resiliency/service.ts';
+import { componentCall, type ResiliencyService } from '../resiliency/service.ts';
 
 export class SecretsService {
   private readonly components: ComponentRegistry;
@@ -18,7 +18,7 @@ export class SecretsService {
 
   /** A call to the store under its outbound policy. */
   private outbound<T>(name: string, call: () => Promise<T>): Promise<T> {
-    return outboundCall(this.resiliency, this.components, name, call, { isRequestError: (e) => e instanceof ApiError });
+    return componentCall(this.resiliency, this.components, name, 'Outbound', call);
   }
 
   private store(name: string): SecretStore {
