@@ -4,13 +4,14 @@
  * topic (a wildcard topic takes many), a refused event is offered `backOffMaxRetries` more times,
  * `direction` limits what the binding serves, and bad metadata or requests are refused clearly.
  */
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { factory } from '../../sidecar/src/components/bindings/mqtt3/index.ts';
 import type { InputBinding, InputBindingEvent, InputBindingReply, OutputBinding } from '../../sidecar/src/components/types.ts';
 import { ApiError } from '../../sidecar/src/http/errors.ts';
 import { requireService } from '../services/ci.ts';
 import { mosquittoMissing, type Mosquitto } from '../services/mosquitto.ts';
-import { mosquittoForSuite, uniqueMqttName, until } from '../services/mqtt-suite.ts';
+import { mosquittoForSuite, sessionBacklog, uniqueMqttName, until } from '../services/mqtt-suite.ts';
 import { componentContext, spec } from '../state/helpers.ts';
 
 const missing = mosquittoMissing();
@@ -25,14 +26,14 @@ interface App {
   status: () => number;
 }
 
-async function open(md: Record<string, string>, app?: App): Promise<Binding> {
+async function open(md: Record<string, string>, app?: App, log = componentContext.log): Promise<Binding> {
   const b = factory() as Binding;
   const deliverToApp = async (_name: string, e: InputBindingEvent): Promise<InputBindingReply> => {
     app?.events.push(e);
     return { status: app?.status() ?? 200, body: new Uint8Array() };
   };
   try {
-    await b.init({ ...spec('bindings.mqtt3', { url: broker.url, ...md }), name: 'mqtt' }, { ...componentContext, deliverToApp });
+    await b.init({ ...spec('bindings.mqtt3', { url: broker.url, ...md }), name: 'mqtt' }, { ...componentContext, log, deliverToApp });
     await b.start();
   } catch (e) {
     await b.close();
@@ -43,7 +44,10 @@ async function open(md: Record<string, string>, app?: App): Promise<Binding> {
 }
 
 const unique = uniqueMqttName;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function closeOne(b: Binding): Promise<void> {
+  opened.delete(b);
+  await b.close();
+}
 const text = (e: InputBindingEvent) => Buffer.from(e.data).toString();
 
 describe.skipIf(!available)('bindings.mqtt3 against a real Mosquitto', () => {
@@ -70,21 +74,29 @@ describe.skipIf(!available)('bindings.mqtt3 against a real Mosquitto', () => {
     const topic = unique('refused');
     let answers = [500, 200];
     const app: App = { events: [], status: () => answers.shift() ?? 500 };
-    const b = await open({ topic, consumerID: unique('retry'), backOffMaxRetries: '1' }, app);
+    const retryClient = unique('retry');
+    const b = await open({ topic, consumerID: retryClient, backOffMaxRetries: '1' }, app);
     await b.invoke({ operation: 'create', data: 'x', metadata: {} });
     await until(() => app.events.length === 2, () => app.events.length, 12_000);
-    const gap = app.events.length; // taken on the second offer: no third
-    await sleep(300);
-    expect(app.events.length).toBe(gap);
-    // without retries: one offer only
+    // taken on the second offer: acknowledged (the consumer connection's session, `<consumerID>-consumer`,
+    // holds nothing), and the close stops any
+    // redelivery, so no third offer
+    await closeOne(b);
+    expect(app.events.length).toBe(2);
+    expect(await sessionBacklog(broker.url, `${retryClient}-consumer`, topic)).toEqual([]);
+    // without retries: one offer only, then the component says it leaves the message to the broker
     answers = [];
     const once = unique('once');
+    const onceClient = unique('once');
+    const warnings: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(line) });
     const app2: App = { events: [], status: () => 500 };
-    const c = await open({ topic: once, consumerID: unique('once') }, app2);
+    const c = await open({ topic: once, consumerID: onceClient }, app2, log);
     await c.invoke({ operation: 'create', data: 'y', metadata: {} });
-    await until(() => app2.events.length === 1, () => app2.events.length);
-    await sleep(5500);
+    await until(() => warnings.some((w) => w.includes('left unacknowledged')), () => warnings);
+    await closeOne(c);
     expect(app2.events.length).toBe(1);
+    expect(await sessionBacklog(broker.url, `${onceClient}-consumer`, once)).toEqual(['y']);
   }, 30_000);
 
   it('an input-only binding refuses create; a wildcard topic or another operation is a 400', async () => {

@@ -19,7 +19,7 @@ import { ApiError } from '../../sidecar/src/http/errors.ts';
 import { requireService } from '../services/ci.ts';
 import { makeTestCa } from '../services/ca.ts';
 import { mosquittoMissing, startMosquitto, type Mosquitto } from '../services/mosquitto.ts';
-import { mosquittoForSuite, uniqueMqttName, until } from '../services/mqtt-suite.ts';
+import { mosquittoForSuite, sessionBacklog, uniqueMqttName, until } from '../services/mqtt-suite.ts';
 import { componentContext, spec } from '../state/helpers.ts';
 
 const missing = mosquittoMissing();
@@ -47,7 +47,6 @@ async function closeOne(p: PubSub): Promise<void> {
 
 const unique = uniqueMqttName;
 const text = (m: PubSubMessage) => Buffer.from(m.data).toString();
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 
 describe.skipIf(!available)('pubsub.mqtt3 against a real Mosquitto', () => {
@@ -63,13 +62,10 @@ describe.skipIf(!available)('pubsub.mqtt3 against a real Mosquitto', () => {
     await until(() => got.length === 1, () => got.map(text));
     expect(text(got[0])).toBe('{"a":1}');
     expect(got[0]).toMatchObject({ topic, metadata: { retained: 'false' } });
-    await sleep(100); // the PUBACK is on its way
+    // the PUBACK was written when the handler resolved (before the poll above saw it); the close
+    // sends DISCONNECT after it on the same socket
     await closeOne(p);
-    const again = await open({ consumerID: client });
-    const later: PubSubMessage[] = [];
-    again.subscribe(topic, {}, async (m) => void later.push(m));
-    await sleep(1500);
-    expect(later).toEqual([]);
+    expect(await sessionBacklog(broker.url, client, topic)).toEqual([]);
   });
 
   it('QoS 0 publishes and subscriptions deliver too', async () => {
@@ -93,9 +89,14 @@ describe.skipIf(!available)('pubsub.mqtt3 against a real Mosquitto', () => {
     await p.publish(notKept, Buffer.from('gone'), { retain: 'false' });
     const got: PubSubMessage[] = [];
     const sub = await open({ consumerID: unique('client'), cleanSession: 'true' });
-    for (const t of [kept, perMessage, notKept]) sub.subscribe(t, {}, async (m) => void got.push(m));
+    // notKept first: the broker takes one client's SUBSCRIBEs in order, so once the others' retained
+    // messages are here its subscription is in place, and a marker published to it now comes after
+    // anything its subscription brought
+    for (const t of [notKept, kept, perMessage]) sub.subscribe(t, {}, async (m) => void got.push(m));
     await until(() => got.length === 2, () => got.map(text));
-    await sleep(300);
+    await p.publish(notKept, Buffer.from('marker'), { retain: 'false' });
+    await until(() => got.some((m) => text(m) === 'marker'), () => got.map(text));
+    got.splice(got.findIndex((m) => text(m) === 'marker'), 1);
     const byTopic = (a: string[], b: string[]) => a[0].localeCompare(b[0]);
     expect(got.map((m) => [m.topic, text(m), m.metadata.retained]).sort(byTopic)).toEqual(
       [
@@ -118,9 +119,12 @@ describe.skipIf(!available)('pubsub.mqtt3 against a real Mosquitto', () => {
     p.subscribe(`${base}/cellar/door`, {}, async (m) => void got.exact.push(m.topic));
     const published = [`${base}/groundfloor/foo/bar`, `${base}/groundfloor`, `${base}/firstfloor/kitchen/temperature`, `${base}/firstfloor/kitchen/humidity`, `${base}/firstfloor/a/b/temperature`, `${base}/cellar/door`];
     for (const t of published) await p.publish(t, Buffer.from('x'));
-    await until(() => got.hash.length === 2 && got.plus.length === 1 && got.exact.length === 1, () => got);
-    await sleep(300);
-    expect(got).toEqual({ hash: [`${base}/groundfloor/foo/bar`, `${base}/groundfloor`], plus: [`${base}/firstfloor/kitchen/temperature`], exact: [`${base}/cellar/door`] });
+    // markers, one per subscription, from the same client: the broker keeps one publisher's order,
+    // so a message wrongly matched would have come before them
+    const markers = [`${base}/groundfloor/marker`, `${base}/firstfloor/marker/temperature`, `${base}/cellar/door`];
+    for (const t of markers) await p.publish(t, Buffer.from('marker'));
+    await until(() => got.hash.includes(markers[0]) && got.plus.includes(markers[1]) && got.exact.length === 2, () => got);
+    expect(got).toEqual({ hash: [`${base}/groundfloor/foo/bar`, `${base}/groundfloor`, markers[0]], plus: [`${base}/firstfloor/kitchen/temperature`, markers[1]], exact: [`${base}/cellar/door`, markers[2]] });
     // a wildcard cannot be published to: refused before it reaches the broker (which would drop the connection)
     const bad = await p.publish(`${base}/+/x`, Buffer.from('x')).catch((e: unknown) => e);
     expect((bad as ApiError).status).toBe(400);
@@ -129,15 +133,18 @@ describe.skipIf(!available)('pubsub.mqtt3 against a real Mosquitto', () => {
 
   it('a message the handler refuses is offered again until it is taken, then acknowledged', async () => {
     const topic = unique('retry');
-    const p = await open({ consumerID: unique('client') });
+    const client = unique('client');
+    const p = await open({ consumerID: client });
     let calls = 0;
     p.subscribe(topic, {}, async () => {
       if (++calls < 3) throw new Error('not yet');
     });
     await p.publish(topic, Buffer.from('x'));
     await until(() => calls === 3, () => calls, 15_000);
-    await sleep(1500);
+    // the close stops every redelivery timer: what was offered by then is all there is
+    await closeOne(p);
     expect(calls).toBe(3);
+    expect(await sessionBacklog(broker.url, client, topic)).toEqual([]);
   });
 
   it('a message never taken stays with the broker: the next session of the client gets it', async () => {
@@ -159,6 +166,21 @@ describe.skipIf(!available)('pubsub.mqtt3 against a real Mosquitto', () => {
     expect(got).toEqual(['keep me']);
   });
 
+  it('the backlog check the tests above rely on sees a message a session still holds', async () => {
+    const topic = unique('held');
+    const client = unique('client');
+    const p = await open({ consumerID: client });
+    let refused = 0;
+    p.subscribe(topic, {}, async () => {
+      refused++;
+      throw new Error('not taken');
+    });
+    await p.publish(topic, Buffer.from('still held'));
+    await until(() => refused >= 1, () => refused);
+    await closeOne(p);
+    expect(await sessionBacklog(broker.url, client, topic)).toEqual(['still held']);
+  });
+
   it('a broker restart loses no QoS 1 message: unacknowledged ones come again, publishes made while it was down arrive', async () => {
     const topic = unique('restart');
     const sub = await open({ consumerID: unique('subscriber') });
@@ -177,7 +199,6 @@ describe.skipIf(!available)('pubsub.mqtt3 against a real Mosquitto', () => {
     refuse = false;
     // while the broker is down: each publish waits for the connection to come back
     const during = Array.from({ length: 10 }, (_, i) => pub.publish(topic, Buffer.from(`during-${i}`)));
-    await sleep(300);
     await broker.start();
     await Promise.all(during);
     const want = [...Array.from({ length: 10 }, (_, i) => `before-${i}`), ...Array.from({ length: 10 }, (_, i) => `during-${i}`)];
