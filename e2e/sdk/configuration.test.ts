@@ -104,10 +104,17 @@ describe.runIf(haveRedis)('the JS SDK suite configuration cases', () => {
     await opened(n);
     await r.mset('myconfigkey1', 'key1_mynewvalue||1');
     await eventually(() => m.calls.length > 0, 'the first call');
+    // a marker on a second stream: the store's one subscriber connection gets notifications in
+    // the order of the writes, so a call for the write after stop would come before the marker's
+    const marker = recorder();
+    const markerStream = await client.configuration.subscribeWithKeys('config-redis', ['myconfigkey3'], marker.cb);
+    await opened(n + 1);
     await stream.stop();
-    await eventually(() => subscriptions() === n, 'the subscription to end');
+    await eventually(() => subscriptions() === n + 1, 'the subscription to end');
     await r.mset('myconfigkey1', 'key1_mynewvalue2||1');
-    await new Promise((res) => setTimeout(res, 300));
+    await r.mset('myconfigkey3', 'marker||2');
+    await eventually(() => marker.calls.length > 0, 'the marker');
+    await markerStream.stop();
     expect(m.calls.map((c) => c.myconfigkey1.value)).toEqual(['key1_mynewvalue']);
   });
 

@@ -93,9 +93,15 @@ describe.runIf(haveRedis && havePg)('configuration over HTTP', () => {
     const d = app.deliveries.find((x) => x.path === `/configuration/rcfg/${encodeURIComponent(key)}`)!;
     expect(d.body).toEqual({ id, items: { [key]: { value: 'first', version: '1' } } });
     expect(d.headers['content-type']).toMatch(/application\/json/);
+    // a marker key of a second subscription: the store's one subscriber connection gets the
+    // notifications in the order of the writes, so a delivery of 'after' would come before the marker's
+    const marker = `${prefix}-sub/marker`;
+    const markerSub = await json(`/v1.0/configuration/rcfg/subscribe?key=${encodeURIComponent(marker)}`);
     expect(await json(`/v1.0-alpha1/configuration/rcfg/${id}/unsubscribe`)).toEqual({ status: 200, body: { ok: true } });
     await r.set(key, 'after||2');
-    await new Promise((res) => setTimeout(res, 300));
+    await r.set(marker, 'm||1');
+    await app.waitFor(() => valuesFor('rcfg', marker).includes('m'));
+    expect((await json(`/v1.0/configuration/rcfg/${markerSub.body!.id as string}/unsubscribe`)).status).toBe(200);
     expect(valuesFor('rcfg', key)).not.toContain('after');
     const again = await json(`/v1.0/configuration/rcfg/${id}/unsubscribe`);
     expect(again.status).toBe(404);

@@ -120,6 +120,10 @@ describe.skipIf(!haveRedis)('configuration.redis against a real Redis', () => {
   it('a subscription to keys sees their sets and deletions (empty item), not other keys; stop ends it', async () => {
     const r = recorder();
     const w = await store.subscribe({ keys: [`${prefix}-s1`], metadata: {} }, r.onChange);
+    // a marker watched by a second subscription: the store's one subscriber connection gets
+    // notifications in the order of the writes, so once the marker is seen a write before it was too
+    const marker = recorder();
+    const m = await store.subscribe({ keys: [`${prefix}-marker`], metadata: {} }, marker.onChange);
     await c.set(`${prefix}-s1`, 'x||1');
     await c.set(`${prefix}-other`, 'y||1');
     await eventually(() => (r.seen.get(`${prefix}-s1`)?.length ?? 0) >= 1, 'the set');
@@ -127,7 +131,9 @@ describe.skipIf(!haveRedis)('configuration.redis against a real Redis', () => {
     await eventually(() => r.seen.get(`${prefix}-s1`)?.at(-1)?.value === '', 'the deletion');
     await w.stop();
     await c.set(`${prefix}-s1`, 'after||2');
-    await new Promise((res) => setTimeout(res, 200));
+    await c.set(`${prefix}-marker`, 'm||1');
+    await eventually(() => marker.seen.has(`${prefix}-marker`), 'the marker');
+    await m.stop();
     expect(r.seen.get(`${prefix}-s1`)?.map((x) => x.value)).toEqual(['x', '']);
     expect(r.seen.has(`${prefix}-other`)).toBe(false);
   });
@@ -225,13 +231,19 @@ describe.skipIf(!havePg)('configuration.postgresql against a real PostgreSQL', (
     await expect(store.subscribe({ keys: [], metadata: { pgNotifyChannel: 'Bad Name' } }, async () => undefined)).rejects.toThrow(/must be/);
     const r = recorder();
     const w = await store.subscribe({ keys: ['s1'], metadata: { pgNotifyChannel: t.channel } }, r.onChange);
+    // a marker watched by a second subscription on the same channel: notifications come in commit
+    // order, so once the marker is seen a write before it was too
+    const marker = recorder();
+    const m = await store.subscribe({ keys: ['s-marker'], metadata: { pgNotifyChannel: t.channel } }, marker.onChange);
     await t.set('s1', 'a', '1');
     await t.set('s-other', 'b', '1');
     await t.del('s1');
     await eventually(() => (r.seen.get('s1')?.length ?? 0) >= 2, 'the set and the deletion');
     await w.stop();
     await t.set('s1', 'after', '2');
-    await new Promise((res) => setTimeout(res, 200));
+    await t.set('s-marker', 'm', '1');
+    await eventually(() => marker.seen.has('s-marker'), 'the marker');
+    await m.stop();
     // a deletion's notification carries the deleted row, as the reference delivers it
     expect(r.seen.get('s1')).toEqual([
       { value: 'a', version: '1' },

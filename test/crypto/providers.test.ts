@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { chunked, collect } from './chunks.ts';
 import { factory as jwksFactory } from '../../sidecar/src/components/crypto/jwks/index.ts';
 import { factory as localFactory } from '../../sidecar/src/components/crypto/localstorage/index.ts';
@@ -184,6 +184,8 @@ describe('crypto.dapr.jwks', () => {
     let url: string;
     let caPem: string;
     let served = set(aes);
+    /** JWKS answers sent, for waits on the component's refreshes. */
+    let fetches = 0;
 
     beforeAll(async () => {
       x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
@@ -207,7 +209,7 @@ describe('crypto.dapr.jwks', () => {
           return;
         }
         res.setHeader('content-type', 'application/json');
-        res.end(served);
+        res.end(served, () => fetches++);
       });
       await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
       url = `https://127.0.0.1:${(server.address() as { port: number }).port}/jwks.json`;
@@ -231,13 +233,22 @@ describe('crypto.dapr.jwks', () => {
       const p = await open('jwks', { jwks: url, caCertificate: caPem, minRefreshInterval: '1s' });
       const other = randomBytes(32);
       served = set(other);
-      await new Promise((r) => setTimeout(r, 1500));
-      const wrapped = await p.wrapKey({ plaintextKey: Buffer.alloc(32, 1), algorithm: 'A256KW', keyName: 'sym' });
       const check = (await open('jwks', { jwks: set(other) })) as CryptoProvider;
-      expect(await check.unwrapKey({ wrappedKey: wrapped, algorithm: 'A256KW', keyName: 'sym' })).toEqual(Buffer.alloc(32, 1));
+      const wrapOne = () => p.wrapKey({ plaintextKey: Buffer.alloc(32, 1), algorithm: 'A256KW', keyName: 'sym' });
+      // the next refresh takes the new set: a key wrapped with it unwraps with the other key
+      let wrapped = await wrapOne();
+      await vi.waitFor(
+        async () => {
+          wrapped = await wrapOne();
+          expect(await check.unwrapKey({ wrappedKey: wrapped, algorithm: 'A256KW', keyName: 'sym' })).toEqual(Buffer.alloc(32, 1));
+        },
+        { timeout: 5_000, interval: 50 },
+      );
       served = 'not json';
-      await new Promise((r) => setTimeout(r, 1200));
-      expect(await p.wrapKey({ plaintextKey: Buffer.alloc(32, 1), algorithm: 'A256KW', keyName: 'sym' })).toEqual(wrapped);
+      // two answers later, the first failed refresh has been handled: the last good set stays
+      const seen = fetches;
+      await vi.waitFor(() => expect(fetches).toBeGreaterThanOrEqual(seen + 2), { timeout: 5_000, interval: 50 });
+      expect(await wrapOne()).toEqual(wrapped);
       await p.close();
       await check.close();
     });
