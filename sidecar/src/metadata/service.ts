@@ -6,7 +6,8 @@ import type { ComponentRegistry } from '../components/registry.ts';
 import type { SidecarOptions } from '../options.ts';
 import type { FeatureFlag, HttpEndpointResource, SubscriptionInfo } from '../resources/types.ts';
 import { malformed } from '../http/errors.ts';
-import { formatDuration } from '../util/duration.ts';
+import type { ResiliencyMetadata } from '../resiliency/service.ts';
+import { formatDuration } from '../../../shared/duration.ts';
 import { RUNTIME_VERSION } from '../version.ts';
 
 export interface ActorTypeCount {
@@ -41,10 +42,14 @@ export interface MetadataResponse {
   scheduler: { connected_addresses: string[] };
   /** Present when the sidecar runs the workflow engine: the workers connected to it. */
   workflows?: { connectedWorkers: number };
+  /** rt's own: present while a Resiliency resource applies: its policies, circuit breakers and counts. */
+  resiliency?: ResiliencyMetadata;
 }
 
 /** The key under `extended` that holds the runtime version; it cannot be overwritten. */
 export const RUNTIME_VERSION_KEY = 'runtimeVersion';
+/** The key of gRPC GetMetadata's extended_metadata that carries the `resiliency` field as JSON (the proto has no field for it); reserved too. */
+export const RESILIENCY_KEY = 'rt.resiliency';
 
 /** Attribute names fit a URL path segment; values are kept in memory, so they are bounded. */
 const ATTRIBUTE_NAME = /^[A-Za-z0-9._-]{1,256}$/;
@@ -56,6 +61,7 @@ export class MetadataService {
   private readonly subscriptionProviders: (() => SubscriptionInfo[])[] = [];
   private schedulerProvider: () => string[] = () => [];
   private workersProvider?: () => number;
+  private resiliencyProvider?: () => ResiliencyMetadata | undefined;
   private features: FeatureFlag[] = [];
   private httpEndpoints: HttpEndpointResource[] = [];
   private readonly options: SidecarOptions;
@@ -73,7 +79,7 @@ export class MetadataService {
   }
 
   isReservedKey(name: string): boolean {
-    return name === RUNTIME_VERSION_KEY;
+    return name === RUNTIME_VERSION_KEY || name === RESILIENCY_KEY;
   }
 
   /** The rules of a custom attribute, for every API that sets one: 400 when broken. */
@@ -115,9 +121,13 @@ export class MetadataService {
     this.workersProvider = p;
   }
 
+  setResiliencyProvider(p: () => ResiliencyMetadata | undefined): void {
+    this.resiliencyProvider = p;
+  }
+
   snapshot(): MetadataResponse {
     const o = this.options;
-    return {
+    const out: MetadataResponse = {
       id: o.appId,
       runtimeVersion: RUNTIME_VERSION,
       enabledFeatures: this.enabledFeatures(),
@@ -149,5 +159,9 @@ export class MetadataService {
       scheduler: { connected_addresses: this.schedulerProvider() },
       ...(this.workersProvider ? { workflows: { connectedWorkers: this.workersProvider() } } : {}),
     };
+    // left out without a Resiliency resource: the answer stays the reference runtime's
+    const resiliency = this.resiliencyProvider?.();
+    if (resiliency) out.resiliency = resiliency;
+    return out;
   }
 }

@@ -1,7 +1,7 @@
 /**
  * The resiliency block: the policies of the Resiliency resources, for the blocks that call apps
  * and components (they `use` it, so they start after it). No routes of its own; the metrics and
- * the metadata show what it counted.
+ * the metadata (its `resiliency` field, while a Resiliency resource applies) show what it counted.
  */
 import { defineBlock } from '../block-graph.ts';
 import { ResiliencyService } from './service.ts';
@@ -10,6 +10,8 @@ export const block = defineBlock({
   name: 'resiliency',
   provides: ['resiliency'],
   async setup(ctx) {
-    return { resiliency: new ResiliencyService(ctx.resources, ctx.options.appId, ctx.log.child({ block: 'resiliency' })) };
+    const resiliency = new ResiliencyService(ctx.resources, ctx.options.appId, ctx.log.child({ block: 'resiliency' }));
+    ctx.metadata.setResiliencyProvider(() => resiliency.metadata());
+    return { resiliency };
   },
 });

@@ -70,6 +70,11 @@ export class Policies {
     return this.resolve(`component:${name}/${dir.toLowerCase()}`, named, prefixes);
   }
 
+  /** The names of the policies in force, by kind (for /v1.0/metadata). */
+  policyNames(): { timeouts: string[]; retries: string[]; circuitBreakers: string[] } {
+    return { timeouts: [...this.timeouts.keys()], retries: [...this.retries.keys()], circuitBreakers: [...this.breakerPolicies.keys()] };
+  }
+
   /** Every breaker made so far and its state (for /v1.0/metadata). */
   breakerStates(): { target: string; policy: string; state: BreakerState }[] {
     return [...this.breakers].map(([key, b]) => ({ target: key.slice(0, key.lastIndexOf('#')), policy: b.settings.name, state: b.state }));

@@ -20,6 +20,17 @@ export interface PolicyCount {
   count: number;
 }
 
+/** What /v1.0/metadata shows of the policies (rt's own field, `resiliency`; docs/resiliency.md). */
+export interface ResiliencyMetadata {
+  /** The Resiliency resources in force. */
+  resources: string[];
+  policies: ReturnType<Policies['policyNames']>;
+  /** Each breaker made so far (one per target and policy, made at its target's first call) and its state now. */
+  circuitBreakers: ReturnType<Policies['breakerStates']>;
+  /** Every try counted so far, as the metrics count them. */
+  outcomes: PolicyCount[];
+}
+
 export class ResiliencyService {
   private readonly resources: Resources;
   private readonly appId: string;
@@ -74,6 +85,13 @@ export class ResiliencyService {
   /** The circuit breakers made so far and their states. */
   breakers(): ReturnType<Policies['breakerStates']> {
     return this.current.breakerStates();
+  }
+
+  /** The policies, breakers and counts for /v1.0/metadata; undefined when no Resiliency resource applies to this sidecar. */
+  metadata(): ResiliencyMetadata | undefined {
+    const p = this.current;
+    if (p.resources.length === 0) return undefined;
+    return { resources: [...p.resources], policies: p.policyNames(), circuitBreakers: p.breakerStates(), outcomes: this.outcomes() };
   }
 
   private count(p: ResolvedPolicy, outcome: Outcome): void {

@@ -5,7 +5,7 @@
  */
 import type { SidecarContext } from '../../context.ts';
 import { ApiError } from '../../http/errors.ts';
-import type { MetadataResponse } from '../../metadata/service.ts';
+import { RESILIENCY_KEY, type MetadataResponse } from '../../metadata/service.ts';
 import { requestShutdown } from '../../shutdown.ts';
 
 
@@ -19,7 +19,8 @@ export function toGetMetadataResponse(md: MetadataResponse): Record<string, unkn
     id: md.id,
     active_actors_count: actors,
     registered_components: md.components.map((c) => ({ name: c.name, type: c.type, version: c.version, capabilities: [...c.capabilities] })),
-    extended_metadata: { ...md.extended },
+    // rt's resiliency field has no place in the proto: its JSON under a reserved key
+    extended_metadata: md.resiliency ? { ...md.extended, [RESILIENCY_KEY]: JSON.stringify(md.resiliency) } : { ...md.extended },
     subscriptions: md.subscriptions.map((s) => ({
       pubsub_name: s.pubsubname,
       topic: s.topic,
