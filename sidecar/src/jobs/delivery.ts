@@ -3,7 +3,7 @@
  * job's data as the body (its JSON, or what data.ts makes of an Any scheduled over gRPC; 2xx
  * and 404 = done, anything else = failed → failure policy), or to a gRPC app as
  * OnJobEventAlpha1 with the Any as scheduled, once the app is ready; internal jobs go to their
- * owner's handler.
+ * owner's handler. Under the app's own resiliency policy when one applies (resilient.ts).
  */
 import type { SidecarContext } from '../context.ts';
 import { grpcCode, UNIMPLEMENTED, type GrpcApp } from '../app/grpc-app.ts';
@@ -11,6 +11,7 @@ import { anyOut } from '../grpc/runtime/any.ts';
 import { dataBody } from './data.ts';
 import type { Trigger } from '../../../scheduler/src/index.ts';
 import type { InternalJobsService } from './internal-jobs.ts';
+import { deliverUnderPolicy } from './resilient.ts';
 
 /** The header that carries a trigger's due time (RFC 3339, UTC) to the app. */
 export const DUE_TIME_HEADER = 'rt-job-due-time';
@@ -45,11 +46,23 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
   // the triggers of a burst share their due time: its header value is formatted once
   let dueAt = Number.NaN;
   let dueIso = '';
+  const resiliency = ctx.services.resiliency;
+  const appId = ctx.options.appId;
+  /** One try under a policy: the app's status (gRPC: 200 when taken, else the error thrown with its code). */
+  const sendOnce = (t: Trigger, signal: AbortSignal | undefined, timeoutMs: number | undefined): Promise<number> =>
+    ctx.app.grpc
+      ? jobEventOverGrpc(ctx.app.grpc, t, timeoutMs).then(() => 200)
+      : ctx.app
+          .invoke({ method: 'POST', path: `/job/${encodeURIComponent(t.key.name)}`, body: dataBody(t), headers: { 'content-type': 'application/json', [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString() }, signal })
+          .then((r) => r.status);
 
   // No async functions on this path: each trigger costs one promise for the app's answer and
   // one reaction to it (a burst delivers thousands per second; promise churn was a visible
   // share of the sidecar's CPU per trigger).
   const toApp = (t: Trigger): Promise<boolean> => {
+    // no Resiliency resource: one check, and the path below as it was
+    const policy = resiliency?.forApp(appId);
+    if (policy) return deliverUnderPolicy(resiliency!, policy, t, log, (signal, ms) => sendOnce(t, signal, ms)).finally(release);
     if (ctx.app.grpc) return deliverOverGrpc(ctx.app.grpc, t, log).finally(release);
     if (t.dueAt !== dueAt) {
       dueAt = t.dueAt;
@@ -109,6 +122,17 @@ const ALPHA_ONLY_MS = 60_000;
  * OK = done; UNIMPLEMENTED from both (no handler, as a 404 over HTTP) = done; any other failure = failed.
  */
 async function deliverOverGrpc(app: GrpcApp, t: Trigger, log: SidecarContext['log']): Promise<boolean> {
+  try {
+    await jobEventOverGrpc(app, t);
+    return true;
+  } catch (e) {
+    log.warn({ job: t.key.name, err: (e as Error).message, attempt: t.attempt }, 'the gRPC app failed a job trigger');
+    return false;
+  }
+}
+
+/** One gRPC call of a trigger (the stable method, or the alpha one): resolves when the app took it, else throws its error. */
+async function jobEventOverGrpc(app: GrpcApp, t: Trigger, timeoutMs?: number): Promise<void> {
   const req = {
     name: t.key.name,
     data: anyOut(t),
@@ -120,18 +144,15 @@ async function deliverOverGrpc(app: GrpcApp, t: Trigger, log: SidecarContext['lo
   try {
     if ((alphaOnlyApps.get(app) ?? 0) < Date.now()) {
       try {
-        await app.call('callback', 'OnJobEvent', req, headers);
-        return true;
+        await app.call('callback', 'OnJobEvent', req, headers, timeoutMs);
+        return;
       } catch (e) {
         if (grpcCode(e) !== UNIMPLEMENTED) throw e;
         alphaOnlyApps.set(app, Date.now() + ALPHA_ONLY_MS);
       }
     }
-    await app.call('alpha', 'OnJobEventAlpha1', req, headers);
-    return true;
+    await app.call('alpha', 'OnJobEventAlpha1', req, headers, timeoutMs);
   } catch (e) {
-    if (grpcCode(e) === UNIMPLEMENTED) return true;
-    log.warn({ job: t.key.name, err: (e as Error).message, attempt: t.attempt }, 'the gRPC app failed a job trigger');
-    return false;
+    if (grpcCode(e) !== UNIMPLEMENTED) throw e;
   }
 }
