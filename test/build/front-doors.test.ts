@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { importsOf, sources } from './imports.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const PACKAGES = ['sidecar', 'scheduler', 'operator', 'injector'];
+const PACKAGES = ['sidecar', 'scheduler', 'placement', 'operator', 'injector'];
 /** Anyone may import these. */
 const SHARED = ['shared/', 'crds/'];
 

@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { importsOf, sources } from './imports.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const TREES = ['sidecar/src', 'scheduler/src', 'operator/src', 'injector/src', 'shared'];
+const TREES = ['sidecar/src', 'scheduler/src', 'placement/src', 'operator/src', 'injector/src', 'shared'];
 
 /** The strongly connected components of more than one module (or a module that imports itself). */
 export function cycles(graph: Map<string, string[]>): string[][] {

@@ -1,0 +1,25 @@
+/**
+ * Where an actor lives. The sidecar's actor runtime asks this; standalone (`rt run`, or no placement
+ * address configured) every registered type is served locally; with a placement service the table
+ * it disseminates decides.
+ */
+export interface ActorHost {
+  /** The app id of the host's sidecar. */
+  appId: string;
+  /** host:port of that sidecar's internal invocation server (mutual TLS when identity is on). */
+  address: string;
+  /** True when this sidecar is the host. */
+  local: boolean;
+}
+
+export interface ActorPlacement {
+  /** The actor types this sidecar hosts (from the app's /dapr/config); placement is told them. */
+  setHostedTypes(types: string[]): void;
+  /** Who serves this actor now; undefined when no host of the type is known. */
+  lookup(actorType: string, actorId: string): ActorHost | undefined;
+  /** Resolves when lookups may be answered (the table is known and not being updated). */
+  ready(signal?: AbortSignal): Promise<void>;
+  /** Called after every table change: the runtime deactivates local actors that moved away. */
+  onChange(listener: () => void): () => void;
+  close(): Promise<void>;
+}
