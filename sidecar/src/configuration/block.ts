@@ -8,9 +8,10 @@ import { ConfigurationService } from './service.ts';
 
 export const block = defineBlock({
   name: 'configuration',
+  uses: ['resiliency'],
   provides: ['configuration'],
   async setup(ctx) {
-    const configuration = new ConfigurationService(ctx.components, ctx.log.child({ block: 'configuration' }));
+    const configuration = new ConfigurationService(ctx.components, ctx.log.child({ block: 'configuration' }), ctx.services.resiliency);
     ctx.onClose(() => configuration.close());
     configurationRoutes(ctx, configuration);
     return { configuration };

@@ -5,6 +5,8 @@
  * either API), its owner goes away (a gRPC stream ends), its component is removed or replaced
  * (a hot reload: the client subscribes again, to the new one), or the sidecar stops. Its changes
  * go to the sink its API gave: POSTs to the app (delivery.ts) or the gRPC stream.
+ * Reading items and starting a subscription run under the store's outbound resiliency policy
+ * when one applies (componentCall); the changes a subscription hands on do not.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -13,6 +15,7 @@ import { ComponentCatalog } from '../components/catalog.ts';
 import { ConfigurationRequestError, type ConfigurationItems, type ConfigurationStore, type ConfigurationWatch } from '../components/configuration/types.ts';
 import type { ComponentRegistry } from '../components/registry.ts';
 import { ApiError, errorMessage, malformed } from '../http/errors.ts';
+import { componentCall, type ResiliencyService } from '../resiliency/service.ts';
 
 export interface ConfigurationRequest {
   store: string;
@@ -37,10 +40,12 @@ export class ConfigurationService {
   private readonly components: ComponentRegistry;
   private readonly log: Logger;
   private readonly active = new Map<string, Active>();
+  private readonly resiliency?: ResiliencyService;
 
-  constructor(components: ComponentRegistry, log: Logger) {
+  constructor(components: ComponentRegistry, log: Logger, resiliency?: ResiliencyService) {
     this.components = components;
     this.log = log;
+    this.resiliency = resiliency;
     components.onChange((event, c) => {
       if (event !== 'removed' || ComponentCatalog.categoryOf(c.spec.type) !== 'configuration') return;
       for (const [id, a] of this.active) if (a.instance === c.instance) void this.stop(id, a);
@@ -66,7 +71,7 @@ export class ConfigurationService {
     const store = this.store(req.store);
     checkKeys(req.keys);
     try {
-      return await store.get(req.keys, req.metadata);
+      return await this.underPolicy(req.store, () => store.get(req.keys, req.metadata));
     } catch (e) {
       throw e instanceof ApiError ? e : fail(ERRORS.CONFIGURATION_GET_FAILED, `failed to get ${keyList(req.keys)} from configuration store ${req.store}: ${errorMessage(e)}`);
     }
@@ -82,13 +87,21 @@ export class ConfigurationService {
     const id = randomUUID();
     let watch: ConfigurationWatch;
     try {
-      watch = await store.subscribe({ keys: [...new Set(req.keys)], metadata: req.metadata }, async (items) => {
+      const onChange = async (items: ConfigurationItems) => {
         try {
           await sink(id, items);
         } catch (e) {
           this.log.warn({ store: req.store, subscription: id, err: errorMessage(e) }, 'could not hand a configuration change on');
         }
-      });
+      };
+      watch = await this.underPolicy(req.store, (signal) =>
+        store.subscribe({ keys: [...new Set(req.keys)], metadata: req.metadata }, onChange).then((w) => {
+          // a try the policy gave up on (its timeout) that starts listening later is stopped: nobody holds its id
+          if (!signal?.aborted) return w;
+          void w.stop().catch(() => undefined);
+          throw signal.reason;
+        }),
+      );
     } catch (e) {
       if (e instanceof ApiError) throw e;
       const message = `failed to subscribe ${keyList(req.keys)} from configuration store ${req.store}: ${errorMessage(e)}`;
@@ -122,6 +135,11 @@ export class ConfigurationService {
   /** Stops every subscription (sidecar shutdown). */
   async close(): Promise<void> {
     await Promise.all([...this.active].map(([id, a]) => this.stop(id, a)));
+  }
+
+  /** A call to store `name` under its outbound policy; a request the store refused is the caller's (not retried). */
+  private underPolicy<T>(name: string, call: (signal?: AbortSignal) => Promise<T>): Promise<T> {
+    return componentCall(this.resiliency, this.components, name, 'Outbound', call, { isRequestError: (e) => e instanceof ApiError || e instanceof ConfigurationRequestError });
   }
 
   private async stop(id: string, a: Active): Promise<void> {

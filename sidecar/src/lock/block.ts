@@ -8,9 +8,10 @@ import { LockService } from './service.ts';
 
 export const block = defineBlock({
   name: 'lock',
+  uses: ['resiliency'],
   provides: ['lock'],
   async setup(ctx) {
-    const lock = new LockService(ctx.components, ctx.options.appId);
+    const lock = new LockService(ctx.components, ctx.options.appId, ctx.services.resiliency);
     lockRoutes(ctx, lock);
     return { lock };
   },

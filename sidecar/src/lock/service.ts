@@ -3,7 +3,8 @@
  * grpc/runtime/lock.ts): one operation each for taking and releasing a lock. It checks the
  * request (a resource id and an owner, an expiry above 0), finds the store (400 listing the
  * loaded ones), makes the store's key (keys.ts) and maps store failures to the error table's
- * rows; the transports only decode and encode.
+ * rows; the transports only decode and encode. Store calls run under the store's outbound
+ * resiliency policy when one applies (componentCall).
  */
 import { ERRORS, fail, failAs } from '../api/errors.ts';
 import { LOCK_KEY_SEPARATOR, LOCK_STORE_METADATA } from '../components/lock/metadata.ts';
@@ -12,6 +13,7 @@ import { decodeMetadata } from '../components/metadata/decode.ts';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { ComponentSpec } from '../components/types.ts';
 import { ApiError, errorMessage, malformed } from '../http/errors.ts';
+import { componentCall, type ResiliencyService } from '../resiliency/service.ts';
 import { lockKey, lockKeyPrefix } from './keys.ts';
 
 /** The largest expiry the wire carries (an int32 in the reference's protos). */
@@ -30,10 +32,12 @@ export class LockService {
   private readonly appId: string;
   /** Each loaded store's key prefix, read once from its spec. */
   private readonly prefixes = new WeakMap<ComponentSpec, string>();
+  private readonly resiliency?: ResiliencyService;
 
-  constructor(components: ComponentRegistry, appId: string) {
+  constructor(components: ComponentRegistry, appId: string, resiliency?: ResiliencyService) {
     this.components = components;
     this.appId = appId;
+    this.resiliency = resiliency;
   }
 
   /** Takes the lock on the resource for `lockOwner` when nobody holds it: `{success}` says whether it did. */
@@ -44,7 +48,7 @@ export class LockService {
     }
     const { store, key } = this.target(storeName, req.resourceId);
     try {
-      return { success: await store.tryLock({ key, lockOwner: req.lockOwner, expiryInSeconds: req.expiryInSeconds }) };
+      return { success: await componentCall(this.resiliency, this.components, storeName, 'Outbound', () => store.tryLock({ key, lockOwner: req.lockOwner, expiryInSeconds: req.expiryInSeconds })) };
     } catch (e) {
       throw failed('ERR_TRY_LOCK', `failed to try acquiring lock "${clip(req.resourceId)}" in lock store "${storeName}"`, e);
     }
@@ -55,7 +59,7 @@ export class LockService {
     checkRequest(storeName, req);
     const { store, key } = this.target(storeName, req.resourceId);
     try {
-      return { status: await store.unlock({ key, lockOwner: req.lockOwner }) };
+      return { status: await componentCall(this.resiliency, this.components, storeName, 'Outbound', () => store.unlock({ key, lockOwner: req.lockOwner })) };
     } catch (e) {
       throw failed('ERR_UNLOCK', `failed to release lock "${clip(req.resourceId)}" in lock store "${storeName}"`, e);
     }
