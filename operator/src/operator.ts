@@ -15,7 +15,8 @@ import { checkComponent } from './check.ts';
 import { type Caller, IdentityChecker, IdentityError } from './identity.ts';
 import { CertificateIssuer, DEFAULT_TRUST_DOMAIN, type IssuerOptions } from './issuer.ts';
 import { caService } from '../../sidecar/src/index.ts';
-import { reloadingServerCredentials, verifiedPeerCertificate } from '../../shared/grpc-server-credentials.ts';
+import { verifiedPeerCertificate } from '../../shared/grpc-server-credentials.ts';
+import { startGrpcServer, type GrpcServerCredentialsOptions, type StartedGrpcServer } from '../../shared/grpc-server.ts';
 import { certificateWorkload } from '../../shared/spiffe.ts';
 import { operatorService, type ResourceSnapshot, type WatchResourcesRequest } from './proto.ts';
 import { loadInCluster, loadKubeconfig } from './kube/config.ts';
@@ -87,7 +88,7 @@ export class Operator {
   private readonly subscribers = new Set<Subscriber>();
   private readonly dirtyNamespaces = new Set<string>();
   private flushTimer: NodeJS.Timeout | undefined;
-  private server: grpc.Server | undefined;
+  private server: StartedGrpcServer | undefined;
   /** Every cache has its first list: before that, a missing pod or Service proves nothing. */
   private synced = false;
   private closing = false;
@@ -145,13 +146,20 @@ export class Operator {
     await Promise.all(all.map((w) => w.whenSynced()));
     this.synced = true;
     this.onLeader(this.elector.isLeader());
-    this.server = new grpc.Server();
-    this.server.addService(operatorService(), { WatchResources: (call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>) => void this.serve(call) });
-    if (this.issuer) this.server.addService(caService(), this.issuer.implementation());
+    const credentials = this.credentials();
     await this.startPodCertificates();
-    const port = await new Promise<number>((resolve, reject) =>
-      this.server!.bindAsync(`${this.opts.listenAddress ?? '0.0.0.0'}:${this.opts.grpcPort}`, this.credentials(), (err, p) => (err ? reject(err) : resolve(p))),
-    );
+    this.server = await startGrpcServer({
+      host: this.opts.listenAddress ?? '0.0.0.0',
+      port: this.opts.grpcPort,
+      ...credentials,
+      // sidecars' watch streams never end by themselves: close() cuts them (they reconnect to another replica)
+      shutdownGraceMs: 0,
+      services: (server) => {
+        server.addService(operatorService(), { WatchResources: (call: grpc.ServerWritableStream<WatchResourcesRequest, ResourceSnapshot>) => void this.serve(call) });
+        if (this.issuer) server.addService(caService(), this.issuer.implementation());
+      },
+    });
+    const port = this.server.port;
     this.log.info({ grpcPort: port, tls: !!this.opts.tlsCertFile, issuer: !!this.issuer, clientCertificates: !!this.opts.clientTrustBundleFile }, `rt operator ready: serving sidecars on port ${port}`);
     return port;
   }
@@ -201,25 +209,21 @@ export class Operator {
     await this.elector.stop();
     clearTimeout(this.flushTimer);
     await Promise.all([...this.kinds.values(), this.secrets.watched, this.pods, this.services].map((w) => w.stop().catch(() => undefined)));
-    // sidecars' watch streams never end by themselves: cut them (they reconnect to another replica)
-    this.server?.forceShutdown();
+    await this.server?.close();
     this.subscribers.clear();
     this.client.close();
   }
 
-  private credentials(): grpc.ServerCredentials {
+  private credentials(): GrpcServerCredentialsOptions {
     const { tlsCertFile, tlsKeyFile, clientTrustBundleFile } = this.opts;
     if (!tlsCertFile || !tlsKeyFile) {
       if (clientTrustBundleFile) throw new Error('workload certificates as client identity need TLS: give --tls-cert-file and --tls-key-file');
       this.log.warn('the operator serves sidecars without TLS (no --tls-cert-file/--tls-key-file): tokens and secrets travel in clear text');
-      return grpc.ServerCredentials.createInsecure();
+      return { log: this.log };
     }
     // a client certificate is asked for, not required: sidecars without one send their token;
     // the files are read again when they change (a renewed serving certificate, a root rotation)
-    return reloadingServerCredentials(
-      { certFile: tlsCertFile, keyFile: tlsKeyFile, caFile: clientTrustBundleFile },
-      { clientCertificate: clientTrustBundleFile ? 'request' : 'none', log: this.log },
-    );
+    return { tls: { certFile: tlsCertFile, keyFile: tlsKeyFile, caFile: clientTrustBundleFile }, clientCertificate: clientTrustBundleFile ? 'request' : 'none', log: this.log };
   }
 
   // ------------------------------------------------------------------ reconcile

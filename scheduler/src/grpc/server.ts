@@ -3,7 +3,8 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { SchedulerEngine } from '../engine.ts';
 import { tokenMatches } from '../../../shared/token.ts';
-import { reloadingServerCredentials, verifiedPeerCertificate, type TlsSource } from '../../../shared/grpc-server-credentials.ts';
+import { verifiedPeerCertificate, type TlsSource } from '../../../shared/grpc-server-credentials.ts';
+import { startGrpcServer } from '../../../shared/grpc-server.ts';
 import { certificateWorkload, spiffeUri, type WorkloadId } from '../../../shared/spiffe.ts';
 import { invalid, type Target } from '../types.ts';
 import { TOKEN_METADATA, fromPbJob, schedulerService, toKey, toPbRecord, toPbTrigger, toServiceError, type PbJob, type PbKey } from './proto.ts';
@@ -183,32 +184,26 @@ export interface SchedulerServerOptions {
   requireClientCertificate?: boolean;
 }
 
+/** A request carries one job: its data (up to MAX_DATA_BYTES, 4 MiB) with room for the rest. */
+const MAX_RECEIVE_BYTES = 16 * 1024 * 1024;
+/** How long close() lets open calls finish before cutting them. */
+const SHUTDOWN_GRACE_MS = 2000;
+
 /** Serves the engine on host:port (0 = a free port). */
 export async function startSchedulerServer(engine: SchedulerEngine, opts: SchedulerServerOptions): Promise<SchedulerServer> {
-  const server = new grpc.Server({ 'grpc.keepalive_permit_without_calls': 1, 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   let address = '';
   const mtls = opts.requireClientCertificate === true;
   if (mtls && !opts.tls) throw new Error('a client certificate can only be required over TLS');
-  server.addService(schedulerService().service, schedulerImplementation(engine, opts.log, () => address, opts.token, mtls));
-  const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
-  const credentials = opts.tls ? reloadingServerCredentials(opts.tls, { clientCertificate: mtls ? 'require' : 'none', log: opts.log }) : grpc.ServerCredentials.createInsecure();
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${host}:${opts.port}`, credentials, (err, p) => (err ? reject(err) : resolve(p))),
-  );
-  address = `${host}:${port}`;
-  return {
-    port,
-    address,
-    close: () =>
-      new Promise<void>((resolve) => {
-        const t = setTimeout(() => {
-          server.forceShutdown();
-          resolve();
-        }, 2000);
-        server.tryShutdown(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      }),
-  };
+  const started = await startGrpcServer({
+    host: opts.host,
+    port: opts.port,
+    tls: opts.tls,
+    clientCertificate: mtls ? 'require' : 'none',
+    log: opts.log,
+    maxReceiveBytes: MAX_RECEIVE_BYTES,
+    shutdownGraceMs: SHUTDOWN_GRACE_MS,
+    services: (server) => server.addService(schedulerService().service, schedulerImplementation(engine, opts.log, () => address, opts.token, mtls)),
+  });
+  address = started.address;
+  return { port: started.port, address, close: started.close };
 }

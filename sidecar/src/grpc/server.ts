@@ -13,16 +13,23 @@ import type { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { tokenMatches } from '../../../shared/token.ts';
+import { createGrpcServer, shutdownGrpcServer } from '../../../shared/grpc-server.ts';
 
 /** A service's definition and handlers, made when the port gets its first connection. */
 export type ServiceLoader = () => { definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation };
 
 type Built = { server: grpc.Server; injector: ReturnType<grpc.Server['createConnectionInjector']> };
 
+/** Messages up to 64 MiB both ways (state values, invocation payloads, bulk calls). */
+const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+/** How long close() lets open calls finish before cutting them. */
+const SHUTDOWN_GRACE_MS = 3000;
+
 export class GrpcServer {
   private readonly log: Logger;
   private readonly apiToken?: string;
   private readonly loaders: ServiceLoader[] = [];
+  private readonly interceptors: grpc.ServerInterceptor[] = [];
   private fallback?: grpc.handleBidiStreamingCall<Buffer, Buffer>;
   private built?: Built;
   private listener?: NetServer;
@@ -31,6 +38,15 @@ export class GrpcServer {
   constructor(log: Logger, apiToken?: string) {
     this.log = log;
     this.apiToken = apiToken;
+  }
+
+  /**
+   * Adds a server interceptor (grpc-js `ServerOptions.interceptors`) to every call; before the
+   * first connection only, since grpc-js fixes them when the server is made.
+   */
+  addInterceptor(interceptor: grpc.ServerInterceptor): void {
+    if (this.built) throw new Error('gRPC interceptors are added before the port serves its first connection');
+    this.interceptors.push(interceptor);
   }
 
   /** Adds a service; its loader runs on the first connection (at once if one came already). */
@@ -99,28 +115,13 @@ export class GrpcServer {
     const listener = this.listener;
     const closed = new Promise<void>((r) => (listener ? listener.close(() => r()) : r()));
     const built = this.built;
-    if (built) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(() => {
-          built.server.forceShutdown();
-          resolve();
-        }, 3000);
-        built.server.tryShutdown(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
-    }
+    if (built) await shutdownGrpcServer(built.server, SHUTDOWN_GRACE_MS);
     await closed;
   }
 
   private build(): Built {
     if (this.built) return this.built;
-    const server = new grpc.Server({
-      'grpc.max_receive_message_length': 64 * 1024 * 1024,
-      'grpc.max_send_message_length': 64 * 1024 * 1024,
-      'grpc.keepalive_permit_without_calls': 1,
-    });
+    const server = createGrpcServer({ maxReceiveBytes: MAX_MESSAGE_BYTES, maxSendBytes: MAX_MESSAGE_BYTES, interceptors: this.interceptors });
     for (const load of this.loaders) this.register(server, load);
     if (this.fallback) this.installFallback(server, this.fallback);
     this.built = { server, injector: server.createConnectionInjector(grpc.ServerCredentials.createInsecure()) };
