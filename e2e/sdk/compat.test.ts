@@ -99,10 +99,7 @@ describe('the rich error model', () => {
   it('a building block rt does not have is 501 ERR_API_UNIMPLEMENTED naming it (HTTP), UNIMPLEMENTED with the same reason (gRPC)', async () => {
     const published = await http.pubsub.publish('pubsub', 'orders', { id: 1 });
     expect(published.error).toBeDefined();
-    for (const [path, block] of [
-      ['/v1.0/actors/T/1/method/m', 'actors'],
-      ['/v1.0-alpha2/conversation/c/converse', 'conversation'],
-    ]) {
+    for (const [path, block] of [['/v1.0-alpha2/conversation/c/converse', 'conversation']]) {
       const r = await fetch(base + path, { method: 'POST', body: '{}' });
       expect(r.status, path).toBe(501);
       const body = (await r.json()) as { errorCode: string; message: string };
@@ -111,7 +108,7 @@ describe('the rich error model', () => {
     }
     expect((await fetch(`${base}/v1.0/nothing-here`)).status).toBe(404);
     // not in our protos: a raw call
-    const e = (await s.raw('InvokeActor', Buffer.alloc(0)).then(
+    const e = (await s.raw('ConverseAlpha1', Buffer.alloc(0)).then(
       () => undefined,
       (err: grpc.ServiceError) => err,
     ))!;

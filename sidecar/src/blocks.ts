@@ -4,6 +4,7 @@
  * needs, uses and provides, and the sidecar starts them in an order that honours that
  * (block-graph.ts), refusing to start when a need is missing or blocks need each other.
  */
+export { block as actors } from './actors/block.ts';
 export { block as bindings } from './bindings/block.ts';
 export { block as crypto } from './crypto/block.ts';
 export { block as configuration } from './configuration/block.ts';

@@ -24,6 +24,7 @@ import type { JobsService } from './jobs/service.ts';
 import type { InternalJobs } from './jobs/internal.ts';
 import type { IdentityManager } from './identity/manager.ts';
 import type { SidecarOptions } from './options.ts';
+import type { ActorsService } from './actors/service.ts';
 
 export interface SidecarContext {
   options: SidecarOptions;
@@ -70,6 +71,8 @@ export interface BlockServices {
   pubsub?: PublishService;
   /** The Resiliency resources' policies (timeouts, retries, circuit breakers) and their counts. */
   resiliency?: ResiliencyService;
+  /** The actor runtime's operations (the gRPC actor calls reuse them). */
+  actors?: ActorsService;
   /** Service invocation toward other apps (the gRPC InvokeService reuses it). */
   invoke?: Invoker;
   /** Graceful stop of this sidecar, as its owner's close() does (the gRPC Shutdown call). */

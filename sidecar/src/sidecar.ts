@@ -5,7 +5,6 @@
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { AppChannel } from './app/channel.ts';
-import { discoverConfig } from './app/discovery.ts';
 import { deliverInputEvent } from './bindings/input.ts';
 import { builtinCatalog, type ComponentCatalog } from './components/catalog.ts';
 import { ComponentRegistry } from './components/registry.ts';
@@ -176,9 +175,7 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
       if (app.enabled) {
         const ok = await app.waitUntilReachable(Number.POSITIVE_INFINITY, abort.signal);
         if (!ok) return;
-        // programmatic subscriptions are discovered by the pub/sub block (pubsub/setup.ts)
-        const cfg = await discoverConfig(app);
-        metadata.addActorProvider(() => cfg.entities.map((type) => ({ type, count: 0 })));
+        // programmatic subscriptions are discovered by the pub/sub block (pubsub/setup.ts), actor types by the actors block
         app.startHealthProbes();
       }
       for (const fn of appReady) await fn();

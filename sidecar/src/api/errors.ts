@@ -86,6 +86,16 @@ export const ERRORS = {
   CRYPTO_INVALID: { code: 'ERR_CRYPTO', http: 400, grpc: INVALID_ARGUMENT, when: 'an algorithm or cipher not supported, a key missing or unfit, a ciphertext altered, cut off or not of the format' },
   CRYPTO_FAILED: { code: 'ERR_CRYPTO', http: 500, grpc: INTERNAL, when: 'the crypto component failed (e.g. reading its key)' },
 
+  // actors: ERR_ACTOR_REMINDER_CREATE, _GET, _DELETE, ERR_ACTOR_TIMER_CREATE, _DELETE name the operation
+  ACTOR_RUNTIME_NOT_FOUND: { code: 'ERR_ACTOR_RUNTIME_NOT_FOUND', http: 500, grpc: INTERNAL, when: 'actor state without a state store marked actorStateStore: "true"' },
+  ACTOR_INSTANCE_MISSING: { code: 'ERR_ACTOR_INSTANCE_MISSING', http: 400, grpc: INVALID_ARGUMENT, when: 'actor state or a timer for an actor this sidecar does not host' },
+  ACTOR_INVOKE_FAILED: { code: 'ERR_ACTOR_INVOKE_METHOD', http: 500, grpc: INTERNAL, when: 'no host of the type is known, the app did not answer, or a reentrant chain went past its maximum stack depth' },
+  ACTOR_STATE_GET_FAILED: { code: 'ERR_ACTOR_STATE_GET', http: 500, grpc: INTERNAL, when: 'the actor state store failed a get' },
+  ACTOR_STATE_TRANSACTION_FAILED: { code: 'ERR_ACTOR_STATE_TRANSACTION_SAVE', http: 500, grpc: INTERNAL, when: 'the actor state store failed the transaction' },
+  ACTOR_SCHEDULE_INVALID: { http: 400, grpc: INVALID_ARGUMENT, when: "a timer's or reminder's dueTime, period or ttl that does not parse, or a timer for an actor that is not active" },
+  ACTOR_REMINDER_NOT_FOUND: { code: 'ERR_ACTOR_REMINDER_GET', http: 404, grpc: NOT_FOUND, when: 'getting a reminder that does not exist' },
+  ACTOR_OPERATION_FAILED: { http: 500, grpc: INTERNAL, when: 'the scheduler (reminders) failed or is not configured' },
+
   // jobs: RT_SCHEDULER_SCHEDULE_JOB, _GET_JOB, _DELETE_JOB, _LIST_JOBS name the operation
   JOB_INVALID: { http: 400, grpc: INVALID_ARGUMENT, when: 'a name, schedule, dueTime, ttl, repeats or failure policy the scheduler refuses (RT_SCHEDULER_*_INVALID, _EMPTY)' },
   JOB_EXISTS: { code: 'RT_SCHEDULER_JOB_EXISTS', http: 409, grpc: ALREADY_EXISTS, when: 'scheduling a name that exists, without overwrite' },

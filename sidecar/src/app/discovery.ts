@@ -2,12 +2,9 @@
  * Asks the app what it declares: programmatic subscriptions (GET /rt/subscribe, else
  * /dapr/subscribe) and actor types (GET /rt/config, else /dapr/config).
  */
+import { parseActorsConfig, type ActorsConfig } from '../actors/config.ts';
 import { parseBulkSubscribe, type SubscriptionInfo } from '../resources/types.ts';
 import type { AppChannel } from './channel.ts';
-
-export interface AppConfig {
-  entities: string[];
-}
 
 export async function discoverSubscriptions(app: AppChannel): Promise<SubscriptionInfo[]> {
   // an empty list is no declaration either: a catch-all route may answer [] to any path
@@ -60,10 +57,9 @@ function bulkOf(v: unknown): Pick<SubscriptionInfo, 'bulkSubscribe'> {
   }
 }
 
-export async function discoverConfig(app: AppChannel): Promise<AppConfig> {
-  const body = await app.discover('/rt/config', '/dapr/config', hasEntities);
-  const entities = hasEntities(body) ? body.entities : [];
-  return { entities: entities.filter((e): e is string => typeof e === 'string') };
+/** The actor types the app hosts and their settings (actors/config.ts reads them). */
+export async function discoverConfig(app: AppChannel): Promise<ActorsConfig> {
+  return parseActorsConfig(await app.discover('/rt/config', '/dapr/config', hasEntities));
 }
 
 function hasEntities(b: unknown): b is { entities: unknown[] } {

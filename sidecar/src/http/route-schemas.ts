@@ -4,6 +4,7 @@
  * (test/http/openapi.test.ts). A block's routes take theirs from the block's `schemas.ts`; the
  * server's own (health, this document) are here.
  */
+import { ACTORS_SCHEMAS } from '../actors/schemas.ts';
 import { BINDINGS_SCHEMAS } from '../bindings/schemas.ts';
 import { CONFIGURATION_SCHEMAS } from '../configuration/schemas.ts';
 import { CRYPTO_SCHEMAS } from '../crypto/schemas.ts';
@@ -25,7 +26,7 @@ export const HEALTHZ_OUTBOUND = route('health.outbound', "Do the sidecar's compo
 
 export const OPENAPI = route('meta.openapi', 'This document: the OpenAPI 3.1 description of the HTTP API', { responses: { '200': 'the OpenAPI document' } });
 
-export const ROUTE_SCHEMAS: RouteSchema[] = [HEALTHZ, HEALTHZ_OUTBOUND, OPENAPI, ...STATE_SCHEMAS, ...BINDINGS_SCHEMAS, ...JOBS_SCHEMAS, ...PUBSUB_SCHEMAS, ...SECRETS_SCHEMAS, ...INVOKE_SCHEMAS, ...CONFIGURATION_SCHEMAS, ...CRYPTO_SCHEMAS, ...LOCK_SCHEMAS];
+export const ROUTE_SCHEMAS: RouteSchema[] = [HEALTHZ, HEALTHZ_OUTBOUND, OPENAPI, ...STATE_SCHEMAS, ...BINDINGS_SCHEMAS, ...JOBS_SCHEMAS, ...PUBSUB_SCHEMAS, ...SECRETS_SCHEMAS, ...INVOKE_SCHEMAS, ...CONFIGURATION_SCHEMAS, ...CRYPTO_SCHEMAS, ...LOCK_SCHEMAS, ...ACTORS_SCHEMAS];
 
 /** The part schemas that are validated (those with an `$id`), once each. */
 export function validatedSchemas(routes: RouteSchema[] = ROUTE_SCHEMAS): JsonSchema[] {

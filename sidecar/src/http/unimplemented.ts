@@ -4,10 +4,9 @@
  * rather than a bare 404 (the gRPC API does the same, grpc/runtime/unsupported.ts).
  */
 /** What this sidecar does serve, for the messages of both APIs (kept true to blocks.ts). */
-export const SERVED_BLOCKS = 'state, pub/sub, service invocation, bindings, secrets, configuration, cryptography, distributed lock, metadata, jobs and workflows';
+export const SERVED_BLOCKS = 'state, pub/sub, service invocation, bindings, secrets, configuration, cryptography, distributed lock, metadata, jobs, workflows and actors';
 
 const BLOCKS: [RegExp, string][] = [
-  [/^\/v1\.0\/actors(\/|$)/, 'actors'],
   [/^\/v1\.0-alpha[12]\/conversation(\/|$)/, 'conversation'],
 ];
 

@@ -3,8 +3,8 @@
  * a namespace per owner, stored in the same scheduler as the app's jobs but never listed by
  * the jobs API nor delivered to the app.
  */
-import { type SchedulerClient, type Trigger, validateName } from '../../../scheduler/src/index.ts';
-import type { InternalJobTrigger, InternalJobs } from './internal.ts';
+import { SchedulerError, type SchedulerClient, type Trigger, validateName } from '../../../scheduler/src/index.ts';
+import type { InternalJobTrigger, InternalJobs, RepeatingJob } from './internal.ts';
 
 type Handler = (t: InternalJobTrigger) => Promise<void>;
 
@@ -33,6 +33,32 @@ export class InternalJobsService implements InternalJobs {
       { dueTime: new Date(dueAt).toISOString(), dataJson: data === undefined ? undefined : JSON.stringify(data), failurePolicy: { kind: 'constant', intervalMs: 1000 } },
       true,
     );
+  }
+
+  async schedule(owner: string, name: string, spec: RepeatingJob, data: unknown): Promise<void> {
+    validateName(owner, 'owner');
+    await this.client.schedule(
+      { namespace: this.namespace, appId: this.appId, owner, name },
+      {
+        dueTime: new Date(spec.dueAt).toISOString(),
+        schedule: spec.everyMs === undefined ? undefined : `@every ${spec.everyMs}ms`,
+        repeats: spec.repeats,
+        ttl: spec.expiresAt === undefined ? undefined : new Date(spec.expiresAt).toISOString(),
+        dataJson: data === undefined ? undefined : JSON.stringify(data),
+      },
+      true,
+    );
+  }
+
+  async get(owner: string, name: string): Promise<{ data: unknown } | undefined> {
+    validateName(owner, 'owner');
+    try {
+      const r = await this.client.get({ namespace: this.namespace, appId: this.appId, owner, name });
+      return { data: r.spec.dataJson === undefined ? undefined : JSON.parse(r.spec.dataJson) };
+    } catch (e) {
+      if (e instanceof SchedulerError && e.kind === 'not_found') return undefined;
+      throw e;
+    }
   }
 
   async delete(owner: string, name: string): Promise<void> {

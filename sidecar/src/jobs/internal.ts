@@ -14,9 +14,25 @@ export interface InternalJobTrigger {
   dueAt: number;
 }
 
+/** When a repeating internal job fires (ms since epoch). */
+export interface RepeatingJob {
+  dueAt: number;
+  everyMs?: number;
+  repeats?: number;
+  expiresAt?: number;
+}
+
 export interface InternalJobs {
   /** Schedules (or replaces) a one-shot reminder. dueAt in ms since epoch. */
   scheduleOnce(owner: string, name: string, dueAt: number, data: unknown): Promise<void>;
+  /**
+   * Schedules (or replaces) a reminder that fires at dueAt and then every everyMs (at most
+   * `repeats` times in all, never at or after expiresAt); failed fires follow the scheduler's
+   * default policy. Actor reminders use it.
+   */
+  schedule(owner: string, name: string, spec: RepeatingJob, data: unknown): Promise<void>;
+  /** The data a reminder was scheduled with, or undefined when there is none of that name. */
+  get(owner: string, name: string): Promise<{ data: unknown } | undefined>;
   delete(owner: string, name: string): Promise<void>;
   /**
    * Handles triggers of one owner. The handler's promise resolving = done; rejecting = failed,

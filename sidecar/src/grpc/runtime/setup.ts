@@ -12,6 +12,7 @@ import type { ConfigurationService } from '../../configuration/service.ts';
 import type { LockService } from '../../lock/service.ts';
 import type { SecretsService } from '../../secrets/service.ts';
 import type { StateService } from '../../state/service.ts';
+import { actorMethods } from './actors.ts';
 import { bindingMethods, secretMethods } from './bindings.ts';
 import { configurationMethods, configurationStreams } from './configuration.ts';
 import { cryptoStreams } from './crypto.ts';
@@ -36,6 +37,7 @@ export async function setup(ctx: SidecarContext, needs: { state: StateService; b
     ...pubsubMethods(ctx),
     ...configurationMethods(needs.configuration),
     ...lockMethods(needs.lock),
+    ...actorMethods(ctx),
   };
   const streams: Record<string, grpc.UntypedHandleCall> = { ...pubsubStreams(ctx), ...configurationStreams(ctx.grpc, needs.configuration), ...cryptoStreams(ctx) };
   // the proto loads with the port's first connection (grpc/server.ts)

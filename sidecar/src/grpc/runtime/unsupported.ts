@@ -13,17 +13,9 @@ type Kind = 'unary' | 'server-stream' | 'bidi';
 
 /** Method → [building block named in the message, call kind]. */
 const UNSUPPORTED: Record<string, [string, Kind]> = {
-  InvokeActor: ['actors', 'unary'],
-  SubscribeActorEventsAlpha1: ['actors', 'bidi'],
-  GetActorState: ['actors', 'unary'],
-  ExecuteActorStateTransaction: ['actors', 'unary'],
-  RegisterActorTimer: ['actors', 'unary'],
-  UnregisterActorTimer: ['actors', 'unary'],
-  RegisterActorReminder: ['actors', 'unary'],
-  UnregisterActorReminder: ['actors', 'unary'],
-  UnregisterActorRemindersByType: ['actors', 'unary'],
-  ListActorReminders: ['actors', 'unary'],
-  GetActorReminder: ['actors', 'unary'],
+  SubscribeActorEventsAlpha1: ['actor event streaming', 'bidi'],
+  UnregisterActorRemindersByType: ['reminder removal by actor type', 'unary'],
+  ListActorReminders: ['reminder listing', 'unary'],
   SubtleGetKeyAlpha1: ['subtle cryptography', 'unary'],
   SubtleEncryptAlpha1: ['subtle cryptography', 'unary'],
   SubtleDecryptAlpha1: ['subtle cryptography', 'unary'],

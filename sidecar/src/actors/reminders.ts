@@ -1,0 +1,58 @@
+/**
+ * Actor reminders: durable jobs in rt's scheduler, as the reference runtime keeps them since it
+ * moved reminders to its scheduler. One internal job per reminder, owner `actorreminder`, named
+ * `<type>||<id>||<name>` (the scheduler's key adds namespace and app id), so a restart of the
+ * sidecar or the scheduler loses none. The job's data holds the reminder as registered (its
+ * texts, for GET) and the scheduler fires it on its own schedule (dueTime, `@every` period,
+ * repeats, ttl); each fire goes to the app through the actor's turn, and a fire the app fails
+ * is retried by the scheduler's default policy.
+ */
+import type { InternalJobs, InternalJobTrigger } from '../jobs/internal.ts';
+import type { FireSchedule } from './schedule.ts';
+
+export const REMINDER_OWNER = 'actorreminder';
+
+/** A reminder as registered, and as kept in its job's data. */
+export interface StoredReminder {
+  actorType: string;
+  actorId: string;
+  name: string;
+  dueTime: string;
+  period: string;
+  ttl: string;
+  data: unknown;
+}
+
+export function reminderJobName(type: string, id: string, name: string): string {
+  return `${type}||${id}||${name}`;
+}
+
+export class ActorReminders {
+  private readonly jobs: InternalJobs;
+
+  constructor(jobs: InternalJobs) {
+    this.jobs = jobs;
+  }
+
+  async create(r: StoredReminder, s: FireSchedule): Promise<void> {
+    await this.jobs.schedule(REMINDER_OWNER, reminderJobName(r.actorType, r.actorId, r.name), { dueAt: s.dueAt, everyMs: s.periodMs, repeats: s.repeats, expiresAt: s.expiresAt }, r);
+  }
+
+  async get(type: string, id: string, name: string): Promise<StoredReminder | undefined> {
+    const job = await this.jobs.get(REMINDER_OWNER, reminderJobName(type, id, name));
+    return job ? (job.data as StoredReminder) : undefined;
+  }
+
+  async delete(type: string, id: string, name: string): Promise<void> {
+    await this.jobs.delete(REMINDER_OWNER, reminderJobName(type, id, name));
+  }
+
+  /** Fires go to `fire`; its rejection is a failed fire, retried by the scheduler. */
+  onFire(fire: (r: StoredReminder) => Promise<void>): void {
+    this.jobs.onTrigger(REMINDER_OWNER, async (t: InternalJobTrigger) => {
+      const r = t.data as StoredReminder | undefined;
+      if (!r || typeof r !== 'object' || typeof r.actorType !== 'string') return; // not ours to fire: done
+      await fire(r);
+    });
+  }
+}
