@@ -4,7 +4,8 @@
  *   already names them (RT_TEST_REDIS_URL, RT_TEST_POSTGRES_URL); the URLs go into process.env,
  *   which the test workers inherit;
  * - builds the Kubernetes binaries and unpacks kubectl/helm into their cache when they are
- *   missing, before any suite needs them (minutes on a fresh machine, nothing after that).
+ *   missing, before any suite needs them (minutes on a fresh machine, nothing after that); the
+ *   same for Jaeger, the tracing suites' trace backend (test/services/jaeger/binary.ts).
  * - gives the run an RT_HOME of its own (removed at the end): sidecars that a suite starts without
  *   --data-dir, or kills before they remove their registry entry, write there and not into the
  *   user's ~/.rt.
@@ -24,14 +25,22 @@ export default async function setup(): Promise<() => Promise<void>> {
   process.env.RT_HOME = home;
   const { ensureKubeBinaries, ensureKubectlAndHelm, kubeUnavailable } = await import('./kube.ts');
   const { sweepKubeLeftovers } = await import('./kube/sweep.ts');
+  const { ensureJaeger, jaegerUnavailable } = await import('./jaeger/binary.ts');
   const services = await startSharedServices();
+  const builds: Array<Promise<void>> = [];
   if (!kubeUnavailable()) {
-    try {
-      await Promise.all([ensureKubeBinaries((s) => console.log(`[kube] ${s}`)), ensureKubectlAndHelm()]);
-    } catch (e) {
-      console.warn(`[kube] ${(e as Error).message}`);
-    }
+    builds.push(Promise.all([ensureKubeBinaries((s) => console.log(`[kube] ${s}`)), ensureKubectlAndHelm()]).then(
+      () => {},
+      (e: Error) => console.warn(`[kube] ${e.message}`),
+    ));
   }
+  if (!jaegerUnavailable()) {
+    builds.push(ensureJaeger((s) => console.log(`[jaeger] ${s}`)).then(
+      () => {},
+      (e: Error) => console.warn(`[jaeger] ${e.message}`),
+    ));
+  }
+  await Promise.all(builds);
   return async () => {
     await services.stop();
     rmSync(home, { recursive: true, force: true });

