@@ -7,7 +7,7 @@
 import { embeddedStorePath, startEmbeddedEngine } from '../scheduler/src/embedded.ts';
 import { startSchedulerServer } from '../scheduler/src/grpc/server.ts';
 import { DEFAULT_OPTIONS, type StartOptions } from '../sidecar/src/sidecar.ts';
-import { createLogger } from '../sidecar/src/util/logger.ts';
+import { createLogger } from '../shared/logger.ts';
 
 export interface EmbeddedServices {
   close(): Promise<void>;

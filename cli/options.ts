@@ -4,8 +4,8 @@
  */
 import { parseArgs } from 'node:util';
 import { DEFAULT_OPTIONS, type StartOptions } from '../sidecar/src/sidecar.ts';
-import { parseDuration } from '../sidecar/src/util/duration.ts';
-import { isLogLevel, logAsJsonFromEnv } from '../sidecar/src/util/logger.ts';
+import { parseDuration } from '../shared/duration.ts';
+import { isLogLevel, logAsJsonFromEnv } from '../shared/logger.ts';
 import { REFERENCE_FLAGS, REFERENCE_FLAG_SPECS, REFERENCE_HELP, normaliseReferenceArgs, parseByteSize } from './reference-flags.ts';
 
 export const SIDECAR_FLAGS = {

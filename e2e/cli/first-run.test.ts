@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startScheduler, type RunningScheduler } from '../../scheduler/src/main.ts';
-import { createLogger } from '../../sidecar/src/util/logger.ts';
+import { createLogger } from '../../shared/logger.ts';
 import { canConnect, freePort, waitForPort } from '../../test/services/net.ts';
 import { ROOT, runRt, until } from '../rt-process.ts';
 
@@ -88,7 +88,7 @@ describe('log lines', () => {
   });
 
   it('a readable line keeps an error on the line; its stack comes only at debug', () => {
-    const logger = join(ROOT, 'sidecar/src/util/logger.ts');
+    const logger = join(ROOT, 'shared/logger.ts');
     const run = (level: string) =>
       spawnSync(process.execPath, ['--input-type=module', '-e', `import { createLogger } from ${JSON.stringify(logger)}; createLogger({ level: '${level}', json: false, base: { scope: 'rt.test' } }).warn({ err: new Error('disk on fire'), n: 1 }, 'it failed');`], { encoding: 'utf8', env: { ...process.env, RT_LOG_AS_JSON: '' } }).stdout;
     expect(run('info')).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] WARN: rt\.test it failed \{"n":1,"error":"disk on fire"\}\n$/);

@@ -3,6 +3,7 @@
  * `rt.io/<key>` is read first, then `dapr.io/<key>` as an alias. A value that does not parse is
  * an error naming the annotation, never a silent default.
  */
+import { parseDuration } from '../../shared/duration.ts';
 
 export const PREFIX = 'rt.io/';
 export const ALIAS_PREFIX = 'dapr.io/';
@@ -67,10 +68,11 @@ const quantity: Parse<string> = (s) => {
   return v;
 };
 
-/** A Go-style duration the sidecar accepts (5s, 500ms, 1m30s). */
+/** A Go duration above zero (5s, 500ms, 1m30s), read as the sidecar's flag reads it (cli/options.ts). */
 const duration: Parse<string> = (s) => {
   const v = s.trim();
-  if (!/^(\d+(\.\d+)?(ms|s|m|h))+$/.test(v)) throw new BadValue('expected a duration such as 5s or 500ms');
+  const ms = parseDuration(v);
+  if (ms === undefined || ms <= 0) throw new BadValue('expected a duration such as 5s or 500ms');
   return v;
 };
 

@@ -12,7 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { checkCsr, CsrError, issueFor, type IssuerSettings, type SignCertificateRequest, type SignCertificateResponse, splitPemBundle } from '../../sidecar/src/index.ts';
 import { spiffeUri, workloadIdProblem } from '../../shared/spiffe.ts';
-import { parseDuration } from '../../sidecar/src/util/duration.ts';
+import { parseDuration } from '../../shared/duration.ts';
 import { IdentityError, type IdentityChecker } from './identity.ts';
 
 export const DEFAULT_TRUST_DOMAIN = 'cluster.local';

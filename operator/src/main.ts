@@ -5,7 +5,7 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from 'n
 import type { Logger } from 'pino';
 import { reviewConversion } from './conversion.ts';
 import { parseArgs } from 'node:util';
-import { createLogger, isLogLevel } from '../../sidecar/src/util/logger.ts';
+import { createLogger, isLogLevel } from '../../shared/logger.ts';
 import { DEFAULT_GRPC_PORT, Operator } from './operator.ts';
 import { parseIdentityFlags, type IdentitySettings } from './issuer.ts';
 

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { rtHome } from '../../shared/rt-home.ts';
 import type { Clock } from '../../shared/clock.ts';
-import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../sidecar/src/util/logger.ts';
+import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../shared/logger.ts';
 import { SchedulerEngine } from './engine.ts';
 import { startSchedulerServer, type SchedulerServer } from './grpc/server.ts';
 import type { TlsSource } from '../../shared/grpc-server-credentials.ts';

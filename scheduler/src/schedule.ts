@@ -5,7 +5,7 @@
  * the field and its allowed range.
  */
 import { Cron } from 'croner';
-import { parseDuration } from '../../sidecar/src/util/duration.ts';
+import { parseDuration } from '../../shared/duration.ts';
 import { LATEST_MS, TOO_FAR, clip } from './times.ts';
 
 export type Schedule = { kind: 'cron'; pattern: string } | { kind: 'every'; everyMs: number };

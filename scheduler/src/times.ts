@@ -3,7 +3,7 @@
  * local time), a Go-style duration counted from the job's creation ("1h30m", "500ms"), or a
  * non-repeating ISO 8601 duration ("PT10S", "P1DT2H"), also counted from creation.
  */
-import { parseDuration } from '../../sidecar/src/util/duration.ts';
+import { parseDuration } from '../../shared/duration.ts';
 
 /**
  * The one bound every time value of a job is checked against (dueTime, ttl, each fire of a

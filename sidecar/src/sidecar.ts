@@ -20,7 +20,7 @@ import { openResources } from './resources/setup.ts';
 import type { Resources } from './resources/types.ts';
 import { orderBlocks, startBlocks } from './block-graph.ts';
 import * as buildingBlocks from './blocks.ts';
-import { createLogger } from './util/logger.ts';
+import { createLogger } from '../../shared/logger.ts';
 
 export const DEFAULT_OPTIONS: Omit<SidecarOptions, 'appId'> = {
   namespace: 'default',

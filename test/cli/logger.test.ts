@@ -1,5 +1,5 @@
 /**
- * The readable log output (sidecar/src/util/logger.ts), in a process of its own as rt writes it to
+ * The readable log output (shared/logger.ts), in a process of its own as rt writes it to
  * stdout: one line per event with time, level, scope and message, an error's text on its line;
  * pino-pretty is loaded at the first line, so a process with nothing to say never loads it.
  */
@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-const LOGGER = join(import.meta.dirname, '..', '..', 'sidecar', 'src', 'util', 'logger.ts');
+const LOGGER = join(import.meta.dirname, '..', '..', 'shared', 'logger.ts');
 
 /** Runs `body` with `log` made by createLogger(opts); prints whether pino-pretty was loaded last. */
 function run(opts: object, body: string): { lines: string[]; prettyLoaded: boolean } {

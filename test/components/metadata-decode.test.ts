@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { decodeMetadata, defineMetadata, MetadataError, presentFields } from '../../sidecar/src/components/metadata/decode.ts';
-import { formatDuration } from '../../sidecar/src/util/duration.ts';
+import { formatDuration } from '../../shared/duration.ts';
 
 const DECL = defineMetadata('test.component', {
   name: { type: 'string', required: true, aliases: ['legacyName'] },

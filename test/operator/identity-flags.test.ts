@@ -2,7 +2,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_WORKLOAD_CERT_TTL_MS, parseIdentityFlags } from '../../operator/src/issuer.ts';
-import { formatDuration } from '../../sidecar/src/util/duration.ts';
+import { formatDuration } from '../../shared/duration.ts';
 
 describe('operator identity flags', () => {
   it('defaults: trust domain cluster.local, no issuer, no client certificates', () => {

@@ -3,7 +3,7 @@
  * a JobSpec. What the values mean is checked by the scheduler's validator; a failure policy's
  * form (one of drop and constant, a duration) here.
  */
-import { formatDuration, parseDuration } from '../util/duration.ts';
+import { formatDuration, parseDuration } from '../../../shared/duration.ts';
 import type { FailurePolicy, JobRecord, JobSpec } from '../../../scheduler/src/index.ts';
 import { dataView } from './data.ts';
 import { jobInvalid as invalid } from './service.ts';

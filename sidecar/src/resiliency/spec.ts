@@ -4,7 +4,7 @@
  * apply to (apps, components in each direction, actors). Read once, checked whole: a field that is
  * wrong is refused with its path, never found out when a call fails.
  */
-import { parseDuration } from '../util/duration.ts';
+import { parseDuration } from '../../../shared/duration.ts';
 import { parseTrip, TripError, type TripCondition } from './trip.ts';
 
 /** Status codes to retry: single codes and ranges, as `matching.httpStatusCodes: "429,500-599"`. */

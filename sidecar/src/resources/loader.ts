@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { extname, join } from 'node:path';
 import { RESOURCE_GROUPS, validateResource } from '../../../crds/validate.ts';
 import { parseResiliency } from '../resiliency/spec.ts';
-import { parseDuration } from '../util/duration.ts';
+import { parseDuration } from '../../../shared/duration.ts';
 import {
   type ConfigurationResource,
   type HttpEndpointResource,

@@ -22,7 +22,7 @@
  * Every problem is a MetadataError naming the field and the value (never a secret's value); the
  * registry adds the component's name when it fails to load.
  */
-import { formatDuration, parseDuration } from '../../util/duration.ts';
+import { formatDuration, parseDuration } from '../../../../shared/duration.ts';
 
 /** A field's problem; `field` is the declared name. */
 export class MetadataError extends Error {
