@@ -5,11 +5,11 @@
  * that CRD is installed, as the operator serves both (an rt.io Component wins over a dapr.io one
  * of the same name).
  */
-import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { Backoff } from '../../shared/backoff.ts';
+import { ApiError, type KubeClient } from '../../shared/kube/client.ts';
+import { Watched, type KubeObject } from '../../shared/kube/watched.ts';
 
-export interface ComponentObject extends KubernetesObject {
+export interface ComponentObject extends KubeObject {
   metadata?: { name?: string; namespace?: string; annotations?: Record<string, string>; resourceVersion?: string };
   spec?: { type?: string };
   scopes?: string[];
@@ -65,99 +65,46 @@ export class MergedComponents implements ComponentLister {
 }
 
 /** Whether the cluster serves `components.<group>` (a 404 means its CRD is not installed). */
-export async function groupServed(kc: KubeConfig, group: Group): Promise<boolean> {
-  const k8s = await import('@kubernetes/client-node');
-  const api = kc.makeApiClient(k8s.CustomObjectsApi);
+export async function groupServed(client: KubeClient, group: Group): Promise<boolean> {
   try {
-    await api.listClusterCustomObject({ group, version: VERSION, plural: PLURAL, limit: 1 });
+    await client.get(`/apis/${group}/${VERSION}/${PLURAL}`, { limit: 1 });
     return true;
   } catch (e) {
-    if ((e as { code?: number }).code === 404) return false;
+    if (e instanceof ApiError && e.code === 404) return false;
     throw e;
   }
 }
-/** Waits before restarting a failed informer: 500 ms doubling to 30 s. */
-const RESTART_BACKOFF = { initialMs: 500, maxMs: 30_000 };
 
 /**
- * client-node's informer lists, then watches; on an error other than 410 it stops, so it is
- * restarted here with capped backoff. Its cache is the answer to list().
+ * The Components of one group in every namespace, as the operator's caches hold its kinds
+ * (shared/kube/watched.ts: list, then watch from the list's resourceVersion; 410 relists; any
+ * other failure, such as the CRD not installed yet, starts again with backoff).
  */
 export class ComponentInformer implements ComponentLister {
-  private informer?: Awaited<ReturnType<typeof makeComponentInformer>>;
-  private synced_ = false;
-  private stopped = false;
-  private readonly backoff = new Backoff(RESTART_BACKOFF);
-  private timer?: NodeJS.Timeout;
-  private errors = 0;
-  private readonly kc: KubeConfig;
-  private readonly log: Logger;
+  private readonly watched: Watched<ComponentObject>;
   readonly group: Group;
 
-  constructor(kc: KubeConfig, log: Logger, group: Group = 'rt.io') {
-    this.kc = kc;
-    this.log = log;
+  constructor(client: KubeClient, log: Logger, group: Group = 'rt.io') {
     this.group = group;
+    // the admission path reads the cache; nothing happens on a change
+    this.watched = new Watched<ComponentObject>(client, `${PLURAL}.${group}`, `/apis/${group}/${VERSION}/${PLURAL}`, log, () => undefined);
   }
 
   get synced(): boolean {
-    return this.synced_;
+    return this.watched.synced;
   }
 
   /** Resolves after the first list (the cache is then complete); keeps retrying in the background. */
-  async start(): Promise<void> {
-    this.informer = await makeComponentInformer(this.kc, this.group);
-    this.informer.on('error', (err: unknown) => this.retryLater(err));
-    await this.restart();
-  }
-
-  private retryLater(err: unknown): void {
-    this.errors++;
-    if (this.stopped || this.timer) return;
-    const wait = this.backoff.next();
-    this.log.warn({ err: describe(err) }, `list/watch of components.${this.group} failed; retrying in ${wait} ms`);
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.restart();
-    }, wait);
-  }
-
-  private async restart(): Promise<void> {
-    if (this.stopped || !this.informer) return;
-    const before = this.errors;
-    try {
-      // start() reports a failed list through 'error' and resolves anyway
-      await this.informer.start();
-      if (this.errors === before) {
-        this.synced_ = true;
-        this.backoff.reset();
-      }
-    } catch (e) {
-      this.retryLater(e);
-    }
+  start(): Promise<void> {
+    this.watched.start();
+    return this.watched.whenSynced();
   }
 
   list(namespace: string): ComponentObject[] {
-    return [...(this.informer?.list(namespace) ?? [])];
+    return this.watched.list(namespace);
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.informer?.stop().catch(() => undefined);
+  stop(): Promise<void> {
+    return this.watched.stop();
   }
-}
-
-async function makeComponentInformer(kc: KubeConfig, group: Group) {
-  const k8s = await import('@kubernetes/client-node');
-  const api = kc.makeApiClient(k8s.CustomObjectsApi);
-  const listFn = () =>
-    api.listClusterCustomObject({ group, version: VERSION, plural: PLURAL }) as Promise<{ items: ComponentObject[]; metadata?: { resourceVersion?: string } }> as never;
-  return k8s.makeInformer<ComponentObject>(kc, `/apis/${group}/${VERSION}/${PLURAL}`, listFn);
-}
-
-function describe(err: unknown): string {
-  if (err instanceof Error) return err.message;
-  if (err && typeof err === 'object' && 'message' in err) return String((err as { message: unknown }).message);
-  return String(err);
 }

@@ -4,10 +4,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import type { KubeConfig as KubeConfigType } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../shared/logger.ts';
 import { ComponentInformer, groupServed, MergedComponents, StaticComponents, type ComponentLister } from './components.ts';
+import { KubeClient } from '../../shared/kube/client.ts';
+import { loadInCluster, loadKubeconfig } from '../../shared/kube/config.ts';
 import type { InjectorSettings } from './mutate.ts';
 import { workloadIdProblem } from '../../shared/spiffe.ts';
 import { startInjectorServer, type InjectorServer } from './server.ts';
@@ -146,10 +147,9 @@ function readPem(flag: string, file: string): string {
 }
 
 /** Whether the API server serves certificates.k8s.io/v1beta1 podcertificaterequests (beta in 1.35, off by default). */
-async function podCertificatesServed(kc: KubeConfigType): Promise<boolean> {
-  const k8s = await import('@kubernetes/client-node');
-  const list = await kc.makeApiClient(k8s.CertificatesV1beta1Api).getAPIResources();
-  return list.resources.some((r) => r.name === 'podcertificaterequests');
+async function podCertificatesServed(client: KubeClient): Promise<boolean> {
+  const list = await client.get<{ resources?: { name?: string }[] }>('/apis/certificates.k8s.io/v1beta1');
+  return (list.resources ?? []).some((r) => r.name === 'podcertificaterequests');
 }
 
 export interface RunningInjector {
@@ -162,18 +162,16 @@ export interface RunningInjector {
 export async function startInjector(o: InjectorProcessOptions, log: Logger = createLogger({ level: o.logLevel, json: logAsJsonFromEnv() ?? Boolean(process.env.KUBERNETES_SERVICE_HOST), base: { scope: 'rt.injector' } })): Promise<RunningInjector> {
   const informers: ComponentInformer[] = [];
   let components: ComponentLister;
+  let client: KubeClient | undefined;
   if (o.kubeconfig || process.env.KUBERNETES_SERVICE_HOST) {
-    const { KubeConfig } = await import('@kubernetes/client-node');
-    const kc = new KubeConfig();
-    if (o.kubeconfig) kc.loadFromFile(o.kubeconfig);
-    else kc.loadFromCluster();
-    informers.push(new ComponentInformer(kc, log, 'rt.io'));
+    client = new KubeClient(o.kubeconfig ? loadKubeconfig(o.kubeconfig) : loadInCluster(), { userAgent: 'rt-injector' });
+    informers.push(new ComponentInformer(client, log, 'rt.io'));
     // dapr.io Components, as the operator serves them, where their CRD is installed
-    if (await groupServed(kc, 'dapr.io').catch(() => false)) informers.push(new ComponentInformer(kc, log, 'dapr.io'));
+    if (await groupServed(client, 'dapr.io').catch(() => false)) informers.push(new ComponentInformer(client, log, 'dapr.io'));
     components = new MergedComponents(informers);
     const identity = o.settings.identity;
     if (identity && o.podCertificates !== 'false') {
-      identity.podCertificates = o.podCertificates === 'true' || (await podCertificatesServed(kc).catch(() => false));
+      identity.podCertificates = o.podCertificates === 'true' || (await podCertificatesServed(client).catch(() => false));
       log.info({ podCertificates: identity.podCertificates }, identity.podCertificates ? 'sidecars get their certificates from the kubelet (PodCertificateRequest, signer rt.io/workload)' : 'the cluster does not serve PodCertificateRequests: sidecars ask the issuer for their certificates');
     }
     // not awaited: /healthz answers 503 until the first lists arrived, and the webhook call of
@@ -188,6 +186,7 @@ export async function startInjector(o: InjectorProcessOptions, log: Logger = cre
     server = await startInjectorServer({ port: o.port, listenAddress: o.listenAddress, certFile: o.certFile, keyFile: o.keyFile, settings: o.settings, components, log });
   } catch (e) {
     await Promise.all(informers.map((i) => i.stop()));
+    client?.close();
     throw e;
   }
   log.info({ port: server.port, sidecarImage: o.settings.sidecarImage, nativeSidecar: o.settings.nativeSidecar, mtls: !!o.settings.identity, trustDomain: o.settings.identity?.trustDomain }, `rt injector ready: HTTPS on ${o.listenAddress}:${server.port}`);
@@ -197,6 +196,7 @@ export async function startInjector(o: InjectorProcessOptions, log: Logger = cre
     close: async () => {
       await server.close();
       await Promise.all(informers.map((i) => i.stop()));
+      client?.close();
     },
   };
 }

@@ -5,7 +5,7 @@
  * id from that pod's `rt.io/app-id` annotation — so a sidecar cannot claim another app or namespace.
  */
 import type * as k8s from '@kubernetes/client-node';
-import type { KubeClient } from './kube/client.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
 
 export const OPERATOR_AUDIENCE = 'rt.io/operator';
 export const APP_ID_ANNOTATION = 'rt.io/app-id';

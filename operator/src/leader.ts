@@ -15,8 +15,8 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { ApiError, type KubeClient } from './kube/client.ts';
-import { microTime } from './kube/times.ts';
+import { ApiError, type KubeClient } from '../../shared/kube/client.ts';
+import { microTime } from '../../shared/kube/times.ts';
 
 interface Lease {
   apiVersion: 'coordination.k8s.io/v1';

@@ -19,17 +19,17 @@ import { verifiedPeerCertificate } from '../../shared/grpc-server-credentials.ts
 import { startGrpcServer, type GrpcServerCredentialsOptions, type StartedGrpcServer } from '../../shared/grpc-server.ts';
 import { certificateWorkload } from '../../shared/spiffe.ts';
 import { operatorService, type ResourceSnapshot, type WatchResourcesRequest } from './proto.ts';
-import { loadInCluster, loadKubeconfig } from './kube/config.ts';
+import { loadInCluster, loadKubeconfig } from '../../shared/kube/config.ts';
 import { LeaderElector } from './leader.ts';
 import { PCR_API, PodCertificateSigner } from './pod-certificates.ts';
-import { ApiError, KubeClient, NotLeaderError } from './kube/client.ts';
+import { ApiError, KubeClient, NotLeaderError } from '../../shared/kube/client.ts';
 import { WorkQueue } from './queue.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, ServiceReconciler } from './services.ts';
 import { buildSnapshot } from './snapshot.ts';
-import { Watched, type WatchEvent } from './watched.ts';
+import { Watched, type WatchEvent } from '../../shared/kube/watched.ts';
 import { SIDECAR_CONTAINER, Watchdog } from './watchdog.ts';
 import { ReferencedSecrets, referencedSecrets } from './secrets.ts';
-import { metaTime } from './kube/times.ts';
+import { metaTime } from '../../shared/kube/times.ts';
 
 export const GROUP = 'rt.io';
 export const DEFAULT_GRPC_PORT = 6500;

@@ -17,10 +17,10 @@ import type { Logger } from 'pino';
 import { CsrError, type IssuerSettings, issueWorkloadCertificate, spkiPublicKey, splitPemBundle } from '../../sidecar/src/index.ts';
 import { spiffeUri, workloadIdProblem, type WorkloadId } from '../../shared/spiffe.ts';
 import { APP_ID_ANNOTATION } from './identity.ts';
-import { ApiError, isNotFound, NotLeaderError, type KubeClient } from './kube/client.ts';
-import { metaTime } from './kube/times.ts';
+import { ApiError, isNotFound, NotLeaderError, type KubeClient } from '../../shared/kube/client.ts';
+import { metaTime } from '../../shared/kube/times.ts';
 import { Backoff } from '../../shared/backoff.ts';
-import { Watched } from './watched.ts';
+import { Watched } from '../../shared/kube/watched.ts';
 
 export const WORKLOAD_SIGNER = 'rt.io/workload';
 export const PCR_API = '/apis/certificates.k8s.io/v1beta1';

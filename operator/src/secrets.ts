@@ -8,8 +8,8 @@
 import type * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { RtResourceObject } from '../../crds/types.ts';
-import { ApiError, type KubeClient } from './kube/client.ts';
-import { Watched, type KubeObject } from './watched.ts';
+import { ApiError, type KubeClient } from '../../shared/kube/client.ts';
+import { Watched, type KubeObject } from '../../shared/kube/watched.ts';
 
 type SecretValues = Pick<k8s.V1Secret, 'data' | 'stringData'> & { metadata: { name: string; namespace: string; resourceVersion?: string } };
 

@@ -11,9 +11,9 @@
 import type * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { ANNOTATIONS, injectionRequested, parseAnnotations } from '../../injector/src/index.ts';
-import { ApiError, type KubeClient } from './kube/client.ts';
+import { ApiError, type KubeClient } from '../../shared/kube/client.ts';
 import { WorkQueue } from './queue.ts';
-import type { Watched } from './watched.ts';
+import type { Watched } from '../../shared/kube/watched.ts';
 
 export const APP_ID_LABEL = 'rt.io/app-id';
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';

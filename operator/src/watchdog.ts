@@ -7,7 +7,7 @@
  */
 import type * as k8s from '@kubernetes/client-node';
 import { injectionRequested } from '../../injector/src/index.ts';
-import type { KubeClient } from './kube/client.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
 import type { Logger } from 'pino';
 
 export const SIDECAR_CONTAINER = 'rt-sidecar';

@@ -1,5 +1,5 @@
 /**
- * The operator's kubeconfig and in-cluster loader (operator/src/kube/config.ts): the current
+ * The kubeconfig and in-cluster loader of the operator and the injector (shared/kube/config.ts): the current
  * context's server, CA, client certificate or token (inline or in files beside the kubeconfig),
  * clear refusals for what it does not do, and no other exception whatever the file holds.
  * (Talking to a real API server with it is what every other suite of this folder does.)
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { stringify } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadInCluster, loadKubeconfig } from '../../operator/src/kube/config.ts';
+import { loadInCluster, loadKubeconfig } from '../../shared/kube/config.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'rt-kubeconfig-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

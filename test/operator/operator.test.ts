@@ -9,9 +9,9 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { requireService } from '../services/ci.ts';
 import { kubeUnavailable } from '../services/kube.ts';
 import pino from 'pino';
-import { KubeClient } from '../../operator/src/kube/client.ts';
-import { loadKubeconfig } from '../../operator/src/kube/config.ts';
-import { type KubeObject, Watched } from '../../operator/src/watched.ts';
+import { KubeClient } from '../../shared/kube/client.ts';
+import { loadKubeconfig } from '../../shared/kube/config.ts';
+import { type KubeObject, Watched } from '../../shared/kube/watched.ts';
 import { parseResources } from '../../sidecar/src/resources/loader.ts';
 import { component, type OperatorBed, restartApiServer, startOperatorBed, watchAs } from './helpers.ts';
 

@@ -9,8 +9,8 @@ import { createPublicKey, generateKeyPairSync, sign, X509Certificate, type KeyOb
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WORKLOAD_SIGNER, PodCertificateSigner, type PodCertificateRequest } from '../../operator/src/pod-certificates.ts';
-import { KubeClient } from '../../operator/src/kube/client.ts';
-import { loadKubeconfig } from '../../operator/src/kube/config.ts';
+import { KubeClient } from '../../shared/kube/client.ts';
+import { loadKubeconfig } from '../../shared/kube/config.ts';
 import type { IssuerSettings } from '../../sidecar/src/identity/issue.ts';
 import { certificateWorkload } from '../../shared/spiffe.ts';
 import { createRootCa } from '../../sidecar/src/identity/x509.ts';

@@ -1,12 +1,12 @@
 /**
- * The informer's restart backoff (operator/src/watched.ts on shared/backoff.ts), without a cluster:
+ * The informer's restart backoff (shared/kube/watched.ts on shared/backoff.ts), without a cluster:
  * a client that fails, then lists. The waits grow from 200 ms, a success starts them over, and
  * stop() ends a wait at once instead of sitting it out.
  */
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { KubeClient } from '../../operator/src/kube/client.ts';
-import { Watched, type KubeObject } from '../../operator/src/watched.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import { Watched, type KubeObject } from '../../shared/kube/watched.ts';
 import { waitFor } from '../jobs/helpers.ts';
 
 /** A client whose list fails `failures` times, then answers; its first `watchFailures` watches fail, the others end when aborted. */

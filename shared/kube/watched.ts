@@ -3,13 +3,13 @@
  * cache by namespace and name. A watch the server ends is resumed from the last resourceVersion
  * (bookmarks keep it current); 410 Gone relists, emitting deletes for objects that went away
  * meanwhile; any other failure — an API server restart, a network cut — starts again with
- * backoff, so the operator's caches stay level with the cluster.
- * Cached objects lose what the operator never reads (managedFields, kubectl's last-applied copy,
+ * backoff, so the operator's and the injector's caches stay level with the cluster.
+ * Cached objects lose what rt never reads (managedFields, kubectl's last-applied copy,
  * and whatever `trim` drops), which is most of an object's size.
  */
 import type { Logger } from 'pino';
-import { Backoff, wait } from '../../shared/backoff.ts';
-import { ApiError, type KubeClient, type WatchEventLine } from './kube/client.ts';
+import { Backoff, wait } from '../backoff.ts';
+import { ApiError, type KubeClient, type WatchEventLine } from './client.ts';
 
 export type WatchEvent = 'add' | 'update' | 'delete';
 
@@ -30,7 +30,7 @@ export interface WatchedOptions<T> {
   labelSelector?: string;
   /** List and watch metadata only (PartialObjectMetadata): the cache holds names, versions and labels. */
   metadataOnly?: boolean;
-  /** Drops the fields the operator does not read, before an object is cached. */
+  /** Drops the fields the caller does not read, before an object is cached. */
   trim?: (o: T) => T;
 }
 
@@ -45,7 +45,7 @@ export class Watched<T extends KubeObject> {
   private resourceVersion = '';
   private readonly backoff = new Backoff(BACKOFF);
   private stopped = false;
-  private synced = false;
+  private listed = false;
   private abort = new AbortController();
   private loop: Promise<void> | undefined;
   private readonly syncWaiters: (() => void)[] = [];
@@ -64,9 +64,14 @@ export class Watched<T extends KubeObject> {
     this.loop ??= this.run();
   }
 
+  /** True once the first list has completed (the cache is then complete). */
+  get synced(): boolean {
+    return this.listed;
+  }
+
   /** Resolves once the first list has completed. */
   whenSynced(): Promise<void> {
-    return this.synced ? Promise.resolve() : new Promise((r) => this.syncWaiters.push(r));
+    return this.listed ? Promise.resolve() : new Promise((r) => this.syncWaiters.push(r));
   }
 
   list(namespace?: string): T[] {
@@ -115,8 +120,8 @@ export class Watched<T extends KubeObject> {
     this.resourceVersion = list.metadata?.resourceVersion ?? '';
     for (const [ns, objs] of before) for (const [name, o] of objs) if (!this.get(name, ns)) this.onEvent('delete', o);
     for (const o of this.list()) this.onEvent(before.get(o.metadata?.namespace ?? '')?.has(o.metadata?.name ?? '') ? 'update' : 'add', o);
-    if (!this.synced) {
-      this.synced = true;
+    if (!this.listed) {
+      this.listed = true;
       for (const w of this.syncWaiters.splice(0)) w();
     }
   }

@@ -1,7 +1,8 @@
 /**
- * The few Kubernetes API calls the operator makes, as plain JSON over HTTPS (node:https, one
- * keep-alive agent): get/list/create/patch/delete, and watches read as one JSON event per line.
- * Objects stay plain JSON (no model classes): the operator only reads a few fields of them.
+ * rt's one Kubernetes client (the operator's and the injector's): the few API calls they make, as
+ * plain JSON over HTTPS (node:https, one keep-alive agent): get/list/create/patch/delete, and
+ * watches read as one JSON event per line. Objects stay plain JSON (no model classes): rt reads a
+ * few fields of them. Why not @kubernetes/client-node: docs/ARCHITECTURE.md, "The Kubernetes client".
  */
 import { Agent, request, type RequestOptions } from 'node:https';
 import type { IncomingMessage } from 'node:http';

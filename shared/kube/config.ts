@@ -3,7 +3,7 @@
  * server, CA, client certificate or bearer token) or the in-cluster service account. Our own
  * loader, because @kubernetes/client-node's KubeConfig pulls in its generated API models (~60 MB
  * of resident memory, see bench/results/operator.md) for what is a few fields of YAML.
- * exec and auth-provider plugins are not supported: give the operator a token or a certificate.
+ * exec and auth-provider plugins are not supported: give the operator or the injector a token or a certificate.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
@@ -56,7 +56,7 @@ export function loadKubeconfig(file: string): KubeAccess {
   if (!isObject(cluster) || typeof cluster.server !== 'string') throw new Error(where(`cluster "${String(ctx.cluster ?? '')}" has no server`));
   const found = entries<{ user?: Record<string, unknown> }>(kc.users).find((u) => u.name === ctx.user)?.user;
   const user = isObject(found) ? found : {};
-  if (user.exec || user['auth-provider']) throw new Error(where(`user "${ctx.user}" authenticates with an exec or auth-provider plugin, which rt operator does not run: give it a token or a client certificate`));
+  if (user.exec || user['auth-provider']) throw new Error(where(`user "${ctx.user}" authenticates with an exec or auth-provider plugin, which rt does not run: give it a token or a client certificate`));
   const base = dirname(file);
   const pem = (data: unknown, path: unknown) => {
     if (typeof data === 'string') return Buffer.from(data, 'base64').toString('utf8');
