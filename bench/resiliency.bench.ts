@@ -1,0 +1,132 @@
+/**
+ * Resiliency benchmark: what a policy costs a call that succeeds. The same calls through two
+ * sidecars started alike, one with no Resiliency resource (the anchor) and one whose Resiliency
+ * applies a timeout, a retry and a circuit breaker to the target, in the same run, alternating:
+ * - state GET of one small value from an in-memory store (`targets.components.mem.outbound`);
+ * - service invocation app → sidecar → sidecar → app (`targets.apps.target`), the callers each
+ *   through their own sidecar to one target sidecar (no Resiliency) and its app.
+ *
+ * Prints req/s at 32 in flight with the ratio to the anchor, and the p50 and p99 at a steady
+ * 1,000 req/s and at 100 req/s (nothing queued, which a busy machine may not manage at 1,000)
+ * with what the policy adds. Sidecars run from the TypeScript sources (as the invoke
+ * bench); both sides alike, so the ratio is the policy's.
+ *
+ * Run: node bench/resiliency.bench.ts   (env BENCH_SECONDS, BENCH_ROUNDS change the load)
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from '../test/services/net.ts';
+import { load, machineLine, median, printTable, ratio, startChild, type Child, type LoadResult, type Row } from './lib.ts';
+
+const root = join(import.meta.dirname, '..');
+const seconds = Number(process.env.BENCH_SECONDS ?? 4);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+const APP = `require('node:http').createServer((q, r) => { q.resume(); q.on('end', () => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{"ok":true,"n":42}'); }); }).listen(Number(process.env.PORT), '127.0.0.1');`;
+const MEM = 'apiVersion: rt.io/v1alpha1\nkind: Component\nmetadata:\n  name: mem\nspec:\n  type: state.in-memory\n  version: v1\n  metadata: []\n';
+// generous limits: every call succeeds, so what is measured is the policy's cost on the happy path
+const RESILIENCY = `apiVersion: dapr.io/v1alpha1
+kind: Resiliency
+metadata:
+  name: bench
+spec:
+  policies:
+    timeouts:
+      t: 5s
+    retries:
+      r: { policy: constant, duration: 100ms, maxRetries: 3 }
+    circuitBreakers:
+      cb: { maxRequests: 1, timeout: 30s, trip: consecutiveFailures > 5 }
+  targets:
+    apps:
+      target: { timeout: t, retry: r, circuitBreaker: cb }
+    components:
+      mem:
+        outbound: { timeout: t, retry: r, circuitBreaker: cb }
+`;
+
+/** Medians of the runs' req/s, p50 and p99. */
+function medianOf(runs: LoadResult[]): LoadResult {
+  return {
+    requests: runs.reduce((n, r) => n + r.requests, 0),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    rps: median(runs.map((r) => r.rps)),
+    p50Ms: median(runs.map((r) => r.p50Ms)),
+    p99Ms: median(runs.map((r) => r.p99Ms)),
+  };
+}
+
+/** Anchor and policy runs alternately, `rounds` each: [anchor, policy, median of the rounds' policy ÷ anchor req/s]. */
+async function pair(anchor: () => Promise<LoadResult>, policy: () => Promise<LoadResult>): Promise<[LoadResult, LoadResult, number]> {
+  const a: LoadResult[] = [];
+  const p: LoadResult[] = [];
+  for (let i = 0; i < rounds; i++) {
+    a.push(await anchor());
+    p.push(await policy());
+  }
+  return [medianOf(a), medianOf(p), median(p.map((r, i) => r.rps / a[i].rps))];
+}
+
+const home = mkdtempSync(join(tmpdir(), 'rt-bench-resiliency-'));
+const children: Child[] = [];
+try {
+  console.log(machineLine());
+  console.log(`load average before the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')} (other work on this machine skews the figures)`);
+  const appPort = await freePort();
+  children.push(await startChild(process.execPath, ['-e', APP], { env: { PORT: String(appPort) }, readyUrl: `http://127.0.0.1:${appPort}/` }));
+  const sidecar = async (id: string, resources: string[], extra: string[] = []) => {
+    const dir = join(home, `${id}-resources`);
+    mkdirSync(dir);
+    resources.forEach((y, i) => writeFileSync(join(dir, `${i}.yaml`), y));
+    const http = await freePort();
+    children.push(
+      await startChild(process.execPath, [join(root, 'cli/rt.ts'), 'sidecar', '--app-id', id, '--http-port', String(http), '--grpc-port', '0', '--disable-metrics', '--log-level', 'warn', '--data-dir', join(home, id), '--resources-path', dir, ...extra], {
+        env: { RT_HOME: home },
+        readyUrl: `http://127.0.0.1:${http}/v1.0/healthz`,
+        timeoutMs: 60_000,
+      }),
+    );
+    return `http://127.0.0.1:${http}`;
+  };
+  await sidecar('target', [], ['--app-port', String(appPort)]);
+  const plain = await sidecar('plain', [MEM]);
+  const guarded = await sidecar('guarded', [MEM, RESILIENCY]);
+  for (const base of [plain, guarded]) {
+    const saved = await fetch(`${base}/v1.0/state/mem`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([{ key: 'k', value: { id: 42, name: 'benchmark', tags: ['a', 'b'], ok: true } }]) });
+    if (saved.status !== 204) throw new Error(`could not seed the store of ${base}: ${saved.status}`);
+  }
+  const md = (await (await fetch(`${guarded}/v1.0/metadata`)).json()) as { resiliency?: { resources: string[] } };
+  if (md.resiliency?.resources[0] !== 'bench') throw new Error('the guarded sidecar has not loaded its Resiliency resource');
+
+  const stateUrl = (base: string) => `${base}/v1.0/state/mem/k`;
+  const invokeUrl = (base: string) => `${base}/v1.0/invoke/target/method/ping`;
+  const ms = seconds * 1000;
+  // warm both paths of both sidecars (JIT, connections)
+  for (const base of [plain, guarded]) {
+    await load({ url: stateUrl(base), durationMs: 1500 });
+    await load({ url: invokeUrl(base), durationMs: 1500 });
+  }
+  const closed = (url: string) => () => load({ url, durationMs: ms, concurrency: 32 });
+  const steady = (url: string, rate: number) => () => load({ url, durationMs: ms, rate, concurrency: 64 });
+
+  const rows: Row[] = [];
+  const steadyRows: Row[] = [];
+  const lightRows: Row[] = [];
+  const added = (what: string, a: LoadResult, p: LoadResult): Row => ({ case: what, 'p50 ms anchor': a.p50Ms, 'p50 ms policy': p.p50Ms, 'added p50 ms': p.p50Ms - a.p50Ms, 'p99 ms anchor': a.p99Ms, 'p99 ms policy': p.p99Ms, 'added p99 ms': p.p99Ms - a.p99Ms, errors: a.errors + p.errors });
+  for (const [what, url] of [
+    ['state GET (in-memory)', stateUrl],
+    ['invoke (app → sidecar → sidecar → app)', invokeUrl],
+  ] as const) {
+    const [a, p, r] = await pair(closed(url(plain)), closed(url(guarded)));
+    rows.push({ case: what, 'no Resiliency req/s': a.rps, 'with policy req/s': p.rps, 'policy ÷ anchor': `${r.toFixed(2)}×`, 'ratio of medians': ratio(p.rps, a.rps), 'p50 ms anchor': a.p50Ms, 'p50 ms policy': p.p50Ms, errors: a.errors + p.errors });
+    steadyRows.push(added(what, ...(await pair(steady(url(plain), 1000), steady(url(guarded), 1000))).slice(0, 2) as [LoadResult, LoadResult]));
+    lightRows.push(added(what, ...(await pair(steady(url(plain), 100), steady(url(guarded), 100))).slice(0, 2) as [LoadResult, LoadResult]));
+  }
+  printTable(`resiliency — most req/s at 32 in flight, timeout + retry + circuit breaker on the target against no Resiliency (median of ${rounds} alternating ${seconds} s runs)`, rows);
+  printTable(`resiliency — at a steady 1,000 req/s (median of ${rounds} alternating ${seconds} s runs)`, steadyRows);
+  printTable(`resiliency — at 100 req/s, nothing queued (median of ${rounds} alternating ${seconds} s runs)`, lightRows);
+  console.log(`load average after the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')}`);
+} finally {
+  for (const c of children.reverse()) await c.stop();
+  rmSync(home, { recursive: true, force: true });
+}
