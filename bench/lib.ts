@@ -131,6 +131,17 @@ export async function alternating(a: () => Promise<LoadResult>, b: () => Promise
   return [medianBy(ra, (r) => r.rps), medianBy(rb, (r) => r.rps), median(ra.map((r, i) => r.rps / rb[i].rps))];
 }
 
+/** Repeated runs summed up: their requests and errors added, the medians of their req/s, p50 and p99. */
+export function medianOfRuns(runs: LoadResult[]): LoadResult {
+  return {
+    requests: runs.reduce((n, r) => n + r.requests, 0),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    rps: median(runs.map((r) => r.rps)),
+    p50Ms: median(runs.map((r) => r.p50Ms)),
+    p99Ms: median(runs.map((r) => r.p99Ms)),
+  };
+}
+
 /** Resident memory of a process in MB (Linux /proc). */
 export function rssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');

@@ -17,7 +17,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../test/services/net.ts';
-import { load, machineLine, median, printTable, ratio, startChild, type Child, type LoadResult, type Row } from './lib.ts';
+import { load, machineLine, median, medianOfRuns, printTable, ratio, startChild, type Child, type LoadResult, type Row } from './lib.ts';
 
 const root = join(import.meta.dirname, '..');
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
@@ -45,17 +45,6 @@ spec:
         outbound: { timeout: t, retry: r, circuitBreaker: cb }
 `;
 
-/** Medians of the runs' req/s, p50 and p99. */
-function medianOf(runs: LoadResult[]): LoadResult {
-  return {
-    requests: runs.reduce((n, r) => n + r.requests, 0),
-    errors: runs.reduce((n, r) => n + r.errors, 0),
-    rps: median(runs.map((r) => r.rps)),
-    p50Ms: median(runs.map((r) => r.p50Ms)),
-    p99Ms: median(runs.map((r) => r.p99Ms)),
-  };
-}
-
 /** Anchor and policy runs alternately, `rounds` each: [anchor, policy, median of the rounds' policy ÷ anchor req/s]. */
 async function pair(anchor: () => Promise<LoadResult>, policy: () => Promise<LoadResult>): Promise<[LoadResult, LoadResult, number]> {
   const a: LoadResult[] = [];
@@ -64,7 +53,7 @@ async function pair(anchor: () => Promise<LoadResult>, policy: () => Promise<Loa
     a.push(await anchor());
     p.push(await policy());
   }
-  return [medianOf(a), medianOf(p), median(p.map((r, i) => r.rps / a[i].rps))];
+  return [medianOfRuns(a), medianOfRuns(p), median(p.map((r, i) => r.rps / a[i].rps))];
 }
 
 const home = mkdtempSync(join(tmpdir(), 'rt-bench-resiliency-'));
