@@ -16,9 +16,12 @@
  * Then, each time the loop has been calm for calmTicks seconds while the committed heap is
  * grownBytes above what it was after the last reduction, one memory-reducing full GC (V8's "last
  * resort" collection: shrinks the young generation and returns its pages) runs, at most every
- * minGapMs (DEFAULTS below); it takes 20–70 ms, and only when calm. Calm = the process used less
- * CPU than calmCpu of the time that passed (all its threads, from process.cpuUsage(), which needs
- * no module): 1,000 job triggers/s keep a sidecar ~10% busy, a burst 100% and more.
+ * minGapMs (DEFAULTS below); it takes 20–70 ms, and only when calm. Calm = the event loop was
+ * busy for less than calmLoop of the time that passed (its utilization, from the global
+ * `performance`, which needs no import): 1,000 job triggers/s keep a sidecar's loop ~10% busy, a
+ * burst near 100%. Not the process's CPU share: on a machine whose cores are busy with other work a
+ * busy process gets a small share and looked calm, while a busy loop stays busy however little CPU
+ * it is given.
  *
  * The GC function comes from a context made with `--expose-gc` on (Node's `vm`), created on the
  * first reduction only; the main context never gets a global `gc`.
@@ -34,8 +37,8 @@ export interface ReducerOptions {
   settleMs: number;
   /** V8 flags set once start-up is over (cli/v8-flags.ts SETTLED_V8_FLAGS); none by default. */
   settledFlags?: string;
-  /** CPU time over wall time below which a window counts as calm. */
-  calmCpu: number;
+  /** Event loop utilization (busy time over wall time) below which a window counts as calm. */
+  calmLoop: number;
   calmTicks: number;
   grownBytes: number;
   minGapMs: number;
@@ -49,7 +52,7 @@ export const DEFAULTS: ReducerOptions = {
   tickMs: 1000,
   settleTickMs: 250,
   settleMs: 2000,
-  calmCpu: 0.25,
+  calmLoop: 0.25,
   calmTicks: 3,
   grownBytes: 16 * 1024 * 1024,
   minGapMs: 10_000,
@@ -96,16 +99,18 @@ export function reduceStartupMemory(): void {
 /** V8's own (`node --v8-options`). */
 const V8_BYTECODE_OLD_AGE = 6;
 
-/** The process's CPU time over the wall time since the last call (each caller keeps its own window). */
-function cpuShare(): () => number {
-  let cpu = process.cpuUsage();
-  let at = process.hrtime.bigint();
+/**
+ * The event loop's utilization since the last call (each caller keeps its own window). A window
+ * with nothing measured yet (the loop has not started) counts as busy: start-up is not over.
+ */
+function loopShare(): () => number {
+  const elu = performance.eventLoopUtilization;
+  let last = elu();
   return () => {
-    const [cpuNow, atNow] = [process.cpuUsage(), process.hrtime.bigint()];
-    const usedUs = cpuNow.user - cpu.user + cpuNow.system - cpu.system;
-    const wallUs = Number(atNow - at) / 1000;
-    [cpu, at] = [cpuNow, atNow];
-    return wallUs > 0 ? usedUs / wallUs : 0;
+    const now = elu();
+    const share = elu(now, last).utilization;
+    last = now;
+    return Number.isFinite(share) ? share : 1;
   };
 }
 
@@ -133,16 +138,16 @@ export function startMemoryReducer(opts: Partial<ReducerOptions> = {}): () => vo
     if (timer) return;
     if (o.settledFlags) setFlagsFromString(o.settledFlags);
     base = getHeapStatistics().total_heap_size;
-    const busy = cpuShare();
-    timer = setInterval(() => tick(busy() >= o.calmCpu), o.tickMs);
+    const busy = loopShare();
+    timer = setInterval(() => tick(busy() >= o.calmLoop), o.tickMs);
     timer.unref();
   };
   settleRunning = settle;
   // until the first calm moment (or settleMs): then what start-up left behind goes back too, once
   // (not in a process busy from the start: the policy below takes over)
-  const startBusy = cpuShare();
+  const startBusy = loopShare();
   const settleTimer = setInterval(() => {
-    const busy = startBusy() >= o.calmCpu;
+    const busy = startBusy() >= o.calmLoop;
     if (busy && Date.now() - started < o.settleMs) return;
     clearInterval(settleTimer);
     settle();

@@ -51,8 +51,10 @@ warm();
 const atStart = { young: young(), optimized: optimized() };
 await until(() => settled, 'the end of start-up'); // the first calm tick
 burst();
-warm();
-const optimizedAfter = optimized();
+// the optimizing compilers are on now; they compile on a thread of their own, which a machine
+// busy with other work may run late: warm up until the hot function runs optimized (or 10 s)
+let optimizedAfter = false;
+for (const end = Date.now() + 10000; !(optimizedAfter = optimized()) && Date.now() < end; await sleep(1)) warm();
 const grown = young();
 // busy: 9 ms of work every 10 ms for 1 s keeps the loop ~90% used
 const busyUntil = Date.now() + 1000;
@@ -67,21 +69,40 @@ console.log(JSON.stringify({ atStart, optimizedAfter, grown, whileBusy, after: y
 `;
 
 // busy from the start: start-up is over when the command says so (startupOver, at 300 ms here),
-// or else after settleMs all the same
+// or else after settleMs all the same. Samples are taken until the hot function has run optimized
+// for 10 samples (at most 15 s): the optimizing compilers work on a thread of their own, which a
+// machine busy with other work runs late, so what is checked is the order of events (before the
+// switch: never optimized; after it: optimized, and then for good), not how soon after it
 const busyScript = (sayWhen: boolean) => `${PRELUDE}
-startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS, settleTickMs: 50, settleMs: ${sayWhen ? 5000 : 400} });
 const samples = [];
+let switchedAt = -1;
+startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS, settleTickMs: 50, settleMs: ${sayWhen ? 60_000 : 400}, onSettled: () => (switchedAt = samples.length) });
 const start = Date.now();
 let said = false;
-while (Date.now() - start < 900) {
+let optimizedFor = 0;
+while (Date.now() - start < 15000 && optimizedFor < 10) {
   const t = Date.now();
   while (Date.now() - t < 20) warm();
-  if (${sayWhen} && !said && Date.now() - start >= 300) { startupOver(); said = true; }
-  samples.push({ ms: Date.now() - start, optimized: optimized() });
+  if (${sayWhen} && !said && Date.now() - start >= 300) { said = true; switchedAt = samples.length; startupOver(); }
+  const s = { ms: Date.now() - start, optimized: optimized() };
+  samples.push(s);
+  optimizedFor = s.optimized ? optimizedFor + 1 : 0;
   await new Promise((r) => setImmediate(r));
 }
-console.log(JSON.stringify(samples));
+console.log(JSON.stringify({ samples, switchedAt }));
 `;
+
+/** Before the switch never optimized; after it optimized, and once optimized, for good. */
+function checkSwitch(got: { samples: { ms: number; optimized: boolean }[]; switchedAt: number }, notBeforeMs: number): void {
+  const { samples, switchedAt } = got;
+  expect(switchedAt, JSON.stringify(samples)).toBeGreaterThan(0);
+  expect(samples[switchedAt].ms).toBeGreaterThanOrEqual(notBeforeMs);
+  expect(samples.slice(0, switchedAt).some((s) => s.optimized)).toBe(false);
+  const first = samples.findIndex((s) => s.optimized);
+  expect(first, JSON.stringify(samples)).toBeGreaterThanOrEqual(switchedAt);
+  expect(samples.slice(first).every((s) => s.optimized)).toBe(true);
+  expect(samples.length - first).toBeGreaterThanOrEqual(10);
+}
 
 // start-up compiles many functions that run once (configuration, routes); the reduction at the end
 // of start-up flushes their bytecode, and a function called again compiles again and still works
@@ -103,12 +124,14 @@ console.log(JSON.stringify({ base, compiled, flushed, same: again === sum }));
 `;
 
 const run = (script: string) => {
-  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 80_000 });
   expect(r.status, r.stderr).toBe(0);
   return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as unknown;
 };
 
-describe('the memory reducer', () => {
+// the scripts do seconds of work; on cores busy with other work (the suite must pass the same beside
+// a CPU-bound load) they take several times as long
+describe('the memory reducer', { timeout: 90_000 }, () => {
   it('lets the young generation grow and the optimizing compilers run after start-up, keeps it while busy and gives it back when calm', () => {
     const got = run(SCRIPT) as {
       atStart: { young: number; optimized: boolean };
@@ -161,16 +184,10 @@ describe('the memory reducer', () => {
   });
 
   it('switches the optimizing compilers on when the command says start-up is over, in a process busy from the start', () => {
-    const samples = run(busyScript(true)) as { ms: number; optimized: boolean }[];
-    expect(samples.filter((s) => s.ms < 280).every((s) => !s.optimized)).toBe(true);
-    expect(samples.filter((s) => s.ms > 500).every((s) => s.optimized)).toBe(true);
-    expect(samples.filter((s) => s.ms > 500).length).toBeGreaterThan(0);
+    checkSwitch(run(busyScript(true)) as Parameters<typeof checkSwitch>[0], 300);
   });
 
   it('switches them on after settleMs when nothing says so and the process is never calm', () => {
-    const samples = run(busyScript(false)) as { ms: number; optimized: boolean }[];
-    expect(samples.filter((s) => s.ms < 350).every((s) => !s.optimized)).toBe(true);
-    expect(samples.filter((s) => s.ms > 600).every((s) => s.optimized)).toBe(true);
-    expect(samples.filter((s) => s.ms > 600).length).toBeGreaterThan(0);
+    checkSwitch(run(busyScript(false)) as Parameters<typeof checkSwitch>[0], 395);
   });
 });
