@@ -13,6 +13,10 @@ export const extraCommands: Record<string, Command> = {
     summary: 'run the jobs scheduler service (SQLite, or etcd for several replicas)',
     run: async (argv) => (await import('../scheduler/src/main.ts')).schedulerCommand(argv),
   },
+  placement: {
+    summary: 'run the actor placement service (one replica, or several with etcd)',
+    run: async (argv) => (await import('../placement/src/index.ts')).placementCommand(argv),
+  },
   operator: {
     summary: 'run the operator (Component status, resources served to sidecars, injection watchdog)',
     run: async (argv) => (await import('../operator/src/main.ts')).operatorCommand(argv),

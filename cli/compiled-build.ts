@@ -13,7 +13,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** What the build reads, relative to the checkout: the source folders, the build scripts, the dependencies. */
-export const BUILD_INPUTS = ['cli', 'sidecar', 'scheduler', 'operator', 'injector', 'shared', 'crds', 'images', 'package.json', 'node_modules/.package-lock.json'];
+export const BUILD_INPUTS = ['cli', 'sidecar', 'scheduler', 'placement', 'operator', 'injector', 'shared', 'crds', 'images', 'package.json', 'node_modules/.package-lock.json'];
 export const BUILD_STAMP = 'build-stamp.json';
 
 export interface BuildStamp {

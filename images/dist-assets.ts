@@ -13,7 +13,7 @@ import { CRDS_JSON, readCrdYaml } from '../crds/validate.ts';
 
 const root = join(import.meta.dirname, '..');
 const dist = resolve(process.argv[2] ?? join(root, 'dist'));
-const SOURCE_FOLDERS = ['sidecar', 'scheduler', 'operator', 'injector', 'cli', 'crds'];
+const SOURCE_FOLDERS = ['sidecar', 'scheduler', 'placement', 'operator', 'injector', 'cli', 'crds'];
 const ASSET = /\.(proto|ya?ml)$/;
 
 function* assetFiles(dir: string): Generator<string> {

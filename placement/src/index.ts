@@ -5,3 +5,5 @@
  */
 export { DEFAULT_REPLICATION_FACTOR, HashRing, PlacementRings, hash32, type RingHost, type TypeHosts } from './hashing.ts';
 export { placementService, type PbHost, type PbOrder, type PbTableHost } from './grpc/proto.ts';
+/** `rt placement` (cli/commands.ts); its code loads when it runs. */
+export { placementCommand } from './command.ts';

@@ -1,0 +1,66 @@
+/**
+ * The life of a control-plane command (`rt placement`; the scheduler's, operator's and injector's
+ * commands repeat the same steps and can move here): parse the flags (a usage error is said with
+ * the help, exit 2), `-h` prints the help, start (a failure to start is one line, exit 1), serve
+ * until SIGTERM or SIGINT, close, exit 0. And the flag reading they share.
+ */
+import { parseArgs } from 'node:util';
+
+export interface ServiceCommand<O> {
+  /** The command's name as typed, e.g. "placement". */
+  name: string;
+  help: string;
+  /** The options, 'help', or a throw of `usageError`. */
+  parse(argv: string[]): O | 'help';
+  usageError: new (...args: never[]) => Error;
+  start(options: O): Promise<{ close(): Promise<void> }>;
+}
+
+export async function runServiceCommand<O>(c: ServiceCommand<O>, argv: string[]): Promise<number> {
+  let o: O | 'help';
+  try {
+    o = c.parse(argv);
+  } catch (e) {
+    if (!(e instanceof c.usageError)) throw e;
+    console.error(`rt ${c.name}: ${e.message}\n\n${c.help}`);
+    return 2;
+  }
+  if (o === 'help') {
+    console.log(c.help);
+    return 0;
+  }
+  let running: { close(): Promise<void> };
+  try {
+    running = await c.start(o);
+  } catch (e) {
+    console.error(`rt ${c.name}: could not start: ${(e as Error).message}`);
+    return 1;
+  }
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+  await running.close();
+  return 0;
+}
+
+type FlagSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>;
+
+/** The command's flags by node:util's parseArgs (strict, plus `-h`/`--help`): their values, or 'help'; an unknown flag throws `usageError`. */
+export function parseFlags(argv: string[], flags: FlagSpec, usageError: new (message: string) => Error): Record<string, string | boolean | undefined> | 'help' {
+  let v: Record<string, string | boolean | undefined>;
+  try {
+    v = parseArgs({ args: argv, options: { ...flags, help: { type: 'boolean', short: 'h' } }, strict: true }).values;
+  } catch (e) {
+    throw new usageError((e as Error).message);
+  }
+  return v.help ? 'help' : v;
+}
+
+/** A whole-number flag from min to max; `def` when absent; else throws `usageError` naming it. */
+export function wholeNumberFlag(name: string, text: string | undefined, def: number, min: number, max: number, usageError: new (message: string) => Error): number {
+  if (text === undefined) return def;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min || n > max) throw new usageError(`--${name} must be a whole number from ${min} to ${max}, got "${text}"`);
+  return n;
+}
