@@ -28,7 +28,7 @@ class CounterActor extends AbstractActor {
     await this.getStateManager().saveState();
   }
   async getCounter(): Promise<number> {
-    return ((await this.getStateManager().tryGetState<number>('counter'))[1] as number | undefined) ?? 0;
+    return ((await this.getStateManager().tryGetState('counter'))[1] as number | undefined) ?? 0;
   }
 }
 
@@ -94,7 +94,7 @@ abstract class ReminderActorBase extends AbstractActor {
   async removeReminder(): Promise<void> {
     await this.unregisterActorReminder('my-reminder-name');
   }
-  async receiveReminder(data: string): Promise<void> {
+  override async receiveReminder(data: string): Promise<void> {
     this.counter += Number(data);
   }
 }
@@ -151,7 +151,7 @@ beforeAll(async () => {
   server = new DaprServer({ serverHost: '127.0.0.1', serverPort: String(appPort), communicationProtocol: CommunicationProtocolEnum.HTTP, clientOptions: options, logger: silentDaprLogger });
   client = new DaprClient(options);
   await server.actor.init();
-  for (const a of ACTORS) await server.actor.registerActor(a);
+  for (const a of ACTORS) await server.actor.registerActor(a as never);
   await server.start();
   // the sidecar has asked the app for its actor types
   for (let i = 0; i < 200; i++) {

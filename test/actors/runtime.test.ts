@@ -252,6 +252,17 @@ describe.runIf(haveRedis)('bad input', () => {
     }
   });
 
+  it('a method call with a bad path or verb is a 4xx JSON error, never reaching the app', async () => {
+    const before = app.log.calls.length;
+    const bad = await fetch(`${base}/v1.0/actors/Counter/%E0%A4%A/method/echo`, { method: 'POST', body: '1' });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { errorCode: string }).errorCode).toBe('ERR_MALFORMED_REQUEST');
+    const patch = await fetch(`${base}/v1.0/actors/Counter/x/method/echo`, { method: 'PATCH', body: '1' });
+    expect(patch.status).toBe(405);
+    expect(((await patch.json()) as { errorCode: string }).errorCode).toBe('ERR_MALFORMED_REQUEST');
+    expect(app.log.calls.length).toBe(before);
+  });
+
   it('property: any body to the state, timer and reminder routes gives 204 or a 4xx JSON error', async () => {
     const fc = await import('fast-check');
     const id = randomUUID();

@@ -129,15 +129,22 @@ const rawOptions = new WeakMap<FastifyInstance, HttpServerOptions>();
 /** A request handler of raw node:http; what it throws (before answering) becomes the API's JSON error. */
 export type RawHandler = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
+/** The body limit of the server a raw route is on (createHttpServer's bodyLimit). */
+export function rawBodyLimit(app: FastifyInstance): number {
+  const opts = rawOptions.get(app);
+  if (!opts) throw new Error('rawBodyLimit needs a server made by createHttpServer');
+  return opts.bodyLimit;
+}
+
 /**
- * Serves the paths under `prefix` with `handle` ahead of fastify's routing, for a hot proxying
+ * Serves the paths under `prefix` (or those a RegExp matches) with `handle` ahead of fastify's routing, for a hot proxying
  * path where fastify's per-request objects, hooks and reply machinery showed in the profile
  * (service invocation, bench/invoke.bench.ts). Kept as fastify would: the API token, 503 while
  * closing, errors as the API's JSON, request lines at debug. The node server's own limits
  * (request and headers timeouts) hold as for any request. Requests fastify is handed directly
  * (inject) still take its routes, so `prefix` must have a fastify route doing the same.
  */
-export function rawRoute(app: FastifyInstance, prefix: string, handle: RawHandler): void {
+export function rawRoute(app: FastifyInstance, prefix: string | RegExp, handle: RawHandler): void {
   const opts = rawOptions.get(app);
   if (!opts) throw new Error('rawRoute needs a server made by createHttpServer');
   const server = app.server;
@@ -156,7 +163,7 @@ export function rawRoute(app: FastifyInstance, prefix: string, handle: RawHandle
   };
   server.removeListener('request', fastifyHandler);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (!req.url?.startsWith(prefix)) return fastifyHandler(req, res);
+    if (!req.url || (typeof prefix === 'string' ? !req.url.startsWith(prefix) : !prefix.test(req.url))) return fastifyHandler(req, res);
     if (opts.log.isLevelEnabled('debug')) {
       const started = performance.now();
       res.once('finish', () => opts.log.debug({ method: req.method, url: req.url, status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request'));
