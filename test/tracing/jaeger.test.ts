@@ -8,7 +8,7 @@ import { context, SpanKind, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { SimpleSpanProcessor, TracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace';
+import { SimpleSpanProcessor, TracerProvider, type IdGenerator, type SpanExporter } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
@@ -17,8 +17,9 @@ const why = jaegerUnavailable();
 const available = requireService('Jaeger', !why, why ?? '');
 
 /** Sends a server span with a client child in one trace as `service`; returns their ids. */
-async function sendParentAndChild(exporter: SpanExporter, service: string) {
+async function sendParentAndChild(exporter: SpanExporter, service: string, idGenerator?: IdGenerator) {
   const provider = new TracerProvider({
+    idGenerator,
     resource: resourceFromAttributes({ 'service.name': service }),
     spanProcessors: [new SimpleSpanProcessor({ exporter })],
   });
@@ -70,6 +71,20 @@ describe.skipIf(!available)('Jaeger, the suites trace backend', () => {
       expect(await jaeger.findTraces(service)).toEqual([sent.traceId]);
     });
   }
+
+  it('gives ids with leading zeros back at full width (Jaeger drops the zeros, OTel keeps them)', async () => {
+    const low = () => randomBytes(4).toString('hex');
+    // a 64-bit trace id in a 128-bit field, as Zipkin-era clients send: Jaeger prints it as 16 hex
+    const ids: IdGenerator = { generateTraceId: () => `${'0'.repeat(16)}0${low()}${low().slice(1)}`, generateSpanId: () => `00000000${low()}` };
+    const service = `rt-jaeger-test-zeros-${process.pid}`;
+    const sent = await sendParentAndChild(new ProtoExporter({ url: `${jaeger.otlpHttpEndpoint}/v1/traces` }), service, ids);
+    expect(sent.traceId).toMatch(/^0{17}[0-9a-f]{15}$/);
+    const spans = await jaeger.waitForTrace(sent.traceId, 2);
+    expect(spans.map((s) => s.traceId)).toEqual([sent.traceId, sent.traceId]);
+    expect(spans.map((s) => s.spanId).sort()).toEqual([sent.parentId, sent.childId].sort());
+    expect(spans.find((s) => s.spanId === sent.childId)?.parentSpanId).toBe(sent.parentId);
+    expect(await jaeger.findTraces(service)).toEqual([sent.traceId]);
+  });
 
   it('answers [] for a trace it never got, and for a service it never saw', async () => {
     expect(await jaeger.getTrace(randomBytes(16).toString('hex'))).toEqual([]);

@@ -17,11 +17,11 @@ export interface JaegerSpan {
   tags: Record<string, unknown>;
 }
 
-interface RawTag {
+export interface RawTag {
   key: string;
   value: unknown;
 }
-interface RawSpan {
+export interface RawSpan {
   traceID: string;
   spanID: string;
   operationName: string;
@@ -29,7 +29,8 @@ interface RawSpan {
   tags?: RawTag[];
   processID: string;
 }
-interface RawTrace {
+/** One trace as the query API's JSON has it. */
+export interface RawTrace {
   traceID: string;
   spans: RawSpan[];
   processes: Record<string, { serviceName: string }>;
@@ -57,6 +58,11 @@ function toSpan(trace: RawTrace, s: RawSpan): JaegerSpan {
   };
 }
 
+/** The spans of the query API's traces, as plain spans. */
+export function spansOf(traces: RawTrace[]): JaegerSpan[] {
+  return traces.flatMap((t) => t.spans.map((s) => toSpan(t, s)));
+}
+
 async function getJson(url: string): Promise<{ status: number; body: RawAnswer }> {
   const res = await fetch(url, { signal: AbortSignal.timeout(10_000) });
   const text = await res.text();
@@ -74,7 +80,7 @@ export async function fetchTrace(queryUrl: string, traceId: string): Promise<Jae
   const { status, body } = await getJson(url);
   if (status === 404) return [];
   if (status !== 200) throw new Error(`Jaeger answered ${status} to ${url}: ${JSON.stringify(body.errors ?? body)}`);
-  return (body.data ?? []).flatMap((t) => t.spans.map((s) => toSpan(t, s)));
+  return spansOf(body.data ?? []);
 }
 
 /** The ids of the traces with a span of `service` (Jaeger's default lookback, up to 1000). */
