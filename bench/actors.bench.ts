@@ -15,49 +15,13 @@ import { rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
-import { buildRt, machineLine, median, percentile, printTable, ratio, shortTempDir, startChild, type Row } from './lib.ts';
+import { buildRt, closedLoop, machineLine, medianRun, printTable, ratio, shortTempDir, startChild, type ClosedLoopResult, type Row } from './lib.ts';
 import { freePort } from '../test/services/net.ts';
 
 const root = join(import.meta.dirname, '..');
 
-interface RunResult {
-  calls: number;
-  errors: number;
-  callsPerSec: number;
-  p50Ms: number;
-  p99Ms: number;
-}
 
-/** `concurrency` workers, each calling one after another for `durationMs`. */
-async function closedLoop(one: (worker: number) => Promise<boolean>, concurrency: number, durationMs: number): Promise<RunResult> {
-  const lat: number[] = [];
-  let errors = 0;
-  const start = performance.now();
-  const end = start + durationMs;
-  await Promise.all(
-    Array.from({ length: concurrency }, async (_, w) => {
-      while (performance.now() < end) {
-        const t0 = performance.now();
-        const ok = await one(w).catch(() => false);
-        if (!ok) errors++;
-        lat.push(performance.now() - t0);
-      }
-    }),
-  );
-  const elapsed = (performance.now() - start) / 1000;
-  lat.sort((a, b) => a - b);
-  return { calls: lat.length, errors, callsPerSec: (lat.length - errors) / elapsed, p50Ms: percentile(lat, 50), p99Ms: percentile(lat, 99) };
-}
 
-function medianRun(runs: RunResult[]): RunResult {
-  return {
-    calls: runs.reduce((n, r) => n + r.calls, 0),
-    errors: runs.reduce((n, r) => n + r.errors, 0),
-    callsPerSec: median(runs.map((r) => r.callsPerSec)),
-    p50Ms: median(runs.map((r) => r.p50Ms)),
-    p99Ms: median(runs.map((r) => r.p99Ms)),
-  };
-}
 
 /** The bare app: 200 "ok" to anything, its actor type in /dapr/config. */
 const APP = `
@@ -109,8 +73,8 @@ try {
   for (let i = 0; i < 200 && !(await actorCall(0).catch(() => false)); i++) await new Promise((r) => setTimeout(r, 50));
   await closedLoop(actorCall, concurrency, 1000);
   await closedLoop(invokeCall, concurrency, 1000);
-  const actors: RunResult[] = [];
-  const invoke: RunResult[] = [];
+  const actors: ClosedLoopResult[] = [];
+  const invoke: ClosedLoopResult[] = [];
   for (let r = 0; r < rounds; r++) {
     actors.push(await closedLoop(actorCall, concurrency, durationMs));
     invoke.push(await closedLoop(invokeCall, concurrency, durationMs));
@@ -118,11 +82,11 @@ try {
   const a = medianRun(actors);
   const i = medianRun(invoke);
   const rows: Row[] = [
-    { case: 'actor method call (HTTP, one actor per worker)', 'calls/s': a.callsPerSec, 'p50 ms': a.p50Ms, 'p99 ms': a.p99Ms, errors: a.errors, 'vs invoke': ratio(a.callsPerSec, i.callsPerSec) },
-    { case: 'anchor: /v1.0/invoke/bench/method/m, same sidecar and app', 'calls/s': i.callsPerSec, 'p50 ms': i.p50Ms, 'p99 ms': i.p99Ms, errors: i.errors, 'vs invoke': '1.00×' },
+    { case: 'actor method call (HTTP, one actor per worker)', 'calls/s': a.perSec, 'p50 ms': a.p50Ms, 'p99 ms': a.p99Ms, errors: a.errors, 'vs invoke': ratio(a.perSec, i.perSec) },
+    { case: 'anchor: /v1.0/invoke/bench/method/m, same sidecar and app', 'calls/s': i.perSec, 'p50 ms': i.p50Ms, 'p99 ms': i.p99Ms, errors: i.errors, 'vs invoke': '1.00×' },
   ];
   printTable(`actor calls through one sidecar to a bare app, ${concurrency} in flight, ${seconds} s per run, median of ${rounds} alternating runs`, rows);
-  printTable('targets', [{ target: 'actor calls/s ≥ 0.8× plain invocation', measured: ratio(a.callsPerSec, i.callsPerSec), met: a.callsPerSec >= 0.8 * i.callsPerSec ? 'yes' : 'no' }]);
+  printTable('targets', [{ target: 'actor calls/s ≥ 0.8× plain invocation', measured: ratio(a.perSec, i.perSec), met: a.perSec >= 0.8 * i.perSec ? 'yes' : 'no' }]);
   console.log(`load average after the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')}`);
 } finally {
   await pool.close();

@@ -97,6 +97,48 @@ export async function load(opts: LoadOptions): Promise<LoadResult> {
   return { requests: lat.length, errors, rps: lat.length / elapsed, p50Ms: percentile(lat, 50), p99Ms: percentile(lat, 99) };
 }
 
+export interface ClosedLoopResult {
+  /** Operations run (ok or not). */
+  count: number;
+  errors: number;
+  /** Operations that went well, per second. */
+  perSec: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+/** `concurrency` workers, each running `op` one after another for `durationMs`; `op` says whether it went well. */
+export async function closedLoop(op: (worker: number, i: number) => Promise<boolean>, concurrency: number, durationMs: number): Promise<ClosedLoopResult> {
+  const lat: number[] = [];
+  let errors = 0;
+  const start = performance.now();
+  const end = start + durationMs;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, w) => {
+      for (let i = 0; performance.now() < end; i++) {
+        const t0 = performance.now();
+        const ok = await op(w, i).catch(() => false);
+        if (!ok) errors++;
+        lat.push(performance.now() - t0);
+      }
+    }),
+  );
+  const elapsed = (performance.now() - start) / 1000;
+  lat.sort((a, b) => a - b);
+  return { count: lat.length, errors, perSec: (lat.length - errors) / elapsed, p50Ms: percentile(lat, 50), p99Ms: percentile(lat, 99) };
+}
+
+/** Several runs as one: counts summed, rates and latencies their medians. */
+export function medianRun(runs: ClosedLoopResult[]): ClosedLoopResult {
+  return {
+    count: runs.reduce((n, r) => n + r.count, 0),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    perSec: median(runs.map((r) => r.perSec)),
+    p50Ms: median(runs.map((r) => r.p50Ms)),
+    p99Ms: median(runs.map((r) => r.p99Ms)),
+  };
+}
+
 /** The p-th percentile of an ascending array (nearest rank). */
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;

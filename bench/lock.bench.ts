@@ -18,7 +18,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
-import { buildRt, machineLine, median, percentile, printTable, ratio, shortTempDir, startChild, type Row } from './lib.ts';
+import { buildRt, closedLoop, machineLine, medianRun, printTable, ratio, shortTempDir, startChild, type ClosedLoopResult, type Row } from './lib.ts';
 import { freePort } from '../test/services/net.ts';
 import { redisTarget } from '../test/services/redis.ts';
 
@@ -31,44 +31,8 @@ if v ~= ARGV[1] then return -2 end
 return redis.call('DEL', KEYS[1])
 `;
 
-interface PairResult {
-  pairs: number;
-  errors: number;
-  pairsPerSec: number;
-  p50Ms: number;
-  p99Ms: number;
-}
 
-/** `concurrency` workers, each running acquire + release pairs one after another for `durationMs`. */
-async function closedLoop(pair: (worker: number, i: number) => Promise<boolean>, concurrency: number, durationMs: number): Promise<PairResult> {
-  const lat: number[] = [];
-  let errors = 0;
-  const start = performance.now();
-  const end = start + durationMs;
-  await Promise.all(
-    Array.from({ length: concurrency }, async (_, w) => {
-      for (let i = 0; performance.now() < end; i++) {
-        const t0 = performance.now();
-        const ok = await pair(w, i).catch(() => false);
-        if (!ok) errors++;
-        lat.push(performance.now() - t0);
-      }
-    }),
-  );
-  const elapsed = (performance.now() - start) / 1000;
-  lat.sort((a, b) => a - b);
-  return { pairs: lat.length, errors, pairsPerSec: (lat.length - errors) / elapsed, p50Ms: percentile(lat, 50), p99Ms: percentile(lat, 99) };
-}
 
-function medianRun(runs: PairResult[]): PairResult {
-  return {
-    pairs: runs.reduce((n, r) => n + r.pairs, 0),
-    errors: runs.reduce((n, r) => n + r.errors, 0),
-    pairsPerSec: median(runs.map((r) => r.pairsPerSec)),
-    p50Ms: median(runs.map((r) => r.p50Ms)),
-    p99Ms: median(runs.map((r) => r.p99Ms)),
-  };
-}
 
 console.log(machineLine());
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
@@ -140,9 +104,9 @@ try {
   await closedLoop(sidecarPair, concurrency, 1000);
   await closedLoop(directPair, concurrency, 1000);
   await closedLoop(floorPair, concurrency, 1000);
-  const viaSidecar: PairResult[] = [];
-  const direct: PairResult[] = [];
-  const floor: PairResult[] = [];
+  const viaSidecar: ClosedLoopResult[] = [];
+  const direct: ClosedLoopResult[] = [];
+  const floor: ClosedLoopResult[] = [];
   for (let r = 0; r < rounds; r++) {
     viaSidecar.push(await closedLoop(sidecarPair, concurrency, durationMs));
     direct.push(await closedLoop(directPair, concurrency, durationMs));
@@ -152,12 +116,12 @@ try {
   const d = medianRun(direct);
   const f = medianRun(floor);
   const rows: Row[] = [
-    { case: 'lock + unlock via the sidecar (HTTP)', 'pairs/s': s.pairsPerSec, 'p50 ms': s.p50Ms, 'p99 ms': s.p99Ms, errors: s.errors, 'vs ioredis': ratio(s.pairsPerSec, d.pairsPerSec) },
-    { case: 'floor: 2 × GET /v1.0/healthz through the same sidecar', 'pairs/s': f.pairsPerSec, 'p50 ms': f.p50Ms, 'p99 ms': f.p99Ms, errors: f.errors, 'vs ioredis': ratio(f.pairsPerSec, d.pairsPerSec) },
-    { case: 'anchor: ioredis SET NX PX + Lua release', 'pairs/s': d.pairsPerSec, 'p50 ms': d.p50Ms, 'p99 ms': d.p99Ms, errors: d.errors, 'vs ioredis': '1.00×' },
+    { case: 'lock + unlock via the sidecar (HTTP)', 'pairs/s': s.perSec, 'p50 ms': s.p50Ms, 'p99 ms': s.p99Ms, errors: s.errors, 'vs ioredis': ratio(s.perSec, d.perSec) },
+    { case: 'floor: 2 × GET /v1.0/healthz through the same sidecar', 'pairs/s': f.perSec, 'p50 ms': f.p50Ms, 'p99 ms': f.p99Ms, errors: f.errors, 'vs ioredis': ratio(f.perSec, d.perSec) },
+    { case: 'anchor: ioredis SET NX PX + Lua release', 'pairs/s': d.perSec, 'p50 ms': d.p50Ms, 'p99 ms': d.p99Ms, errors: d.errors, 'vs ioredis': '1.00×' },
   ];
   printTable(`lock acquire + release pairs, ${concurrency} in flight, ${seconds} s per run, median of ${rounds} alternating runs`, rows);
-  printTable('targets', [{ target: 'pairs/s via the sidecar ≥ 0.5× bare ioredis', measured: ratio(s.pairsPerSec, d.pairsPerSec), met: s.pairsPerSec >= 0.5 * d.pairsPerSec ? 'yes' : 'no' }]);
+  printTable('targets', [{ target: 'pairs/s via the sidecar ≥ 0.5× bare ioredis', measured: ratio(s.perSec, d.perSec), met: s.perSec >= 0.5 * d.perSec ? 'yes' : 'no' }]);
   console.log(`load average after the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')}`);
 } finally {
   await pool.close();
