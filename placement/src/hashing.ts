@@ -35,35 +35,50 @@ export function hash32(s: string): number {
   return h >>> 0;
 }
 
+/** Each host's points, kept across tables: an update hashes only the hosts that are new. */
+const pointCache = new Map<string, Uint32Array>();
+const POINT_CACHE_MAX = 10_000;
+
+function hostPoints(name: string, replicationFactor: number): Uint32Array {
+  const key = `${replicationFactor}|${name}`;
+  let points = pointCache.get(key);
+  if (!points) {
+    points = new Uint32Array(replicationFactor);
+    for (let v = 0; v < replicationFactor; v++) points[v] = hash32(`${name}#${v}`);
+    if (pointCache.size >= POINT_CACHE_MAX) pointCache.delete(pointCache.keys().next().value!);
+    pointCache.set(key, points);
+  }
+  return points;
+}
+
 export class HashRing {
   readonly hosts: readonly RingHost[];
   /** Ring points, ascending. */
   private readonly points: Uint32Array;
   /** owners[i]: index in `hosts` of the host at points[i]. */
-  private readonly owners: Uint16Array | Uint32Array;
+  private readonly owners: Uint16Array;
 
   /** `hosts` in any order (the ring depends only on the set); names must be unique. */
   constructor(hosts: readonly RingHost[], replicationFactor = DEFAULT_REPLICATION_FACTOR) {
     if (!Number.isInteger(replicationFactor) || replicationFactor < 1) throw new RangeError(`replication factor must be a whole number >= 1, got ${replicationFactor}`);
     this.hosts = [...hosts].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    if (this.hosts.length > 0xffff) throw new RangeError(`a ring holds at most 65,535 hosts, got ${this.hosts.length}`);
     const n = this.hosts.length * replicationFactor;
-    const raw = new Uint32Array(n);
-    const order = new Uint32Array(n);
+    // (point, host index) as one number, point × 2^16 + index (< 2^48, exact in a double), so a
+    // plain numeric sort orders by point and breaks ties by host name: every host agrees
+    const keyed = new Float64Array(n);
     for (let h = 0; h < this.hosts.length; h++) {
-      const name = this.hosts[h]!.name;
-      for (let v = 0; v < replicationFactor; v++) {
-        const i = h * replicationFactor + v;
-        raw[i] = hash32(`${name}#${v}`);
-        order[i] = i;
-      }
+      const points = hostPoints(this.hosts[h]!.name, replicationFactor);
+      for (let v = 0; v < replicationFactor; v++) keyed[h * replicationFactor + v] = points[v]! * 65536 + h;
     }
-    // ties (two hosts on one point) go to the host first by name, so every host agrees
-    order.sort((a, b) => raw[a]! - raw[b]! || a - b);
+    keyed.sort();
     this.points = new Uint32Array(n);
-    this.owners = this.hosts.length <= 0xffff ? new Uint16Array(n) : new Uint32Array(n);
+    this.owners = new Uint16Array(n);
     for (let i = 0; i < n; i++) {
-      this.points[i] = raw[order[i]!]!;
-      this.owners[i] = Math.floor(order[i]! / replicationFactor);
+      const k = keyed[i]!;
+      const h = k % 65536;
+      this.points[i] = (k - h) / 65536;
+      this.owners[i] = h;
     }
   }
 

@@ -33,9 +33,7 @@ export async function startPlacement(opts: Partial<PlacementServiceOptions> = {}
 let nextPort = 41000;
 /** A placement client for a pretend sidecar at 127.0.0.1:<unique port>. */
 export function host(addresses: string[], appId: string, types: string[], heartbeatMs = 200): RemotePlacement {
-  const p = createRemotePlacement({ addresses, appId, namespace: 'default', hostAddress: `127.0.0.1:${nextPort++}`, log: quiet, heartbeatMs });
-  p.setHostedTypes(types);
-  return p;
+  return createRemotePlacement({ addresses, appId, namespace: 'default', hostAddress: `127.0.0.1:${nextPort++}`, hostedTypes: types, log: quiet, heartbeatMs });
 }
 
 /** A host speaking the wire directly: it reports when told and acknowledges only while `acking`. */

@@ -31,6 +31,8 @@ export interface RemotePlacementOptions {
   credentials?: grpc.ChannelCredentials;
   /** PEM CA of the placement service's certificate, for server-side TLS. */
   tlsCa?: Buffer;
+  /** The actor types hosted from the start (setHostedTypes changes them). */
+  hostedTypes?: string[];
   /** Heartbeat interval (default 1000 ms). */
   heartbeatMs?: number;
   clock?: Clock;
@@ -65,6 +67,7 @@ export class RemotePlacement implements ActorPlacement {
     if (opts.addresses.length === 0) throw new Error('placement: no address (--placement-host-address)');
     this.opts = opts;
     this.log = opts.log;
+    this.entities = [...new Set(opts.hostedTypes ?? [])].sort();
     this.clock = opts.clock ?? systemClock();
     const Ctor = placementService();
     const credentials = opts.credentials ?? (opts.tlsCa ? grpc.credentials.createSsl(opts.tlsCa) : grpc.credentials.createInsecure());
