@@ -28,6 +28,7 @@ options:
   --control-plane-address A     the operator's address given to sidecars
   --scheduler-address A[,B]     the scheduler's address(es) given to sidecars (jobs, workflow timers)
                                 (default rt-operator.rt-system.svc.cluster.local:6500)
+  --placement-address A[,B]     the actor placement service's address(es) given to sidecars
   --operator-ca-file F          the operator's CA (PEM): sidecars read it from RT_OPERATOR_CA_FILE
   --native-sidecar true|false   default of rt.io/native-sidecar (default true: Kubernetes 1.29+)
   --mtls true|false             workload identity and mutual TLS for every sidecar (default false); a
@@ -74,6 +75,7 @@ export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = proce
         'sidecar-image': { type: 'string' },
         'control-plane-address': { type: 'string' },
         'scheduler-address': { type: 'string' },
+        'placement-address': { type: 'string' },
         'operator-ca-file': { type: 'string' },
         'native-sidecar': { type: 'string' },
         mtls: { type: 'string' },
@@ -131,6 +133,7 @@ export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = proce
       sidecarImage: s('sidecar-image', 'RT_SIDECAR_IMAGE') ?? 'rt:latest',
       controlPlaneAddress,
       schedulerAddress: s('scheduler-address', 'RT_SCHEDULER_ADDRESS'),
+      placementAddress: s('placement-address', 'RT_PLACEMENT_ADDRESS'),
       nativeSidecar: native === 'true',
       operatorCaPem,
       identity,

@@ -14,6 +14,8 @@ export interface InjectorSettings {
   controlPlaneAddress: string;
   /** The scheduler's address(es) given to every sidecar (`--scheduler-host-address`). */
   schedulerAddress?: string;
+  /** The placement service's address(es) given to every sidecar (`--placement-host-address`). */
+  placementAddress?: string;
   /** Default of `rt.io/native-sidecar` (clusters 1.29+). */
   nativeSidecar: boolean;
   /**
@@ -113,6 +115,7 @@ export function mutatePod(value: unknown, namespace: string, settings: InjectorS
     image: config.sidecarImage ?? settings.sidecarImage,
     controlPlaneAddress: settings.controlPlaneAddress,
     schedulerAddress: settings.schedulerAddress,
+    placementAddress: settings.placementAddress,
     operatorCa: settings.operatorCaPem !== undefined,
     identity: identity && { trustDomain: identity.trustDomain, issuerAddress: identity.issuerAddress, podCertificate: podCertificate ? POD_CERTIFICATE_FILE : undefined },
     native,

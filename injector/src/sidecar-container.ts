@@ -32,6 +32,8 @@ export interface SidecarSettings {
   controlPlaneAddress: string;
   /** The scheduler's address(es), comma-separated; none: the sidecar runs without jobs. */
   schedulerAddress?: string;
+  /** The actor placement service's address(es), comma-separated; none: actors are served locally only. */
+  placementAddress?: string;
   /** The pod carries the operator's CA: the sidecar reads it from CA_FILE. */
   operatorCa: boolean;
   /** Workload identity and mutual TLS (the pod carries the trust anchors: TRUST_ANCHORS_FILE). */
@@ -45,6 +47,7 @@ export function sidecarContainer(s: SidecarSettings): Container {
   const c = s.config;
   const args = ['sidecar', '--mode', 'kubernetes', '--app-id', s.appId, '--control-plane-address', s.controlPlaneAddress];
   if (s.schedulerAddress) args.push('--scheduler-host-address', s.schedulerAddress);
+  if (s.placementAddress) args.push('--placement-host-address', s.placementAddress);
   args.push('--http-port', String(c.httpPort), '--grpc-port', String(c.grpcPort));
   if (c.enableMetrics) args.push('--metrics-port', String(c.metricsPort));
   else args.push('--disable-metrics');
@@ -133,11 +136,12 @@ function identityEnv(s: SidecarSettings): EnvVar[] {
     ...(s.identity.podCertificate ? [{ name: 'RT_IDENTITY_CREDENTIAL_BUNDLE_FILE', value: s.identity.podCertificate }] : []),
   ];
   if (s.schedulerAddress) env.push({ name: 'RT_SCHEDULER_TLS_CA_FILE', value: TRUST_ANCHORS_FILE });
+  if (s.placementAddress) env.push({ name: 'RT_PLACEMENT_TLS_CA_FILE', value: TRUST_ANCHORS_FILE });
   return env;
 }
 
 /** The env names the pod's rt.io/env annotation cannot override when mutual TLS is on. */
-export const IDENTITY_ENV = ['RT_MTLS_ENABLED', 'RT_TRUST_DOMAIN', 'RT_IDENTITY_ISSUER_ADDRESS', 'RT_TRUST_ANCHORS_FILE', 'RT_SCHEDULER_TLS_CA_FILE', 'RT_IDENTITY_CREDENTIAL_BUNDLE_FILE'];
+export const IDENTITY_ENV = ['RT_MTLS_ENABLED', 'RT_TRUST_DOMAIN', 'RT_IDENTITY_ISSUER_ADDRESS', 'RT_TRUST_ANCHORS_FILE', 'RT_SCHEDULER_TLS_CA_FILE', 'RT_PLACEMENT_TLS_CA_FILE', 'RT_IDENTITY_CREDENTIAL_BUNDLE_FILE'];
 
 /** Env a container gets to reach the sidecar (app containers), as both RT_* and DAPR_* names. */
 export function appEnv(c: SidecarConfig): EnvVar[] {

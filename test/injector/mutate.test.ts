@@ -299,10 +299,23 @@ describe('injector: pluggable components', () => {
     const withScheduler = admit(pod(), { settings: { schedulerAddress: 's-0.s.rt-system.svc.cluster.local:50006,s-1.s.rt-system.svc.cluster.local:50006' } }).pod;
     const schedArgs = [...(withScheduler.spec?.initContainers ?? []), ...(withScheduler.spec?.containers ?? [])].find((c) => c.name === 'rt-sidecar')!.args!;
     expect(schedArgs.slice(schedArgs.indexOf('--scheduler-host-address'), schedArgs.indexOf('--scheduler-host-address') + 2)).toEqual(['--scheduler-host-address', 's-0.s.rt-system.svc.cluster.local:50006,s-1.s.rt-system.svc.cluster.local:50006']);
+    expect(schedArgs).not.toContain('--placement-host-address');
     const a = admit(pod(), { settings: { nativeSidecar: false } });
     expect(a.pod.spec.containers.map((c) => c.name)).toEqual(['app', 'rt-sidecar']);
     const b = admit(pod({ 'rt.io/native-sidecar': 'true' }), { settings: { nativeSidecar: false } });
     expect(b.pod.spec.initContainers?.map((c) => c.name)).toEqual(['rt-sidecar']);
+  });
+
+  it('gives the sidecar the placement address (actors), and its CA with identity on', () => {
+    const placement = 'p-0.p.rt-system.svc.cluster.local:50005,p-1.p.rt-system.svc.cluster.local:50005';
+    const args = sidecarOf(admit(pod(), { settings: { placementAddress: placement } }).pod).args!;
+    expect(args.slice(args.indexOf('--placement-host-address'), args.indexOf('--placement-host-address') + 2)).toEqual(['--placement-host-address', placement]);
+    const identity = { trustDomain: 'example.org', issuerAddress: 'rt-operator.rt-system.svc:6500', trustAnchorsPem: '-----BEGIN CERTIFICATE-----\nroot\n-----END CERTIFICATE-----\n' };
+    const s = sidecarOf(admit(pod(), { settings: { identity, placementAddress: placement } }).pod);
+    expect(envOf(s, 'RT_PLACEMENT_TLS_CA_FILE')?.value).toBe('/var/run/secrets/rt.io/trust-anchors.pem');
+    // the pod's rt.io/env cannot point it elsewhere
+    const overridden = sidecarOf(admit(pod({ 'rt.io/env': 'RT_PLACEMENT_TLS_CA_FILE=/tmp/evil.pem' }), { settings: { identity, placementAddress: placement } }).pod);
+    expect(overridden.env?.filter((e) => e.name === 'RT_PLACEMENT_TLS_CA_FILE').map((e) => e.value)).toEqual(['/var/run/secrets/rt.io/trust-anchors.pem']);
   });
 
   it('rt.io/pluggable-components: existing containers become components (native)', () => {
