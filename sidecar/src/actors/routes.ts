@@ -12,7 +12,7 @@
  * against schemas.ts. Checks and errors: service.ts.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { parseJsonText } from '../http/body.ts';
 import { ApiError, malformed } from '../http/errors.ts';
 import { checkBody, type JsonSchema, type RouteSchema } from '../http/schema.ts';
@@ -105,7 +105,7 @@ export async function actorRoutes(http: FastifyInstance, actors: ActorsService):
       return reply.status(200).header('content-type', 'application/json').send(Buffer.from(value));
     });
 
-    const transaction = async (req: Req<object>, reply: import('fastify').FastifyReply) => {
+    const transaction = async (req: Req<object>, reply: FastifyReply) => {
       const body = (jsonBody(req, schemas.STATE_TRANSACTION) ?? []) as { operation: string; request: { key: string; value?: unknown; metadata?: Record<string, string> } }[];
       const ops: ActorStateOperation[] = body.map((o) => ({
         operation: o.operation,
@@ -120,7 +120,7 @@ export async function actorRoutes(http: FastifyInstance, actors: ActorsService):
     scope.post('/v1.0/actors/:actorType/:actorId/state', { schema: schemas.STATE_TRANSACTION }, transaction);
     scope.put('/v1.0/actors/:actorType/:actorId/state', { schema: schemas.STATE_TRANSACTION }, transaction);
 
-    const timer = async (req: Req<{ name: string }>, reply: import('fastify').FastifyReply) => {
+    const timer = async (req: Req<{ name: string }>, reply: FastifyReply) => {
       const body = (jsonBody(req, schemas.TIMER_CREATE) ?? {}) as TimerRequest;
       await actors.createTimer(req.params.actorType, req.params.actorId, req.params.name, body);
       return reply.status(204).send();
@@ -132,7 +132,7 @@ export async function actorRoutes(http: FastifyInstance, actors: ActorsService):
       return reply.status(204).send();
     });
 
-    const reminder = async (req: Req<{ name: string }>, reply: import('fastify').FastifyReply) => {
+    const reminder = async (req: Req<{ name: string }>, reply: FastifyReply) => {
       const body = (jsonBody(req, schemas.REMINDER_CREATE) ?? {}) as TimerRequest;
       await actors.createReminder(req.params.actorType, req.params.actorId, req.params.name, body);
       return reply.status(204).send();

@@ -69,6 +69,8 @@ export class ActorsService {
     this.log = opts.log;
     this.table = new ActorTable(opts.app, opts.log, (t) => this.configOf(t));
     opts.reminders?.onFire((r) => this.fireReminder(r));
+    // a new table: the actors that moved to another host end here
+    opts.placement.onChange(() => void this.table.drain((act) => !opts.placement.lookup(act.type, act.id)?.local));
   }
 
   /** The app's actor settings (from its config discovery): placement learns the hosted types. */
