@@ -49,8 +49,8 @@ const secretPem = (objects: K8sObject[], name: string, key: string) => Buffer.fr
 /** Every verb the role grants on one resource. */
 const verbsOn = (rs: Rule[], group: string, resource: string) => rs.filter((r) => r.apiGroups.includes(group) && r.resources.includes(resource)).flatMap((r) => r.verbs).sort();
 
-const HA = ['scheduler.replicas=3', 'scheduler.etcdEndpoints={etcd-0.etcd:2379,etcd-1.etcd:2379,etcd-2.etcd:2379}', 'operator.watchdog.deleteUninjected=true', 'injector.webhook.failurePolicy=Fail', 'injector.replicas=2'];
-const MINIMAL = ['crds.install=false', 'scheduler.enabled=false', 'operator.tls=false', 'operator.metricsPort=0', 'identity.enabled=false'];
+const HA = ['scheduler.replicas=3', 'scheduler.etcdEndpoints={etcd-0.etcd:2379,etcd-1.etcd:2379,etcd-2.etcd:2379}', 'placement.replicas=3', 'placement.etcdEndpoints={etcd-0.etcd:2379}', 'operator.watchdog.deleteUninjected=true', 'injector.webhook.failurePolicy=Fail', 'injector.replicas=2'];
+const MINIMAL = ['crds.install=false', 'scheduler.enabled=false', 'placement.enabled=false', 'operator.tls=false', 'operator.metricsPort=0', 'identity.enabled=false'];
 
 let renders: Record<'default' | 'ha' | 'minimal' | 'local' | 'loopback', K8sObject[]>;
 beforeAll(async () => {
@@ -164,6 +164,35 @@ describe('the rt chart', () => {
     expect(ha.spec.template.spec.containers[0].args.some((a) => a.startsWith('--data-dir'))).toBe(false);
   });
 
+  it('runs placement: one replica by default, several electing a leader on etcd; sidecars get every replica; mutual TLS with identity on', () => {
+    const single = find<PodTemplateOwner>(renders.default, 'StatefulSet', 'rt-placement');
+    expect(single.spec.replicas).toBe(1);
+    const c = single.spec.template.spec.containers[0] as unknown as { args: string[]; readinessProbe: { httpGet: { path: string; port: number } }; livenessProbe: { httpGet: { path: string } } };
+    expect(c.args).toEqual(expect.arrayContaining(['placement', '--port=50005', '--health-port=8085', '--heartbeat-timeout=3s', '--tls-cert-file=/var/run/rt/tls/tls.crt', '--identity-trust-bundle-file=/var/run/rt/tls/ca.crt']));
+    expect(c.args.some((a) => a.startsWith('--etcd-endpoints'))).toBe(false);
+    // every replica ready (a follower too), so a rollout does not wait on the election
+    expect(c.readinessProbe.httpGet).toMatchObject({ path: '/healthz', port: 8085 });
+    expect(c.livenessProbe.httpGet.path).toBe('/healthz');
+    expect(pod(renders.default, 'StatefulSet', 'rt-placement').automountServiceAccountToken).toBe(false);
+    expect(pod(renders.default, 'StatefulSet', 'rt-placement').volumes).toContainEqual({ name: 'tls', secret: { secretName: 'rt-placement-tls' } });
+    expect(find<{ spec: { clusterIP: string } }>(renders.default, 'Service', 'rt-placement').spec.clusterIP).toBe('None');
+    // its serving certificate: the identity CA's, for every name a sidecar dials
+    const cert = new X509Certificate(secretPem(renders.ha, 'rt-placement-tls', 'tls.crt'));
+    for (const h of ['rt-placement-0.rt-placement.rt-system.svc.cluster.local', 'rt-placement-2.rt-placement.rt-system.svc.cluster.local', 'rt-placement.rt-system.svc']) expect(cert.checkHost(h)).toBe(h);
+    const ha = find<PodTemplateOwner>(renders.ha, 'StatefulSet', 'rt-placement');
+    expect(ha.spec.replicas).toBe(3);
+    expect(ha.spec.template.spec.containers[0].args).toEqual(expect.arrayContaining(['--etcd-endpoints=etcd-0.etcd:2379', '--advertise-address=$(POD_NAME).rt-placement.rt-system.svc.cluster.local:50005']));
+    expect(pod(renders.ha, 'Deployment', 'rt-injector').containers[0].args).toContain(
+      '--placement-address=' + [0, 1, 2].map((i) => `rt-placement-${i}.rt-placement.rt-system.svc.cluster.local:50005`).join(','),
+    );
+    expect(renders.minimal.some((o) => o.metadata.name === 'rt-placement')).toBe(false);
+    expect(pod(renders.minimal, 'Deployment', 'rt-injector').containers[0].args.some((a) => a.startsWith('--placement-address'))).toBe(false);
+  });
+
+  it('refuses several placement replicas without etcd', async () => {
+    await expect(template({ set: ['placement.replicas=2'] })).rejects.toThrow(/placement\.replicas > 1 needs placement\.etcdEndpoints|etcdEndpoints/);
+  });
+
   it('wires the operator TLS into the injector (which hands sidecars the CA) and leaves it out when operator.tls is off', () => {
     const injector = pod(renders.default, 'Deployment', 'rt-injector').containers[0];
     expect(injector.args).toContain('--operator-ca-file=/var/run/rt/tls/ca.crt');
@@ -180,7 +209,7 @@ describe('the rt chart', () => {
     expect(find<PodTemplateOwner>(renders.default, 'Deployment', 'rt-injector').spec.replicas).toBe(2);
     expect(budgets(renders.default)).toEqual([['rt-injector', { maxUnavailable: 1, selector: { matchLabels: expect.objectContaining({ 'app.kubernetes.io/component': 'injector' }) } }]]);
     // HA: two injectors, three schedulers; one operator still has none
-    expect(budgets(renders.ha).map(([n]) => n).sort()).toEqual(['rt-injector', 'rt-scheduler']);
+    expect(budgets(renders.ha).map(([n]) => n).sort()).toEqual(['rt-injector', 'rt-placement', 'rt-scheduler']);
     expect(budgets(renders.loopback)).toEqual([]);
   });
 
@@ -231,6 +260,8 @@ describe('the rt chart', () => {
     const injector = pod(local, 'Deployment', 'rt-injector').containers[0];
     expect(injector.args).toContain('--control-plane-address=127.0.0.1:6500');
     expect(injector.args).toContain('--scheduler-address=127.0.0.1:50006');
+    expect(injector.args).toContain('--placement-address=127.0.0.1:50005');
+    expect(pod(local, 'StatefulSet', 'rt-placement').containers[0].args).toContain('--listen-address=127.0.0.1');
     expect(injector.args).toContain('--sidecar-image=rt:dev');
     expect(injector.env).toContainEqual({ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' });
   });

@@ -48,6 +48,20 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/* The placement replicas' addresses as sidecars take them: one per pod of the headless Service. */}}
+{{- define "rt.placementAddress" -}}
+{{- if .Values.injector.placementAddress -}}
+{{- .Values.injector.placementAddress -}}
+{{- else -}}
+{{- $name := printf "%s-placement" (include "rt.fullname" .) -}}
+{{- $addrs := list -}}
+{{- range $i := until (int .Values.placement.replicas) -}}
+{{- $addrs = append $addrs (printf "%s-%d.%s.%s.svc.cluster.local:%d" $name $i $name $.Release.Namespace (int $.Values.placement.port)) -}}
+{{- end -}}
+{{- join "," $addrs -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Pod spec fields every control-plane pod shares. */}}
 {{- define "rt.podCommon" -}}
 {{- with .Values.imagePullSecrets }}
@@ -188,24 +202,28 @@ root rotation: docs/identity.md). Computed once per render into .Values.__rtIden
 {{- $bundle = $v.trustBundlePEM -}}
 {{- end -}}
 {{- $pki := dict "ca" $ca "bundle" $bundle -}}
-{{- if .Values.scheduler.enabled -}}
-{{- $name := printf "%s-scheduler" $full -}}
+{{- /* the serving certificates of the scheduler and of placement, each for its Service and pod names */ -}}
+{{- range $component := list "scheduler" "placement" -}}
+{{- $svc := index $.Values $component -}}
+{{- if $svc.enabled -}}
+{{- $name := printf "%s-%s" $full $component -}}
 {{- $dns := list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) -}}
-{{- range $i := until (int .Values.scheduler.replicas) -}}
+{{- range $i := until (int $svc.replicas) -}}
 {{- $dns = append $dns (printf "%s-%d.%s.%s.svc.cluster.local" $name $i $name $ns) -}}
 {{- $dns = append $dns (printf "%s-%d.%s.%s.svc" $name $i $name $ns) -}}
 {{- end -}}
-{{- $dns = concat $dns .Values.certificates.extraDNSNames -}}
-{{- $ips := .Values.certificates.extraIPs -}}
+{{- $dns = concat $dns $.Values.certificates.extraDNSNames -}}
+{{- $ips := $.Values.certificates.extraIPs -}}
 {{- /* reused while the signer and the names are the same; made again when either changed */ -}}
 {{- $stamp := sha256sum (printf "%s|%s|%s" $ca.cert (join "," $dns) (join "," $ips)) -}}
 {{- $old := lookup "v1" "Secret" $ns (printf "%s-tls" $name) -}}
 {{- if and $old (eq (index ($old.metadata.annotations | default dict) "rt.io/issued-for" | default "") $stamp) -}}
-{{- $_ := set $pki "scheduler" (dict "cert" (index $old.data "tls.crt" | b64dec) "key" (index $old.data "tls.key" | b64dec) "stamp" $stamp) -}}
+{{- $_ := set $pki $component (dict "cert" (index $old.data "tls.crt" | b64dec) "key" (index $old.data "tls.key" | b64dec) "stamp" $stamp) -}}
 {{- else -}}
 {{- $signer := buildCustomCert ($ca.cert | b64enc) ($ca.key | b64enc) -}}
-{{- $c := genSignedCert (printf "%s.%s.svc" $name $ns) $ips $dns (int .Values.certificates.validityDays) $signer -}}
-{{- $_ := set $pki "scheduler" (dict "cert" $c.Cert "key" $c.Key "stamp" $stamp) -}}
+{{- $c := genSignedCert (printf "%s.%s.svc" $name $ns) $ips $dns (int $.Values.certificates.validityDays) $signer -}}
+{{- $_ := set $pki $component (dict "cert" $c.Cert "key" $c.Key "stamp" $stamp) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $_ := set .Values "__rtIdentity" $pki -}}
