@@ -10,12 +10,19 @@
  * 1,000 req/s and at 100 req/s (nothing queued, which a busy machine may not manage at 1,000)
  * with what the policy adds. Sidecars run from the TypeScript sources (as the invoke
  * bench); both sides alike, so the ratio is the policy's.
+ * Last, in this process, what the runner itself costs a call that succeeds (CPU µs per call of
+ * the same policy around an operation that resolves at once, against the bare operation): a
+ * figure that a busy machine does not blur the way it blurs the latencies through sidecars.
  *
  * Run: node bench/resiliency.bench.ts   (env BENCH_SECONDS, BENCH_ROUNDS change the load)
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parse } from 'yaml';
+import { Policies } from '../sidecar/src/resiliency/policies.ts';
+import { runPolicy, type ResolvedPolicy } from '../sidecar/src/resiliency/run.ts';
+import { parseResiliency } from '../sidecar/src/resiliency/spec.ts';
 import { freePort } from '../test/services/net.ts';
 import { load, machineLine, median, medianOfRuns, printTable, ratio, startChild, type Child, type LoadResult, type Row } from './lib.ts';
 
@@ -54,6 +61,33 @@ async function pair(anchor: () => Promise<LoadResult>, policy: () => Promise<Loa
     p.push(await policy());
   }
   return [medianOfRuns(a), medianOfRuns(p), median(p.map((r, i) => r.rps / a[i].rps))];
+}
+
+/** CPU µs per call of `call`, run `n` times one after another (after a warm-up of as many). */
+async function cpuPerCall(call: () => Promise<unknown>, n: number): Promise<number> {
+  for (let i = 0; i < n; i++) await call();
+  const before = process.cpuUsage();
+  for (let i = 0; i < n; i++) await call();
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / n;
+}
+
+/** The runner alone, in this process: the same policy as the guarded sidecar's store, around an operation that resolves at once. */
+async function runnerCost(): Promise<Row[]> {
+  const doc = parse(RESILIENCY) as { metadata: { name: string }; spec: unknown };
+  const spec = parseResiliency(doc.metadata.name, [], doc.spec, (field, problem) => {
+    throw new Error(`${field}: ${problem}`);
+  });
+  const policy = new Policies([spec], 'bench').forComponent('mem', 'state.in-memory', 'Outbound') as ResolvedPolicy;
+  const op = () => Promise.resolve(42);
+  const n = 200_000;
+  const rows: Row[] = [];
+  for (let i = 0; i < 3; i++) {
+    const bare = await cpuPerCall(op, n);
+    const guarded = await cpuPerCall(() => runPolicy(policy, op), n);
+    rows.push({ round: i + 1, 'bare operation µs': bare, 'under timeout + retry + breaker µs': guarded, 'added µs per call': guarded - bare });
+  }
+  return rows;
 }
 
 const home = mkdtempSync(join(tmpdir(), 'rt-bench-resiliency-'));
@@ -114,6 +148,7 @@ try {
   printTable(`resiliency — most req/s at 32 in flight, timeout + retry + circuit breaker on the target against no Resiliency (median of ${rounds} alternating ${seconds} s runs)`, rows);
   printTable(`resiliency — at a steady 1,000 req/s (median of ${rounds} alternating ${seconds} s runs)`, steadyRows);
   printTable(`resiliency — at 100 req/s, nothing queued (median of ${rounds} alternating ${seconds} s runs)`, lightRows);
+  printTable('resiliency — the runner alone, in process: CPU per call of 200,000 calls one after another', await runnerCost());
   console.log(`load average after the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')}`);
 } finally {
   for (const c of children.reverse()) await c.stop();
