@@ -186,6 +186,19 @@ describe('the JS SDK suite actor cases (HTTP)', () => {
     expect(await actor.getCounter()).toEqual(11);
   });
 
+  it('actorProxy over the gRPC client (InvokeActor): counts, and says things', async () => {
+    const grpcClient = new DaprClient({ daprHost: '127.0.0.1', daprPort: String(sidecar.grpcPort), communicationProtocol: CommunicationProtocolEnum.GRPC, logger: silentDaprLogger });
+    try {
+      const counter = new ActorProxyBuilder<CounterActor>(CounterActor, grpcClient).build(ActorId.createRandomId());
+      await counter.countBy(2, 3);
+      expect(await counter.getCounter()).toEqual(6);
+      const say = new ActorProxyBuilder<SayActor>(SayActor, grpcClient).build(ActorId.createRandomId());
+      expect(await say.sayString('over gRPC')).toEqual('Actor said: "over gRPC"');
+    } finally {
+      await grpcClient.stop().catch(() => undefined);
+    }
+  });
+
   it('a method the actor does not have is a 500; one it has a 200', async () => {
     const id = ActorId.createRandomId();
     const url = `${sidecarBase}/v1.0/actors/CounterActor/${id.getURLSafeId()}/method`;
