@@ -32,6 +32,7 @@ export const SIDECAR_FLAGS = {
   'max-body-size': { type: 'string' },
   namespace: { type: 'string' },
   'scheduler-host-address': { type: 'string' },
+  'placement-host-address': { type: 'string' },
   'data-dir': { type: 'string' },
   'components-sockets-folder': { type: 'string' },
   'wait-for-sockets': { type: 'string' },
@@ -83,6 +84,7 @@ export const SIDECAR_HELP = `sidecar options:
                                     CA under RT_HOME (<rt home>/identity)
   --trust-anchors-file FILE         PEM roots trusted before the issuer's first answer
   --scheduler-host-address A[,B]    scheduler gRPC addresses
+  --placement-host-address A[,B]    actor placement service gRPC addresses (rt placement)
   --data-dir DIR                    embedded persistence folder (default ~/.rt/data, or under RT_HOME)
   --components-sockets-folder DIR   pluggable components' sockets (default /tmp/rt-components-sockets)
   --wait-for-sockets A[,B]          wait (up to 60 s) for these sockets before discovering components
@@ -135,6 +137,7 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): Par
   if (protocol !== 'http' && protocol !== 'grpc') throw new UsageError(`--app-protocol must be http or grpc, got "${protocol}"`);
   const resources = (v['resources-path'] as string[] | undefined) ?? (env.RT_RESOURCES_PATH ? env.RT_RESOURCES_PATH.split(',') : []);
   const scheduler = str('scheduler-host-address', 'RT_SCHEDULER_HOST_ADDRESS');
+  const placement = str('placement-host-address', 'RT_PLACEMENT_HOST_ADDRESS');
   const mode = str('mode', 'RT_MODE') ?? 'standalone';
   if (mode !== 'standalone' && mode !== 'kubernetes') throw new UsageError(`--mode must be standalone or kubernetes, got "${mode}"`);
   const options: StartOptions = {
@@ -161,6 +164,7 @@ export function parseSidecarArgs(argv: string[], allowPositionals: boolean): Par
     maxRequestBodyBytes: bodySize(str('max-body-size', 'RT_MAX_BODY_SIZE')),
     namespace: str('namespace', 'NAMESPACE') ?? DEFAULT_OPTIONS.namespace,
     schedulerAddresses: scheduler ? scheduler.split(',').map((s) => s.trim()).filter(Boolean) : undefined,
+    placementAddresses: placement ? placement.split(',').map((s) => s.trim()).filter(Boolean) : undefined,
     dataDir: str('data-dir', 'RT_DATA_DIR'),
     componentsSocketsFolder: str('components-sockets-folder', 'RT_COMPONENTS_SOCKETS_FOLDER'),
     waitForSockets: str('wait-for-sockets', 'RT_WAIT_FOR_SOCKETS')?.split(',').map((x) => x.trim()).filter(Boolean),

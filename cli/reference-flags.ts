@@ -44,7 +44,6 @@ export const REFERENCE_FLAG_SPECS: Record<string, ReferenceFlag> = {
   'dapr-internal-grpc-port': { type: 'string', target: 'internal-grpc-port' },
   'dapr-http-read-buffer-size': { type: 'string', ignored: "rt reads request headers up to Node's own limit (16 KiB)" },
   'read-buffer-size': { type: 'string', ignored: "rt reads request headers up to Node's own limit (16 KiB)" },
-  'placement-host-address': { type: 'string', ignored: 'rt has no actors; workflows run without a placement service' },
   'dapr-public-port': { type: 'string', ignored: 'health endpoints are served on the HTTP API port' },
   'dapr-public-listen-address': { type: 'string', ignored: 'health endpoints are served on the HTTP API port' },
   'enable-api-logging': { type: 'boolean', ignored: 'rt logs API calls at --log-level debug' },

@@ -36,6 +36,8 @@ export interface SidecarOptions {
   waitForSockets?: string[];
   /** Scheduler gRPC addresses (host:port); empty = no scheduler. */
   schedulerAddresses: string[];
+  /** Actor placement gRPC addresses (host:port); none = every actor type the app declares is served here (actors/placement/local.ts). */
+  placementAddresses?: string[];
   /** Folder for embedded persistence (SQLite files); default ~/.rt/data. */
   dataDir: string;
   logLevel: string;

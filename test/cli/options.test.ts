@@ -28,6 +28,11 @@ describe('sidecar flags', () => {
     expect(p.warnings).toEqual([expect.stringContaining('rt listens on one address; using 127.0.0.1, not ::1')]);
   });
 
+  it('reads --placement-host-address (or RT_PLACEMENT_HOST_ADDRESS) as a list, as the scheduler\'s', () => {
+    expect(parseSidecarArgs(['--app-id', 'a', '--placement-host-address', 'p-0:50005, p-1:50005'], false).options.placementAddresses).toEqual(['p-0:50005', 'p-1:50005']);
+    expect(parseSidecarArgs(['--app-id', 'a'], false).options.placementAddresses).toBeUndefined();
+  });
+
   it('an explicit --log-as-json=false wins over the env and the kubernetes default', () => {
     const p = parseSidecarArgs(['--app-id', 'a', '--mode', 'kubernetes', '--log-as-json=false'], false);
     expect(p.options.logAsJson).toBe(false);
