@@ -7,12 +7,17 @@
  *   scheduler attempt × 2 attempts = 4 calls;
  * - a circuit that opens on a failing app: the triggers after it reach nothing, and the refusal is
  *   counted by policy;
- * - a timeout aborts the request to the app (the app sees it closed) and counts as a failed try.
+ * - a timeout aborts the request to the app (the app sees it closed) and counts as a failed try;
+ * - a gRPC app (AppCallback.OnJobEvent): UNAVAILABLE retried as `matching.gRPCStatusCodes` lists
+ *   it until the app takes the trigger; INTERNAL, not listed, not retried.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { PROTO_DIR } from '../../sidecar/src/grpc/runtime/proto.ts';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { postJob, sidecarFor, startRecordingApp, waitJobDone, type RecordingApp } from '../jobs/helpers.ts';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
@@ -146,6 +151,55 @@ describe('job triggers under the app\'s resiliency policy', () => {
     expect(opened).toBe(2);
     await vi.waitFor(() => expect(closed).toBe(2));
     expect(s.ctx.services.resiliency!.outcomes()).toContainEqual({ target: 'app:jobs-test', policy: 'short', outcome: 'timeout', count: 2 });
+  });
+});
+
+describe('job triggers to a gRPC app under the app\'s policy', () => {
+  it('retries the codes matching lists until the app takes the trigger, and not the others', async () => {
+    const calls: string[] = [];
+    const def = protoLoader.loadSync('appcallback.proto', { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true, includeDirs: [join(import.meta.dirname, '../../sidecar/src/app/proto'), PROTO_DIR] });
+    const app = new grpc.Server();
+    app.addService(def['dapr.proto.runtime.v1.AppCallback'] as grpc.ServiceDefinition, {
+      OnJobEvent: (call: grpc.ServerUnaryCall<{ name: string }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+        const name = call.request.name;
+        calls.push(name);
+        const n = calls.filter((c) => c === name).length;
+        if (name === 'unavailable' && n <= 2) return cb({ code: grpc.status.UNAVAILABLE, details: 'not yet' });
+        if (name === 'internal') return cb({ code: grpc.status.INTERNAL, details: 'broken' });
+        cb(null, {});
+      },
+    });
+    const port = await new Promise<number>((res, rej) => app.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+    const dir = mkdtempSync(join(tmpdir(), 'rt-resiliency-jobs-grpc-'));
+    const resources = join(dir, 'resources');
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(resources);
+    writeFileSync(join(resources, 'resiliency.yaml'), resiliency(`  policies:
+    retries:
+      unavailableOnly: { policy: constant, duration: 20ms, maxRetries: 5, matching: { gRPCStatusCodes: "14" } }
+  targets:
+    apps:
+      jobs-test: { retry: unavailableOnly }
+`));
+    const s = await sidecarFor({ appPort: port, appProtocol: 'grpc', dataDir: join(dir, 'data'), resourcesPaths: [resources] });
+    try {
+      for (const name of ['unavailable', 'internal']) expect((await postJob(s.base, name, { dueTime: '0s', failurePolicy: { drop: {} } })).status).toBe(204);
+      await waitJobDone(s.base, 'unavailable');
+      await waitJobDone(s.base, 'internal');
+      expect(calls.filter((c) => c === 'unavailable')).toHaveLength(3);
+      expect(calls.filter((c) => c === 'internal')).toHaveLength(1);
+      expect(s.ctx.services.resiliency!.outcomes()).toEqual(
+        expect.arrayContaining([
+          { target: 'app:jobs-test', policy: 'unavailableOnly', outcome: 'retry', count: 2 },
+          { target: 'app:jobs-test', policy: 'unavailableOnly', outcome: 'success', count: 1 },
+          { target: 'app:jobs-test', policy: 'unavailableOnly', outcome: 'failure', count: 1 },
+        ]),
+      );
+    } finally {
+      await s.close();
+      await new Promise<void>((r) => app.tryShutdown(() => r()));
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
