@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { extname, join } from 'node:path';
 import { RESOURCE_GROUPS, validateResource } from '../../../crds/validate.ts';
 import { parseResiliency } from '../resiliency/spec.ts';
+import { parseTracing } from '../tracing/config.ts';
 import { parseDuration } from '../../../shared/duration.ts';
 import {
   type ConfigurationResource,
@@ -179,6 +180,7 @@ function parseOne(doc: Record<string, unknown>, file: string, index: number, opt
       const s = isObject(spec) ? spec : {};
       const features = s.features === undefined ? [] : s.features;
       if (!Array.isArray(features)) fail('spec.features', 'must be a list of {name, enabled}');
+      parseTracing(s.tracing, fail); // refused here with its field; the tracing block reads it at start
       out.configuration = {
         name: name!,
         spec: s,

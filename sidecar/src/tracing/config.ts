@@ -1,0 +1,90 @@
+/**
+ * The Configuration resource's `spec.tracing`, as the reference runtime reads it:
+ *
+ *   tracing:
+ *     samplingRate: "1"          # "0".."1"; "0" or absent: tracing off
+ *     stdout: true               # also log each ended span (at info)
+ *     otel: { endpointAddress: "collector:4317", isSecure: false, protocol: grpc }   # or http
+ *
+ * Parsed at load (a bad field is refused with its name, like other resource mistakes) and read by
+ * the tracing block at start.
+ */
+
+export type OtlpProtocol = 'grpc' | 'http';
+
+export interface TracingConfig {
+  /** 0 < samplingRate <= 1 (a config with rate 0 is `off`). */
+  samplingRate: number;
+  stdout: boolean;
+  otel?: {
+    /** The exporter's URL: http(s)://host:port for gRPC, http(s)://host:port/v1/traces for HTTP. */
+    url: string;
+    protocol: OtlpProtocol;
+  };
+}
+
+/** What the parser reports a bad field with (the loader's `fail`, which throws). */
+export type FieldFail = (field: string, message: string) => never;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A YAML boolean, or its string as the reference runtime's loose decoding takes it. */
+function bool(v: unknown, field: string, fail: FieldFail): boolean {
+  if (v === undefined || v === null) return false;
+  if (typeof v === 'boolean') return v;
+  if (v === 'true' || v === 'false') return v === 'true';
+  return fail(field, `must be true or false, not ${JSON.stringify(v)}`);
+}
+
+/**
+ * Parses `spec.tracing`; undefined when tracing is off (absent, or samplingRate "0" / absent).
+ * Throws through `fail` naming the field (spec.tracing.samplingRate, spec.tracing.otel.protocol, ...).
+ */
+export function parseTracing(raw: unknown, fail: FieldFail): TracingConfig | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  if (!isObject(raw)) return fail('spec.tracing', 'must be a mapping');
+  const rateRaw = raw.samplingRate;
+  let samplingRate = 0;
+  if (rateRaw !== undefined && rateRaw !== null && rateRaw !== '') {
+    const text = typeof rateRaw === 'number' ? String(rateRaw) : rateRaw;
+    if (typeof text !== 'string' || !/^\s*(\d+(\.\d*)?|\.\d+)(e[-+]?\d+)?\s*$/i.test(text)) return fail('spec.tracing.samplingRate', `must be a number from "0" to "1" (a string), not ${JSON.stringify(rateRaw)}`);
+    samplingRate = Number(text);
+    if (!(samplingRate >= 0 && samplingRate <= 1)) return fail('spec.tracing.samplingRate', `must be from "0" to "1", not ${JSON.stringify(rateRaw)}`);
+  }
+  const stdout = bool(raw.stdout, 'spec.tracing.stdout', fail);
+  let otel: TracingConfig['otel'];
+  if (raw.otel !== undefined && raw.otel !== null) {
+    if (!isObject(raw.otel)) return fail('spec.tracing.otel', 'must be a mapping');
+    const o = raw.otel;
+    const protocol = o.protocol === undefined || o.protocol === null || o.protocol === '' ? 'grpc' : o.protocol;
+    if (protocol !== 'grpc' && protocol !== 'http') return fail('spec.tracing.otel.protocol', `must be grpc or http, not ${JSON.stringify(o.protocol)}`);
+    if (typeof o.endpointAddress !== 'string' || o.endpointAddress.trim() === '') return fail('spec.tracing.otel.endpointAddress', 'is required (host:port of an OTLP receiver)');
+    const secure = bool(o.isSecure, 'spec.tracing.otel.isSecure', fail);
+    otel = { url: exporterUrl(o.endpointAddress.trim(), secure, protocol, fail), protocol };
+  }
+  for (const key of Object.keys(raw)) {
+    // zipkin is the reference runtime's too; rt does not export to it (docs/observability.md)
+    if (key === 'zipkin') return fail('spec.tracing.zipkin', 'is not supported by rt: export over OTLP (spec.tracing.otel); Zipkin accepts OTLP through a collector');
+  }
+  if (samplingRate === 0) return undefined;
+  return { samplingRate, stdout, otel };
+}
+
+/**
+ * host:port (the reference's form) or a URL: the scheme follows isSecure when absent, and the
+ * HTTP exporter's path is /v1/traces unless the address names one.
+ */
+function exporterUrl(address: string, secure: boolean, protocol: OtlpProtocol, fail: FieldFail): string {
+  const hasScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(address);
+  let url: URL;
+  try {
+    url = new URL(hasScheme ? address : `${secure ? 'https' : 'http'}://${address}`);
+  } catch {
+    return fail('spec.tracing.otel.endpointAddress', `must be host:port or an http(s) URL, not ${JSON.stringify(address)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return fail('spec.tracing.otel.endpointAddress', `must be host:port or an http(s) URL, not ${JSON.stringify(address)}`);
+  if (url.username || url.password) return fail('spec.tracing.otel.endpointAddress', 'must not hold credentials');
+  if (protocol === 'grpc') return `${url.protocol}//${url.host}`;
+  const path = url.pathname === '/' ? '/v1/traces' : url.pathname;
+  return `${url.protocol}//${url.host}${path}`;
+}
