@@ -16,6 +16,8 @@ export interface LeadershipOptions {
   /** What this replica campaigns with: its address, which followers name in their refusals. */
   value: string;
   log: Logger;
+  /** TLS toward etcd: its CA, and a client certificate and key when etcd requires them. */
+  tls?: { ca: Buffer; cert?: Buffer; key?: Buffer };
   onElected(): void;
   /** Leadership lost (the lease lapsed, or etcd is gone): stop serving at once. */
   onLost(why: string): void;
@@ -29,7 +31,8 @@ export interface Leadership {
 
 export async function startLeadership(o: LeadershipOptions): Promise<Leadership> {
   const { Etcd3 } = await import('etcd3');
-  const client: Etcd3 = new Etcd3({ hosts: o.endpoints, dialTimeout: 3000 });
+  const credentials = o.tls && { rootCertificate: o.tls.ca, certChain: o.tls.cert, privateKey: o.tls.key };
+  const client: Etcd3 = new Etcd3({ hosts: o.endpoints, dialTimeout: 3000, ...(credentials ? { credentials } : {}) });
   const election = client.namespace(o.prefix.replace(/\/*$/, '/')).election('leader', o.ttlSec);
   let observer: ElectionObserver;
   try {

@@ -27,6 +27,9 @@ options:
   --replication-factor N    virtual nodes per host on each actor type's ring (default 100; same on every replica)
   --etcd-endpoints A[,B]    several replicas: the one elected through an etcd lease serves
   --etcd-prefix P           key prefix in etcd (default /rt/placement)
+  --etcd-ca-file PATH       TLS toward etcd: the CA of etcd's certificate (env RT_PLACEMENT_ETCD_CA_FILE)
+  --etcd-cert-file PATH     client certificate and key when etcd requires them
+  --etcd-key-file PATH      (env RT_PLACEMENT_ETCD_CERT_FILE, RT_PLACEMENT_ETCD_KEY_FILE)
   --lease-ttl SECONDS       how long a dead leader holds the lead (default 5)
   --advertise-address A     host:port followers name as the leader (default <hostname>:<port>)
   --identity-trust-bundle-file PATH
@@ -47,6 +50,8 @@ export interface PlacementProcessOptions {
   etcdEndpoints: string[];
   etcdPrefix: string;
   leaseTtlSec: number;
+  /** TLS toward etcd (--etcd-ca-file, and --etcd-cert-file/--etcd-key-file for client auth). */
+  etcdTls?: { ca: Buffer; cert?: Buffer; key?: Buffer };
   /** What followers name as the leader; default <hostname>:<port>. */
   advertiseAddress?: string;
   logLevel: string;
@@ -69,6 +74,9 @@ export function parsePlacementArgs(argv: string[]): PlacementProcessOptions | 'h
       'replication-factor': { type: 'string' },
       'etcd-endpoints': { type: 'string' },
       'etcd-prefix': { type: 'string' },
+      'etcd-ca-file': { type: 'string' },
+      'etcd-cert-file': { type: 'string' },
+      'etcd-key-file': { type: 'string' },
       'lease-ttl': { type: 'string' },
       'advertise-address': { type: 'string' },
       'identity-trust-bundle-file': { type: 'string' },
@@ -96,14 +104,18 @@ export function parsePlacementArgs(argv: string[]): PlacementProcessOptions | 'h
   const bundle = s('identity-trust-bundle-file', 'RT_IDENTITY_TRUST_BUNDLE_FILE');
   if (!certFile !== !keyFile) throw new PlacementUsageError('TLS needs both --tls-cert-file and --tls-key-file');
   if (bundle && !certFile) throw new PlacementUsageError('--identity-trust-bundle-file (mutual TLS) needs --tls-cert-file and --tls-key-file');
-  for (const [flag, file] of [['tls-cert-file', certFile], ['tls-key-file', keyFile], ['identity-trust-bundle-file', bundle]] as const) {
-    if (!file) continue;
+  const read = (flag: string, file: string | undefined): Buffer | undefined => {
+    if (!file) return undefined;
     try {
-      readFileSync(file);
+      return readFileSync(file);
     } catch (e) {
       throw new PlacementUsageError(`--${flag} ${file}: ${(e as Error).message}`);
     }
-  }
+  };
+  for (const [flag, file] of [['tls-cert-file', certFile], ['tls-key-file', keyFile], ['identity-trust-bundle-file', bundle]] as const) read(flag, file);
+  const [etcdCa, etcdCert, etcdKey] = (['etcd-ca-file', 'etcd-cert-file', 'etcd-key-file'] as const).map((f) => read(f, s(f, `RT_PLACEMENT_${f.toUpperCase().replaceAll('-', '_')}`)));
+  if ((etcdCert || etcdKey) && !etcdCa) throw new PlacementUsageError("--etcd-cert-file/--etcd-key-file need --etcd-ca-file (the CA of etcd's certificate)");
+  if (!etcdCert !== !etcdKey) throw new PlacementUsageError('an etcd client certificate needs both --etcd-cert-file and --etcd-key-file');
   return {
     port: int('port', s('port', 'RT_PLACEMENT_PORT'), 50005, 0, 65535),
     listenAddress: s('listen-address', 'RT_PLACEMENT_LISTEN_ADDRESS') ?? '127.0.0.1',
@@ -113,6 +125,7 @@ export function parsePlacementArgs(argv: string[]): PlacementProcessOptions | 'h
     etcdEndpoints: etcd ? etcd.split(',').map((e) => e.trim()).filter(Boolean) : [],
     etcdPrefix: s('etcd-prefix') ?? '/rt/placement',
     leaseTtlSec: int('lease-ttl', s('lease-ttl'), 5, 2, 3600),
+    etcdTls: etcdCa && { ca: etcdCa, cert: etcdCert, key: etcdKey },
     advertiseAddress: s('advertise-address'),
     logLevel: level,
     logAsJson: (v['log-as-json'] as boolean | undefined) ?? logAsJsonFromEnv(env) ?? Boolean(env.KUBERNETES_SERVICE_HOST),
@@ -149,6 +162,7 @@ export async function startPlacementProcess(o: PlacementProcessOptions, log = cr
         endpoints: o.etcdEndpoints,
         prefix: o.etcdPrefix,
         ttlSec: o.leaseTtlSec,
+        tls: o.etcdTls,
         value: advertise,
         log,
         onElected: () => service.activate(),

@@ -2,15 +2,18 @@
  * `rt placement` as real processes: one replica serving hosts, and two on a real etcd where the
  * leader is killed (SIGKILL) and the other takes over within the lease TTL.
  */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runRt, until, type RtProcess } from '../../e2e/rt-process.ts';
-import { parsePlacementArgs, PlacementUsageError } from '../../placement/src/main.ts';
+import { parsePlacementArgs, PlacementUsageError, startPlacementProcess } from '../../placement/src/main.ts';
+import { makeTestCa } from '../services/ca.ts';
 import { startEtcd, type EtcdTarget } from '../services/etcd.ts';
 import { requireService } from '../services/ci.ts';
 import { freePort } from '../services/net.ts';
-import { waitFor } from '../jobs/helpers.ts';
-import { host, RawHost } from './harness.ts';
+import { tempDir, waitFor } from '../jobs/helpers.ts';
+import { host, quiet, RawHost } from './harness.ts';
 
 const procs: RtProcess[] = [];
 let etcd: EtcdTarget | undefined;
@@ -41,6 +44,10 @@ describe('rt placement options', () => {
     expect(() => parsePlacementArgs(['--tls-cert-file', '/nope'])).toThrow(/both --tls-cert-file and --tls-key-file/);
     expect(() => parsePlacementArgs(['--tls-cert-file', '/nope', '--tls-key-file', '/nope'])).toThrow(/--tls-cert-file \/nope/);
     expect(() => parsePlacementArgs(['--what'])).toThrow(PlacementUsageError);
+    expect(() => parsePlacementArgs(['--etcd-cert-file', '/etc/hostname', '--etcd-key-file', '/etc/hostname'])).toThrow(/need --etcd-ca-file/);
+    expect(() => parsePlacementArgs(['--etcd-ca-file', '/etc/hostname', '--etcd-cert-file', '/etc/hostname'])).toThrow(/both --etcd-cert-file and --etcd-key-file/);
+    expect(() => parsePlacementArgs(['--etcd-ca-file', '/nope'])).toThrow(/--etcd-ca-file \/nope/);
+    expect(parsePlacementArgs(['--etcd-ca-file', '/etc/hostname']) as { etcdTls?: { ca: Buffer } }).toMatchObject({ etcdTls: { ca: expect.any(Buffer) } });
   });
 });
 
@@ -106,4 +113,33 @@ describe('rt placement (a real process)', () => {
     }
     expect(await replicas[follower]!.stop()).toBe(0);
   }, 90_000);
+});
+
+describe('rt placement on an https-only etcd', () => {
+  it('--etcd-ca-file: the replica is elected and serves hosts', async () => {
+    const ca = makeTestCa();
+    const dir = tempDir('rt-placement-etcd-tls-');
+    writeFileSync(join(dir.path, 'etcd.crt'), ca.cert);
+    writeFileSync(join(dir.path, 'etcd.key'), ca.key);
+    const tlsEtcd = await startEtcd({ tls: { certFile: join(dir.path, 'etcd.crt'), keyFile: join(dir.path, 'etcd.key') } });
+    let p: Awaited<ReturnType<typeof startPlacementProcess>> | undefined;
+    const h = { close: async () => {} } as { close(): Promise<void> };
+    try {
+      if (!requireService('etcd', tlsEtcd.available, tlsEtcd.why)) return;
+      const o = parsePlacementArgs(['--port', '0', '--etcd-endpoints', tlsEtcd.endpoints.map((e) => `https://${e}`).join(','), '--etcd-ca-file', ca.caFile, '--lease-ttl', '2', '--heartbeat-timeout', '500ms']);
+      if (o === 'help') throw new Error('help');
+      p = await startPlacementProcess(o, quiet);
+      await waitFor(() => p!.service.accepting, 15_000, 'elected');
+      const a = host([p.server.address.replace('0.0.0.0', '127.0.0.1')], 'a', ['cat']);
+      h.close = () => a.close();
+      await a.ready(AbortSignal.timeout(10_000));
+      expect(a.lookup('cat', 'x')?.local).toBe(true);
+    } finally {
+      await h.close();
+      await p?.close();
+      await tlsEtcd.stop();
+      ca.remove();
+      dir.remove();
+    }
+  }, 60_000);
 });
