@@ -36,7 +36,7 @@ async function startRt(): Promise<void> {
   const poll = setInterval(() => {
     fetch(`http://127.0.0.1:${httpPort}/v1.0/metadata`)
       .then((r) => r.json())
-      .then((md: { actors?: { type: string }[] }) => (known = !!md.actors?.some((a) => a.type === 'Counter')))
+      .then((md) => (known = !!(md as { actors?: { type: string }[] }).actors?.some((a) => a.type === 'Counter')))
       .catch(() => undefined);
   }, 100);
   try {

@@ -68,6 +68,15 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
+/** A raw gRPC client of the runtime API on the sidecar: rpc(method, request). */
+function grpcApi() {
+  const Client = runtimeClient();
+  const client = new Client(`127.0.0.1:${sc.grpcPort}`, grpc.credentials.createInsecure());
+  const rpc = <T>(method: string, req: unknown) =>
+    new Promise<T>((resolve, reject) => (client as unknown as Record<string, (r: unknown, cb: (e: grpc.ServiceError | null, r: T) => void) => void>)[method]!.call(client, req, (e, r) => (e ? reject(e) : resolve(r))));
+  return { rpc, close: () => client.close() };
+}
+
 const call = (type: string, id: string, method: string, body?: unknown, headers: Record<string, string> = {}) =>
   fetch(`${base}/v1.0/actors/${type}/${id}/method/${method}`, { method: 'POST', body: body === undefined ? undefined : JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
 
@@ -159,10 +168,7 @@ describe.runIf(haveRedis)('actors on one host', () => {
   });
 
   it('serves the same operations over gRPC', async () => {
-    const Client = runtimeClient();
-    const client = new Client(`127.0.0.1:${sc.grpcPort}`, grpc.credentials.createInsecure());
-    const rpc = <T>(method: string, req: unknown) =>
-      new Promise<T>((resolve, reject) => (client as unknown as Record<string, (r: unknown, cb: (e: grpc.ServiceError | null, r: T) => void) => void>)[method]!.call(client, req, (e, r) => (e ? reject(e) : resolve(r))));
+    const { rpc, close } = grpcApi();
     try {
       const id = randomUUID();
       const res = await rpc<{ data: Buffer }>('InvokeActor', { actor_type: 'Counter', actor_id: id, method: 'echo', data: Buffer.from('{"a":1}') });
@@ -176,7 +182,7 @@ describe.runIf(haveRedis)('actors on one host', () => {
       await eventually(() => app.log.timers.some((x) => x.id === id && x.name === 'g'), 'the gRPC timer');
       await rpc('UnregisterActorTimer', { actor_type: 'Counter', actor_id: id, name: 'g' });
     } finally {
-      client.close();
+      close();
     }
   });
 });
@@ -200,6 +206,26 @@ describe.runIf(haveRedis)('actor reminders', () => {
     expect(((await gone.json()) as { errorCode: string }).errorCode).toBe('ERR_ACTOR_REMINDER_GET');
   });
 
+  it('lists and removes reminders by type over gRPC', async () => {
+    const { rpc, close } = grpcApi();
+    try {
+      const [a, b] = [randomUUID(), randomUUID()];
+      for (const [id, name] of [[a, 'x'], [a, 'y'], [b, 'z']] as const) await rpc('RegisterActorReminder', { actor_type: 'Reentrant', actor_id: id, name, due_time: '1h', period: '', ttl: '', data: Buffer.from('{"k":1}') });
+      type Listed = { reminders: { name: string; reminder: { actor_id: string; due_time: string; data: { value: Buffer } } }[] };
+      const all = await rpc<Listed>('ListActorReminders', { actor_type: 'Reentrant' });
+      expect(all.reminders.map((r) => r.name).sort()).toEqual(['x', 'y', 'z']);
+      expect(JSON.parse(all.reminders[0]!.reminder.data.value.toString())).toEqual({ k: 1 });
+      const ofA = await rpc<Listed>('ListActorReminders', { actor_type: 'Reentrant', actor_id: a });
+      expect(ofA.reminders.map((r) => r.name).sort()).toEqual(['x', 'y']);
+      await rpc('UnregisterActorRemindersByType', { actor_type: 'Reentrant', actor_id: a });
+      expect((await rpc<Listed>('ListActorReminders', { actor_type: 'Reentrant' })).reminders.map((r) => r.name)).toEqual(['z']);
+      await rpc('UnregisterActorRemindersByType', { actor_type: 'Reentrant' });
+      expect((await rpc<Listed>('ListActorReminders', { actor_type: 'Reentrant' })).reminders).toEqual([]);
+    } finally {
+      close();
+    }
+  });
+
   it('refuses schedules that do not parse with a 400 naming the field', async () => {
     const id = randomUUID();
     for (const [body, word] of [
@@ -219,16 +245,15 @@ describe.runIf(haveRedis)('actor reminders', () => {
 
 describe.runIf(haveRedis)('bad input', () => {
   const grpcCall = async (method: string, req: unknown): Promise<{ code: string; status: number }> => {
-    const Client = runtimeClient();
-    const client = new Client(`127.0.0.1:${sc.grpcPort}`, grpc.credentials.createInsecure());
+    const { rpc, close } = grpcApi();
     try {
-      await new Promise((resolve, reject) => (client as unknown as Record<string, (r: unknown, cb: (e: grpc.ServiceError | null, r: unknown) => void) => void>)[method]!.call(client, req, (e, r) => (e ? reject(e) : resolve(r))));
+      await rpc(method, req);
       return { code: '', status: 0 };
     } catch (e) {
       const se = e as grpc.ServiceError;
       return { code: String(se.metadata.get('rt-error-code')[0] ?? ''), status: se.code };
     } finally {
-      client.close();
+      close();
     }
   };
 

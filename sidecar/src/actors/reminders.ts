@@ -43,6 +43,12 @@ export class ActorReminders {
     return job ? (job.data as StoredReminder) : undefined;
   }
 
+  /** The reminders of a type, or of one actor of it. */
+  async list(type: string, id?: string): Promise<StoredReminder[]> {
+    const jobs = await this.jobs.list(REMINDER_OWNER);
+    return jobs.map((j) => j.data as StoredReminder).filter((r) => r && r.actorType === type && (id === undefined || r.actorId === id));
+  }
+
   async delete(type: string, id: string, name: string): Promise<void> {
     await this.jobs.delete(REMINDER_OWNER, reminderJobName(type, id, name));
   }

@@ -235,6 +235,19 @@ export class ActorsService {
     await this.scheduler('ERR_ACTOR_REMINDER_DELETE', () => reminders.delete(type, id, name));
   }
 
+  /** The reminders of a type, or of one of its actors (gRPC ListActorReminders). */
+  async listReminders(type: string, id?: string): Promise<StoredReminder[]> {
+    checkName(type, 'actor type');
+    const reminders = this.reminders('ERR_ACTOR_REMINDER_LIST');
+    return this.scheduler('ERR_ACTOR_REMINDER_LIST', () => reminders.list(type, id || undefined));
+  }
+
+  /** Deletes the reminders of a type, or of one of its actors (gRPC UnregisterActorRemindersByType). */
+  async deleteRemindersOf(type: string, id?: string): Promise<void> {
+    const reminders = this.reminders('ERR_ACTOR_REMINDER_DELETE');
+    for (const r of await this.listReminders(type, id)) await this.scheduler('ERR_ACTOR_REMINDER_DELETE', () => reminders.delete(r.actorType, r.actorId, r.name));
+  }
+
   /** A reminder's fire: through the actor's turn (activating it), to the app. Rejects when the app did not take it. */
   private async fireReminder(r: StoredReminder): Promise<void> {
     await Promise.race([this.typesKnown, new Promise((_, reject) => setTimeout(() => reject(new Error('the app has not said which actor types it hosts yet')), 60_000).unref())]);

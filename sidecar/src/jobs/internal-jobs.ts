@@ -61,6 +61,12 @@ export class InternalJobsService implements InternalJobs {
     }
   }
 
+  async list(owner: string): Promise<{ name: string; data: unknown }[]> {
+    validateName(owner, 'owner');
+    const jobs = await this.client.list({ namespace: this.namespace, appId: this.appId, owner });
+    return jobs.map((j) => ({ name: j.key.name, data: j.spec.dataJson === undefined ? undefined : JSON.parse(j.spec.dataJson) }));
+  }
+
   async delete(owner: string, name: string): Promise<void> {
     validateName(owner, 'owner');
     await this.client.delete({ namespace: this.namespace, appId: this.appId, owner, name });

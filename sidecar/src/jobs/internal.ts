@@ -33,6 +33,8 @@ export interface InternalJobs {
   schedule(owner: string, name: string, spec: RepeatingJob, data: unknown): Promise<void>;
   /** The data a reminder was scheduled with, or undefined when there is none of that name. */
   get(owner: string, name: string): Promise<{ data: unknown } | undefined>;
+  /** Every job of the owner, with its data. */
+  list(owner: string): Promise<{ name: string; data: unknown }[]>;
   delete(owner: string, name: string): Promise<void>;
   /**
    * Handles triggers of one owner. The handler's promise resolving = done; rejecting = failed,

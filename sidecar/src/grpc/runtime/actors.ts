@@ -6,6 +6,7 @@
  * text when it is not JSON.
  */
 import type { SidecarContext } from '../../context.ts';
+import type { StoredReminder } from '../../actors/reminders.ts';
 import type { ActorsService } from '../../actors/service.ts';
 import { ERRORS, fail } from '../../api/errors.ts';
 import { ApiError } from '../../http/errors.ts';
@@ -52,6 +53,11 @@ function looksJson(b: Uint8Array): boolean {
   } catch {
     return false;
   }
+}
+
+/** A reminder as the gRPC messages carry it: its data as the JSON it holds. */
+function reminderMsg(r: StoredReminder) {
+  return { actor_type: r.actorType, actor_id: r.actorId, due_time: r.dueTime, period: r.period, ttl: r.ttl, data: { type_url: '', value: Buffer.from(JSON.stringify(r.data ?? null)) } };
 }
 
 export function actorMethods(ctx: SidecarContext) {
@@ -106,15 +112,17 @@ export function actorMethods(ctx: SidecarContext) {
     },
 
     async GetActorReminder(req: ActorRef & { name: string }) {
-      const r = await actors().getReminder(req.actor_type, req.actor_id, req.name);
-      return {
-        actor_type: r.actorType,
-        actor_id: r.actorId,
-        due_time: r.dueTime,
-        period: r.period,
-        ttl: r.ttl,
-        data: { type_url: '', value: Buffer.from(JSON.stringify(r.data ?? null)) },
-      };
+      return reminderMsg(await actors().getReminder(req.actor_type, req.actor_id, req.name));
+    },
+
+    async ListActorReminders(req: { actor_type: string; actor_id?: string }) {
+      const list = await actors().listReminders(req.actor_type, req.actor_id);
+      return { reminders: list.map((r) => ({ name: r.name, reminder: reminderMsg(r) })) };
+    },
+
+    async UnregisterActorRemindersByType(req: { actor_type: string; actor_id?: string }): Promise<Record<string, never>> {
+      await actors().deleteRemindersOf(req.actor_type, req.actor_id);
+      return {};
     },
   };
 }

@@ -14,8 +14,6 @@ type Kind = 'unary' | 'server-stream' | 'bidi';
 /** Method → [building block named in the message, call kind]. */
 const UNSUPPORTED: Record<string, [string, Kind]> = {
   SubscribeActorEventsAlpha1: ['actor event streaming', 'bidi'],
-  UnregisterActorRemindersByType: ['reminder removal by actor type', 'unary'],
-  ListActorReminders: ['reminder listing', 'unary'],
   SubtleGetKeyAlpha1: ['subtle cryptography', 'unary'],
   SubtleEncryptAlpha1: ['subtle cryptography', 'unary'],
   SubtleDecryptAlpha1: ['subtle cryptography', 'unary'],
