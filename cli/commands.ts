@@ -11,7 +11,7 @@ export const extraCommands: Record<string, Command> = {
   },
   scheduler: {
     summary: 'run the jobs scheduler service (SQLite, or etcd for several replicas)',
-    run: async (argv) => (await import('../scheduler/src/main.ts')).schedulerCommand(argv),
+    run: async (argv) => (await import('../scheduler/src/index.ts')).schedulerCommand(argv),
   },
   placement: {
     summary: 'run the actor placement service (one replica, or several with etcd)',
@@ -19,10 +19,10 @@ export const extraCommands: Record<string, Command> = {
   },
   operator: {
     summary: 'run the operator (Component status, resources served to sidecars, injection watchdog)',
-    run: async (argv) => (await import('../operator/src/main.ts')).operatorCommand(argv),
+    run: async (argv) => (await import('../operator/src/index.ts')).operatorCommand(argv),
   },
   injector: {
     summary: 'run the sidecar injector (mutating admission webhook for pods, HTTPS)',
-    run: async (argv) => (await import('../injector/src/main.ts')).injectorCommand(argv),
+    run: async (argv) => (await import('../injector/src/index.ts')).injectorCommand(argv),
   },
 };

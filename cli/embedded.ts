@@ -4,8 +4,7 @@
  * talks to it exactly as it would to `rt scheduler` (and metadata reports its address).
  * Skipped when --scheduler-host-address is given.
  */
-import { embeddedStorePath, startEmbeddedEngine } from '../scheduler/src/embedded.ts';
-import { startSchedulerServer } from '../scheduler/src/grpc/server.ts';
+import { embeddedStorePath, startEmbeddedEngine, startSchedulerServer } from '../scheduler/src/index.ts';
 import { DEFAULT_OPTIONS, type StartOptions } from '../sidecar/src/sidecar.ts';
 import { createLogger } from '../shared/logger.ts';
 

@@ -3,7 +3,7 @@
  * or under RT_HOME) that every `rt run` / `rt sidecar` writes, dead processes skipped.
  */
 import { parseArgs } from 'node:util';
-import { listEntries, registryDir, type RegistryEntry } from '../sidecar/src/invoke/registry/local.ts';
+import { listEntries, registryDir, type RegistryEntry } from '../sidecar/src/index.ts';
 
 const HELP = `usage: rt list [-o table|json]
 
