@@ -19,4 +19,5 @@ export { block as resiliency } from './resiliency/block.ts';
 export { block as runtimeApi } from './grpc/runtime/block.ts';
 export { block as secrets } from './secrets/block.ts';
 export { block as state } from './state/block.ts';
+export { block as tracing } from './tracing/block.ts';
 export { block as workflows } from './workflows/block.ts';

@@ -25,6 +25,7 @@ import type { InternalJobs } from './jobs/internal.ts';
 import type { IdentityManager } from './identity/manager.ts';
 import type { SidecarOptions } from './options.ts';
 import type { ActorsService } from './actors/service.ts';
+import type { TracingService } from './tracing/service.ts';
 
 export interface SidecarContext {
   options: SidecarOptions;
@@ -73,6 +74,8 @@ export interface BlockServices {
   resiliency?: ResiliencyService;
   /** The actor runtime's operations (the gRPC actor calls reuse them). */
   actors?: ActorsService;
+  /** Spans and trace context, while the Configuration turns tracing on (absent: off). */
+  tracing?: TracingService;
   /** Service invocation toward other apps (the gRPC InvokeService reuses it). */
   invoke?: Invoker;
   /** Graceful stop of this sidecar, as its owner's close() does (the gRPC Shutdown call). */

@@ -83,7 +83,7 @@ export function createHttpServer(opts: HttpServerOptions): FastifyInstance {
     done();
   });
 
-  rawOptions.set(app as unknown as FastifyInstance, opts);
+  rawOptions.set(app as unknown as FastifyInstance, { ...opts });
 
   // every route's schema is validated with the validators of schema.ts (compiled at build time);
   // the routes registered from now on make the OpenAPI document
@@ -124,7 +124,16 @@ function tokenRefusal(headers: IncomingHttpHeaders, token: string): ApiError | u
   return new ApiError(401, 'ERR_UNAUTHORIZED', 'missing or invalid API token: send it in the rt-api-token header');
 }
 
-const rawOptions = new WeakMap<FastifyInstance, HttpServerOptions>();
+const rawOptions = new WeakMap<FastifyInstance, HttpServerOptions & { rawRequestHook?: RawRequestHook }>();
+
+/** Runs first for each request a raw route serves (the tracing block's span; set only when tracing is on). */
+export type RawRequestHook = (req: IncomingMessage, res: ServerResponse) => void;
+
+export function setRawRequestHook(app: FastifyInstance, hook: RawRequestHook): void {
+  const opts = rawOptions.get(app);
+  if (!opts) throw new Error('setRawRequestHook needs a server made by createHttpServer');
+  opts.rawRequestHook = hook;
+}
 
 /** A request handler of raw node:http; what it throws (before answering) becomes the API's JSON error. */
 export type RawHandler = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
@@ -168,6 +177,7 @@ export function rawRoute(app: FastifyInstance, prefix: string | RegExp, handle: 
       const started = performance.now();
       res.once('finish', () => opts.log.debug({ method: req.method, url: req.url, status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request'));
     }
+    if (opts.rawRequestHook) opts.rawRequestHook(req, res);
     if (closing) {
       res.setHeader('connection', 'close');
       return fail(req, res, new ApiError(503, 'ERR_UNAVAILABLE', 'the sidecar is shutting down'));

@@ -33,6 +33,8 @@ import { grpcStatusHeaders, headOf, sendAnswer, sendError } from './internal-htt
 import type { InvokeAnswer } from './call.ts';
 import { internalService, type InvokeChunk, type RequestHead, type ResponseHead } from './proto.ts';
 import { splitHead, writeBody } from './stream.ts';
+import { tracedAppCall } from '../tracing/invoke.ts';
+import type { TracingService } from '../tracing/service.ts';
 
 /** Decides whether a caller may make a call; a string is the reason it may not. */
 export type AccessCheck = (head: RequestHead) => string | undefined;
@@ -48,6 +50,8 @@ export interface InternalServerOptions {
   appApiToken?: string;
   /** Mutual TLS: the port serves TLS only, with this identity's certificate, once it has one. */
   identity?: IdentityManager;
+  /** A SERVER span per call handed to the app, when tracing is on. */
+  tracing?: TracingService;
 }
 
 /** Why the callee sidecar refuses a call itself (before its app sees it). */
@@ -234,6 +238,11 @@ export class InternalServer {
 
   /** The app's answer; an HTTP app's comes through the dispatch API into `answer`. */
   private async callApp(head: RequestHead, body: Readable | undefined, signal?: AbortSignal, answer = new DispatchedAnswer()): Promise<InvokeAnswer> {
+    if (this.o.tracing) return tracedAppCall(this.o.tracing, this.o.appId, head, () => this.callAppNow(head, body, signal, answer));
+    return this.callAppNow(head, body, signal, answer);
+  }
+
+  private async callAppNow(head: RequestHead, body: Readable | undefined, signal: AbortSignal | undefined, answer: DispatchedAnswer): Promise<InvokeAnswer> {
     const grpcApp = this.o.app.grpc;
     if (grpcApp) return invokeGrpcApp(grpcApp, head, body, { 'rt-caller-app-id': head.caller?.app_id ?? '', 'dapr-caller-app-id': head.caller?.app_id ?? '', 'rt-callee-app-id': this.o.appId, 'dapr-callee-app-id': this.o.appId });
     if (signal?.aborted) answer.abort();

@@ -21,7 +21,7 @@ export async function setup(ctx: SidecarContext): Promise<{ invoke: Invoker }> {
   const standalone = o.mode !== 'kubernetes';
   const grpcApp = o.appProtocol === 'grpc' && o.appPort > 0 ? `${o.appChannelAddress.includes(':') ? `[${o.appChannelAddress}]` : o.appChannelAddress}:${o.appPort}` : undefined;
   const identity = ctx.identity;
-  const server = new InternalServer({ appId: o.appId, namespace: o.namespace, app: ctx.app, log: ctx.log, access: accessCheck(ctx), grpcApp, appApiToken: o.appApiToken, identity });
+  const server = new InternalServer({ appId: o.appId, namespace: o.namespace, app: ctx.app, log: ctx.log, access: accessCheck(ctx), grpcApp, appApiToken: o.appApiToken, identity, tracing: ctx.services.tracing });
   ctx.onClose(() => server.close());
   // standalone sidecars share one machine: a free port each, found through the registry. With
   // mTLS the port waits for the first certificate: it does not serve without one

@@ -2,4 +2,4 @@
 import { defineBlock } from '../block-graph.ts';
 import { setup } from './setup.ts';
 
-export const block = defineBlock({ name: 'pubsub', uses: ['resiliency'], provides: ['pubsub'], setup });
+export const block = defineBlock({ name: 'pubsub', uses: ['resiliency', 'tracing'], provides: ['pubsub'], setup });

@@ -17,6 +17,8 @@ import { CLOUDEVENT_CONTENT_TYPE, eventJson, isRawBody, rawPayloadOf } from './c
 import { BulkSender, httpBatchPoster } from './bulk.ts';
 import { Backoff, wait } from '../../../shared/backoff.ts';
 import type { AppTargets, Outcome, RetryPolicy } from './types.ts';
+import { consumerSpan } from '../tracing/messaging.ts';
+import type { TracingService } from '../tracing/service.ts';
 
 /** 3 retries, 250 ms apart doubling to 5 s. */
 export const DEFAULT_RETRY: RetryPolicy = { maxRetries: 3, initialMs: 250, maxMs: 5000 };
@@ -43,26 +45,31 @@ export function outcomeOf(status: number, body: Buffer): Outcome {
  * `path` on the app, with the pub/sub's name in the `pubsubname` header, as the reference
  * runtime sends it (the SDKs hand it to the handler).
  */
-export async function sendToApp(app: AppChannel, path: string, event: CloudEvent, sub: SubscriptionInfo, log: Logger, signal?: AbortSignal): Promise<Outcome> {
+export async function sendToApp(app: AppChannel, path: string, event: CloudEvent, sub: SubscriptionInfo, log: Logger, signal?: AbortSignal, tracing?: TracingService): Promise<Outcome> {
   const raw = isRawBody(sub.metadata) ? rawPayloadOf(event) : undefined;
   const headers: Record<string, string> = { 'content-type': raw ? raw.contentType : CLOUDEVENT_CONTENT_TYPE, pubsubname: sub.pubsubname };
   if (typeof event.traceparent === 'string') headers.traceparent = event.traceparent;
   if (typeof event.tracestate === 'string') headers.tracestate = event.tracestate;
+  // tracing on: a CONSUMER span under the event's context, and the app gets the span's context
+  const span = tracing ? consumerSpan(tracing, event, sub, path, headers) : undefined;
   try {
     const res = await app.invoke({ method: 'POST', path, body: raw ? raw.data : eventJson(event), headers, signal });
     const outcome = outcomeOf(res.status, res.body);
+    span?.setAttributes({ 'http.response.status_code': res.status, 'rt.outcome': outcome });
+    span?.end(outcome === 'RETRY' ? `the app answered ${res.status}: RETRY` : undefined);
     if (outcome !== 'SUCCESS') log.debug({ path, status: res.status, outcome, id: event.id }, 'app did not take the message');
     return outcome;
   } catch (e) {
+    span?.end((e as Error).message);
     log.warn({ path, id: event.id }, `delivering message: ${(e as Error).message}`);
     return 'RETRY';
   }
 }
 
 /** Delivery to an app that speaks HTTP: one POST per message, bulk batches as one POST. */
-export function httpTargets(app: AppChannel, log: Logger): AppTargets {
+export function httpTargets(app: AppChannel, log: Logger, tracing?: TracingService): AppTargets {
   return {
-    single: { send: (path, event, sub, signal) => sendToApp(app, path, event, sub, log, signal) },
+    single: { send: (path, event, sub, signal) => sendToApp(app, path, event, sub, log, signal, tracing) },
     bulk: (info, bulk) => new BulkSender(httpBatchPoster(app, info, log), bulk),
   };
 }

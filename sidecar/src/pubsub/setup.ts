@@ -23,7 +23,7 @@ export async function setup(ctx: SidecarContext): Promise<{ pubsub: PublishServi
   await publishRoutes(ctx.http, publisher);
 
   const grpcApp = ctx.app.grpc;
-  const targets = grpcApp ? grpcTargets(grpcApp, log) : httpTargets(ctx.app, log);
+  const targets = grpcApp ? grpcTargets(grpcApp, log) : httpTargets(ctx.app, log, ctx.services.tracing);
   const declarative = () => ctx.resources.subscriptions.filter((s) => s.type === 'DECLARATIVE');
   const manager = new SubscriptionManager(ctx.components, declarative, targets, log, undefined, ctx.services.resiliency);
   ctx.metadata.addSubscriptionProvider(() => manager.openList());

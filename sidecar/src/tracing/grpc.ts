@@ -1,0 +1,44 @@
+/**
+ * A SERVER span for each gRPC API call (a grpc-js server interceptor, added to the port only when
+ * tracing is on): its parent is the call's traceparent / tracestate metadata, and the metadata the
+ * handler sees carries the span's context instead, for the calls it passes on.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { RtSpan } from './sdk.ts';
+import { contextHeaders, type TracingService } from './service.ts';
+
+/** "/pkg.Service/Method" → the RPC attributes of the semantic conventions. */
+export function rpcAttributes(path: string): { 'rpc.system': string; 'rpc.service': string; 'rpc.method': string } {
+  const slash = path.lastIndexOf('/');
+  return { 'rpc.system': 'grpc', 'rpc.service': path.slice(1, slash > 0 ? slash : undefined), 'rpc.method': slash > 0 ? path.slice(slash + 1) : '' };
+}
+
+export function grpcTracingInterceptor(tracing: TracingService): grpc.ServerInterceptor {
+  return (method, call) => {
+    let span: RtSpan | undefined;
+    return new grpc.ServerInterceptingCall(call, {
+      start(next) {
+        next({
+          onReceiveMetadata(metadata, mdNext) {
+            const attrs = rpcAttributes(method.path);
+            span = tracing.start(method.path.slice(1), 'server', { traceparent: metadata.get('traceparent')[0], tracestate: metadata.get('tracestate')[0] }, { ...attrs, 'rt.operation': attrs['rpc.method'] });
+            const h = contextHeaders(span);
+            metadata.set('traceparent', h.traceparent);
+            if (h.tracestate) metadata.set('tracestate', h.tracestate);
+            else metadata.remove('tracestate');
+            mdNext(metadata);
+          },
+        });
+      },
+      sendStatus(status, next) {
+        if (span) {
+          const code = status.code ?? grpc.status.OK;
+          span.setAttributes({ 'rpc.grpc.status_code': code });
+          span.end(code === grpc.status.OK ? undefined : `${grpc.status[code] ?? code}: ${status.details ?? ''}`);
+          span = undefined;
+        }
+        next(status);
+      },
+    });
+  };
+}

@@ -1,0 +1,49 @@
+/**
+ * The tracing block's service: spans whose parent is the context a call brought (traceparent /
+ * tracestate), with rt's own attributes. It exists only while tracing is on: blocks hold
+ * `ctx.services.tracing` (undefined when off), so the off path is one check of that slot.
+ */
+import type { TracingConfig } from './config.ts';
+import { firstValue, formatTraceParent, keepTraceState, parseTraceParent } from './context.ts';
+import type { Attributes, RtSpan, SpanKindName, SpanStarter } from './sdk.ts';
+
+/** Where a call's incoming context is read from (HTTP headers or gRPC metadata, first values). */
+export interface CarriedContext {
+  traceparent?: unknown;
+  tracestate?: unknown;
+  [other: string]: unknown;
+}
+
+export class TracingService {
+  readonly config: TracingConfig;
+  private readonly starter: SpanStarter;
+  private readonly appId: string;
+
+  constructor(config: TracingConfig, starter: SpanStarter, appId: string) {
+    this.config = config;
+    this.starter = starter;
+    this.appId = appId;
+  }
+
+  /**
+   * Starts a span under the carried context (none, or one that does not parse: a new trace),
+   * with rt.app_id and the given attributes.
+   */
+  start(name: string, kind: SpanKindName, carried: CarriedContext | undefined, attrs: Attributes): RtSpan {
+    const parent = parseTraceParent(firstValue(carried?.traceparent));
+    const state = parent ? keepTraceState(carried?.tracestate) : undefined;
+    attrs['rt.app_id'] = this.appId;
+    return this.starter.start(name, kind, parent, state, attrs);
+  }
+
+  shutdown(): Promise<void> {
+    return this.starter.shutdown();
+  }
+}
+
+/** The headers that carry a span's context onward. */
+export function contextHeaders(span: RtSpan): { traceparent: string; tracestate?: string } {
+  const out: { traceparent: string; tracestate?: string } = { traceparent: formatTraceParent(span.context) };
+  if (span.traceState) out.tracestate = span.traceState;
+  return out;
+}
