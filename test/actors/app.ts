@@ -21,6 +21,8 @@ export interface ActorAppLog {
   reminders: { type: string; id: string; name: string; body: unknown; at: number }[];
   deactivated: { type: string; id: string; at: number }[];
   overlaps: number;
+  /** The most calls in the app at once, over all actors (reset it to measure a stretch). */
+  maxInFlight: number;
 }
 
 export interface ActorTestApp {
@@ -40,7 +42,8 @@ const read = (req: IncomingMessage) =>
   });
 
 export async function startActorApp(config: Record<string, unknown>): Promise<ActorTestApp> {
-  const log: ActorAppLog = { calls: [], timers: [], reminders: [], deactivated: [], overlaps: 0 };
+  const log: ActorAppLog = { calls: [], timers: [], reminders: [], deactivated: [], overlaps: 0, maxInFlight: 0 };
+  let allInFlight = 0;
   const inFlight = new Map<string, number>();
   const app: ActorTestApp = { port: 0, log, sidecarPort: 0, close: async () => undefined };
   const sidecar = (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${app.sidecarPort}${path}`, init);
@@ -78,6 +81,7 @@ export async function startActorApp(config: Record<string, unknown>): Promise<Ac
     const n = (inFlight.get(key) ?? 0) + 1;
     inFlight.set(key, n);
     if (n > 1) log.overlaps++;
+    log.maxInFlight = Math.max(log.maxInFlight, ++allInFlight);
     try {
       switch (method) {
         case 'echo':
@@ -109,6 +113,7 @@ export async function startActorApp(config: Record<string, unknown>): Promise<Ac
       }
     } finally {
       inFlight.set(key, (inFlight.get(key) ?? 1) - 1);
+      allInFlight--;
     }
   };
 
