@@ -4,7 +4,8 @@
  * which publishes through sidecar B (SERVER span, the event's traceparent) → Redis → sidecar A's
  * delivery (CONSUMER span) → app A. Sidecar A exports over OTLP/gRPC, sidecar B over OTLP/HTTP,
  * so one trace proves both protocols. A third sidecar with samplingRate "0" exports nothing; a
- * call without traceparent and one with a bad traceparent start new traces and answer normally.
+ * call without traceparent and one with a bad traceparent start new traces and answer normally;
+ * a job trigger starts a trace of its own and the app gets its context.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
@@ -57,6 +58,8 @@ describe.skipIf(!available)('trace context across sidecars, apps and pub/sub, ex
   /** What app A's subscription got, by the event's data.id. */
   const delivered = new Map<string, IncomingHttpHeaders>();
   const waiters = new Map<string, (h: IncomingHttpHeaders) => void>();
+  /** What app A's job endpoint got, by job name. */
+  const jobs = new Map<string, IncomingHttpHeaders>();
   /** What app B's /work got. */
   const workHeaders: IncomingHttpHeaders[] = [];
 
@@ -65,6 +68,7 @@ describe.skipIf(!available)('trace context across sidecars, apps and pub/sub, ex
     dir = await mkdtemp(join(tmpdir(), 'rt-trace-flow-'));
     process.env.RT_HOME = join(dir, 'home');
     const appA = await listen(async (path, headers, body) => {
+      if (path.startsWith('/job/')) jobs.set(decodeURIComponent(path.slice(5)), headers);
       if (path === '/orders') {
         const id = String((JSON.parse(body) as { data: { id: string } }).data.id);
         delivered.set(id, headers);
@@ -95,13 +99,13 @@ describe.skipIf(!available)('trace context across sidecars, apps and pub/sub, ex
     await writeFile(join(dir, 'a.config.yaml'), config('1', { endpointAddress: jaeger.otlpGrpcEndpoint, isSecure: false, protocol: 'grpc' }));
     await writeFile(join(dir, 'b.config.yaml'), config('1', { endpointAddress: jaeger.otlpHttpEndpoint.replace('http://', ''), isSecure: false, protocol: 'http' }));
     await writeFile(join(dir, 'off.config.yaml'), config('0', { endpointAddress: jaeger.otlpGrpcEndpoint, protocol: 'grpc' }));
-    const common = { httpPort: 0, grpcPort: 0, enableMetrics: false, dataDir: dir, logger: pino({ level: 'silent' }) };
-    b = await startSidecar({ ...common, appId: B, appPort: appB.port, resourcesPaths: [join(dir, 'b')], configFile: join(dir, 'b.config.yaml') });
+    const common = { httpPort: 0, grpcPort: 0, enableMetrics: false, logger: pino({ level: 'silent' }) };
+    b = await startSidecar({ ...common, dataDir: join(dir, 'b-data'), appId: B, appPort: appB.port, resourcesPaths: [join(dir, 'b')], configFile: join(dir, 'b.config.yaml') });
     sidecars.push(b);
     bHttpPort = b.httpPort;
-    a = await startSidecar({ ...common, appId: A, appPort: appA.port, resourcesPaths: [join(dir, 'a')], configFile: join(dir, 'a.config.yaml') });
+    a = await startSidecar({ ...common, dataDir: join(dir, 'a-data'), appId: A, appPort: appA.port, resourcesPaths: [join(dir, 'a')], configFile: join(dir, 'a.config.yaml') });
     sidecars.push(a);
-    off = await startSidecar({ ...common, appId: OFF, appPort: appB.port, resourcesPaths: [join(dir, 'off')], configFile: join(dir, 'off.config.yaml') });
+    off = await startSidecar({ ...common, dataDir: join(dir, 'off-data'), appId: OFF, appPort: appB.port, resourcesPaths: [join(dir, 'off')], configFile: join(dir, 'off.config.yaml') });
     sidecars.push(off);
   }, 120_000);
 
@@ -155,7 +159,8 @@ describe.skipIf(!available)('trace context across sidecars, apps and pub/sub, ex
   }, 60_000);
 
   it('a call without traceparent, and one with a bad traceparent, start new traces and answer normally', async () => {
-    for (const headers of [{}, { traceparent: '00-zz-not-a-context-01' }, { traceparent: `00-${'0'.repeat(32)}-${hex(8)}-01` }]) {
+    const cases: Record<string, string>[] = [{}, { traceparent: '00-zz-not-a-context-01' }, { traceparent: `00-${'0'.repeat(32)}-${hex(8)}-01` }];
+    for (const headers of cases) {
       const id = `e-${hex(4)}`;
       const res = await invokeB(a, id, headers);
       expect(res.status).toBe(200);
@@ -167,6 +172,19 @@ describe.skipIf(!available)('trace context across sidecars, apps and pub/sub, ex
       expect(root?.parentSpanId).toBeUndefined();
     }
   }, 90_000);
+
+  it("a job trigger is a new trace whose span's context the app gets", async () => {
+    const name = `traced-${hex(4)}`;
+    const res = await fetch(`http://127.0.0.1:${a.httpPort}/v1.0-alpha1/jobs/${name}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ schedule: '@every 100ms', repeats: 1, data: 'x' }) });
+    expect(res.status).toBe(204);
+    const deadline = Date.now() + 15_000;
+    while (!jobs.has(name) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const tp = parseTraceParent(jobs.get(name)?.traceparent);
+    expect(tp).toBeDefined();
+    const spans = await jaeger.waitForTrace(tp!.traceId, 1, 20_000);
+    expect(spans.find((s) => s.spanId === tp!.spanId)).toMatchObject({ serviceName: A, operationName: `job ${name}`, kind: 'client', tags: expect.objectContaining({ 'rt.operation': 'jobs.trigger', 'rt.job': name, 'http.response.status_code': 200 }) });
+    expect(spans.find((s) => s.spanId === tp!.spanId)?.parentSpanId).toBeUndefined();
+  }, 30_000);
 
   it('samplingRate "0" exports nothing, and the caller\'s context still reaches the app unchanged', async () => {
     const traceparent = `00-${hex(16)}-${hex(8)}-01`;

@@ -2,4 +2,4 @@
 import { defineBlock } from '../block-graph.ts';
 import { setup } from './setup.ts';
 
-export const block = defineBlock({ name: 'jobs', uses: ['resiliency'], provides: ['jobs', 'internalJobs'], setup });
+export const block = defineBlock({ name: 'jobs', uses: ['resiliency', 'tracing'], provides: ['jobs', 'internalJobs'], setup });

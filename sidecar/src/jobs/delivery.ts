@@ -12,6 +12,8 @@ import { dataBody } from './data.ts';
 import type { Trigger } from '../../../scheduler/src/index.ts';
 import type { InternalJobsService } from './internal-jobs.ts';
 import { deliverUnderPolicy } from './resilient.ts';
+import { jobSpan } from '../tracing/messaging.ts';
+import { contextHeaders, type TracingService } from '../tracing/service.ts';
 
 /** The header that carries a trigger's due time (RFC 3339, UTC) to the app. */
 export const DUE_TIME_HEADER = 'rt-job-due-time';
@@ -49,17 +51,42 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
   const resiliency = ctx.services.resiliency;
   const appId = ctx.options.appId;
   /** One try under a policy: the app's status (gRPC: 200 when taken, else the error thrown with its code). */
-  const sendOnce = (t: Trigger, signal: AbortSignal | undefined, timeoutMs: number | undefined): Promise<number> =>
+  const sendOnce = (t: Trigger, signal: AbortSignal | undefined, timeoutMs: number | undefined, trace?: Record<string, string>): Promise<number> =>
     ctx.app.grpc
       ? jobEventOverGrpc(ctx.app.grpc, t, timeoutMs).then(() => 200)
       : ctx.app
-          .invoke({ method: 'POST', path: `/job/${encodeURIComponent(t.key.name)}`, body: dataBody(t), headers: { 'content-type': 'application/json', [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString() }, signal })
+          .invoke({ method: 'POST', path: `/job/${encodeURIComponent(t.key.name)}`, body: dataBody(t), headers: { 'content-type': 'application/json', [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString(), ...trace }, signal })
           .then((r) => r.status);
+  const tracing = ctx.services.tracing;
+  /** Tracing on (an HTTP app): the trigger is a new trace, its span's context goes to the app. */
+  const deliverTraced = async (t: Trigger, traced: TracingService): Promise<boolean> => {
+    const span = jobSpan(traced, t.key.name);
+    const trace = contextHeaders(span);
+    const policy = resiliency?.forApp(appId);
+    try {
+      if (policy) {
+        const ok = await deliverUnderPolicy(resiliency!, policy, t, log, (signal, ms) => sendOnce(t, signal, ms, trace));
+        span.end(ok ? undefined : 'the app failed the job trigger');
+        return ok;
+      }
+      const status = await sendOnce(t, undefined, undefined, trace);
+      const ok = (status >= 200 && status < 300) || status === 404;
+      span.setAttributes({ 'http.response.status_code': status });
+      span.end(ok ? undefined : `the app answered ${status}`);
+      if (!ok) log.warn({ job: t.key.name, status, attempt: t.attempt }, 'app failed a job trigger');
+      return ok;
+    } catch (e) {
+      span.end((e as Error).message);
+      log.warn({ job: t.key.name, err: (e as Error).message, attempt: t.attempt }, 'could not deliver a job trigger to the app');
+      return false;
+    }
+  };
 
   // No async functions on this path: each trigger costs one promise for the app's answer and
   // one reaction to it (a burst delivers thousands per second; promise churn was a visible
   // share of the sidecar's CPU per trigger).
   const toApp = (t: Trigger): Promise<boolean> => {
+    if (tracing && !ctx.app.grpc) return deliverTraced(t, tracing).finally(release);
     // no Resiliency resource: one check, and the path below as it was
     const policy = resiliency?.forApp(appId);
     if (policy) return deliverUnderPolicy(resiliency!, policy, t, log, (signal, ms) => sendOnce(t, signal, ms)).finally(release);

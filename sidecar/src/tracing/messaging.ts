@@ -1,4 +1,4 @@
-/** Messaging spans (pub/sub delivery), with the semantic conventions' messaging attributes. */
+/** Spans of deliveries to the app: pub/sub (the semantic conventions' messaging attributes) and job triggers. */
 import type { CloudEvent } from '../pubsub/cloudevent.ts';
 import type { SubscriptionInfo } from '../resources/types.ts';
 import type { RtSpan } from './sdk.ts';
@@ -17,4 +17,15 @@ export function consumerSpan(tracing: TracingService, event: CloudEvent, sub: Su
   });
   Object.assign(headers, contextHeaders(span));
   return span;
+}
+
+/** A job trigger delivered to the app: a new trace (a trigger carries no context), its span's context to the app. */
+export function jobSpan(tracing: TracingService, job: string): RtSpan {
+  return tracing.start(`job ${job}`, 'client', undefined, {
+    'http.request.method': 'POST',
+    'url.path': `/job/${encodeURIComponent(job)}`,
+    'rt.component': 'scheduler',
+    'rt.operation': 'jobs.trigger',
+    'rt.job': job,
+  });
 }
