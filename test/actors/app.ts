@@ -11,6 +11,7 @@
  *   recurse      body {"n": k}: calls itself through the sidecar k more times, passing the
  *                reentrancy id it got (Dapr-Reentrancy-Id), and answers the depth reached
  *   fail         answers 500
+ *   hang         never answers
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -108,6 +109,8 @@ export async function startActorApp(config: Record<string, unknown>): Promise<Ac
         }
         case 'fail':
           return send(500, { error: 'the actor failed' });
+        case 'hang':
+          return await new Promise<void>(() => undefined);
         default:
           return send(404, { error: `no method ${method}` });
       }

@@ -244,6 +244,25 @@ describe.runIf(haveRedis)('actor reminders', () => {
   });
 });
 
+describe.runIf(haveRedis)('shutdown', () => {
+  it('ends the actors, and a call that hangs in the app does not hold the stop', async () => {
+    const id = randomUUID();
+    expect((await call('Counter', id, 'echo', 1)).status).toBe(200);
+    const hung = call('Counter', randomUUID(), 'hang').catch(() => undefined);
+    await eventually(() => app.log.calls.some((c) => c.method === 'hang'), 'the hanging call');
+    const t0 = Date.now();
+    try {
+      await sc.close();
+      // the HTTP server's grace for the hung request (5 s), then the actors' drain (5 s at most)
+      expect(Date.now() - t0).toBeLessThan(14_000);
+      expect(app.log.deactivated.some((d) => d.id === id)).toBe(true);
+      await hung;
+    } finally {
+      sc = await start();
+    }
+  }, 40_000);
+});
+
 describe.runIf(haveRedis)('bad input', () => {
   const grpcCall = async (method: string, req: unknown): Promise<{ code: string; status: number }> => {
     const { rpc, close } = grpcApi();

@@ -10,6 +10,8 @@
  */
 import type { AppChannel, AppResponse } from '../app/channel.ts';
 
+const DEACTIVATE_TIMEOUT_MS = 5000;
+
 export const REENTRANCY_HEADERS = ['dapr-reentrancy-id', 'rt-reentrancy-id'] as const;
 
 const seg = (s: string) => encodeURIComponent(s);
@@ -27,13 +29,15 @@ export interface TimerPayload extends ReminderPayload {
 
 export class ActorApp {
   private readonly app: AppChannel;
+  /** Aborts the calls still at the app when the sidecar stops (the app channel's close waits for them). */
+  private readonly stopping = new AbortController();
 
   constructor(app: AppChannel) {
     this.app = app;
   }
 
   invokeMethod(type: string, id: string, method: string, body: Uint8Array, headers: Record<string, string>): Promise<AppResponse> {
-    return this.app.invoke({ method: 'PUT', path: `${actorPath(type, id)}/method/${seg(method)}`, body, headers });
+    return this.app.invoke({ method: 'PUT', path: `${actorPath(type, id)}/method/${seg(method)}`, body, headers, signal: this.stopping.signal });
   }
 
   fireReminder(type: string, id: string, name: string, payload: ReminderPayload): Promise<AppResponse> {
@@ -44,11 +48,17 @@ export class ActorApp {
     return this.putJson(`${actorPath(type, id)}/method/timer/${seg(name)}`, payload);
   }
 
+  /** Bounded: a deactivation that hangs must not hold a shutdown. */
   deactivate(type: string, id: string): Promise<AppResponse> {
-    return this.app.invoke({ method: 'DELETE', path: actorPath(type, id) });
+    return this.app.invoke({ method: 'DELETE', path: actorPath(type, id), timeoutMs: DEACTIVATE_TIMEOUT_MS, signal: this.stopping.signal });
   }
 
   private putJson(path: string, value: unknown): Promise<AppResponse> {
-    return this.app.invoke({ method: 'PUT', path, body: JSON.stringify(value), headers: { 'content-type': 'application/json' } });
+    return this.app.invoke({ method: 'PUT', path, body: JSON.stringify(value), headers: { 'content-type': 'application/json' }, signal: this.stopping.signal });
+  }
+
+  /** Ends every call still at the app (shutdown, after the drain). */
+  abort(): void {
+    this.stopping.abort(new Error('the sidecar is shutting down'));
   }
 }

@@ -54,6 +54,7 @@ export interface ActorsServiceOptions {
 }
 
 const MAX_NAME = 1024;
+const SHUTDOWN_DRAIN_MS = 5000;
 
 export class ActorsService {
   private readonly opts: ActorsServiceOptions;
@@ -294,9 +295,11 @@ export class ActorsService {
     throw fail(row, `actor ${type}/${id} is hosted by app ${host.appId} at ${host.address}; calls between sidecars are not wired yet`);
   }
 
+  /** Shutdown: every actor ended, a call in flight waited for 5 s at most (the HTTP server's own grace). */
   async close(): Promise<void> {
     this.table.close();
-    await this.table.drain();
+    await this.table.drain(() => true, SHUTDOWN_DRAIN_MS);
+    this.opts.app.abort();
   }
 }
 

@@ -139,11 +139,14 @@ export class ActorTable {
     return act.closing;
   }
 
-  /** Ends every activation (shutdown, or placement moved them): their calls first, each type's drainOngoingCallTimeout at most. */
-  async drain(which: (act: Activation) => boolean = () => true): Promise<void> {
+  /**
+   * Ends every activation `which` picks (shutdown, or placement moved them): their calls first,
+   * each type's drainOngoingCallTimeout at most (and `capMs`: a shutdown does not wait a minute).
+   */
+  async drain(which: (act: Activation) => boolean = () => true, capMs = Number.POSITIVE_INFINITY): Promise<void> {
     const ends = [...this.actors.values()].filter(which).map((a) => {
       const cfg = this.configOf(a.type) ?? DEFAULTS;
-      return this.deactivate(a, cfg.drainRebalancedActors ? cfg.drainOngoingCallTimeoutMs : 1);
+      return this.deactivate(a, Math.min(capMs, cfg.drainRebalancedActors ? cfg.drainOngoingCallTimeoutMs : 1));
     });
     await Promise.all(ends);
   }
