@@ -71,11 +71,11 @@ describe.skipIf(!available)('helm install, upgrade and uninstall of charts/rt on
 
     // the CRDs are established
     await ok(k.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/components.rt.io', 'crd/configurations.rt.io', 'crd/subscriptions.rt.io', 'crd/httpendpoints.rt.io', 'crd/resiliencies.rt.io']), 'wait for CRDs');
-    // the operator, injector and scheduler pods are Ready on the node
+    // the operator, injector, placement and scheduler pods are Ready on the node
     const pods = JSON.parse(await ok(k.kubectl(['get', 'pods', '-n', NS, '-o', 'json']), 'get pods')) as PodList;
     const ready = pods.items.map((p) => [p.metadata.labels?.['app.kubernetes.io/component'], p.status?.conditions?.find((c) => c.type === 'Ready')?.status]);
     // two injectors by default (a PodDisruptionBudget keeps one through a drain)
-    expect(ready.sort()).toEqual([['injector', 'True'], ['injector', 'True'], ['operator', 'True'], ['scheduler', 'True']]);
+    expect(ready.sort()).toEqual([['injector', 'True'], ['injector', 'True'], ['operator', 'True'], ['placement', 'True'], ['scheduler', 'True']]);
     expect((await ok(k.kubectl(['get', 'poddisruptionbudgets', '-n', NS, '-o', 'name']), 'get pdb')).trim()).toBe('poddisruptionbudget.policy/rt-injector');
 
     // the API server reaches the injector through its Service and the pod comes back with the sidecar
