@@ -265,8 +265,14 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
     expect(started('app')).toBeGreaterThanOrEqual(started('rt-sidecar'));
 
     const result = join(out, 'checkout.json');
-    await vi.waitFor(() => expect(existsSync(result)).toBe(true), { timeout: 60_000, interval: 500 });
-    const got = JSON.parse(readFileSync(result, 'utf8')) as Record<string, { status: number; body: string }>;
+    // written with writeFileSync, which is not atomic: read once it parses
+    const got = await vi.waitFor(
+      () => {
+        expect(existsSync(result)).toBe(true);
+        return JSON.parse(readFileSync(result, 'utf8')) as Record<string, { status: number; body: string }>;
+      },
+      { timeout: 60_000, interval: 500 },
+    );
     expect(got, c.podLog(NS, appPod.metadata.name, 'rt-sidecar').slice(-3000)).toMatchObject({
       redisSave: { status: 204 },
       redisGet: { status: 200 },
@@ -313,8 +319,14 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
     const published = await fetch(`${sidecarOf(appPod)}/v1.0/publish/bus/orders`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ order: 7 }) });
     expect(published.status, await published.text()).toBe(204);
     const received = join(out, 'stock-orders.json');
-    await vi.waitFor(() => expect(existsSync(received)).toBe(true), { timeout: 30_000, interval: 250 });
-    const got = JSON.parse(readFileSync(received, 'utf8')) as { event: { data: unknown; source: string; topic: string; pubsubname: string } };
+    // the app's writeFileSync is not atomic: the file can be seen created and still empty
+    const got = await vi.waitFor(
+      () => {
+        expect(existsSync(received)).toBe(true);
+        return JSON.parse(readFileSync(received, 'utf8')) as { event: { data: unknown; source: string; topic: string; pubsubname: string } };
+      },
+      { timeout: 30_000, interval: 250 },
+    );
     expect(got.event).toMatchObject({ data: { order: 7 }, topic: 'orders', pubsubname: 'bus', source: 'checkout' });
 
     // kubectl logs reaches the kubelet on the node's address
@@ -509,6 +521,17 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
     // with the injector back, a restart of the Deployment brings an injected pod
     await ok(c.kubectl(['scale', 'deployment', 'rt-injector', '-n', SYSTEM, '--replicas=1']), 'scale the injector up');
     await ok(c.kubectl(['rollout', 'status', 'deployment/rt-injector', '-n', SYSTEM, '--timeout=120s']), 'injector rollout');
+    // back = the API server reaches it through its Service: a Ready pod can come before kube-proxy
+    // routes to it, and a pod admitted in between starts without its sidecar (failurePolicy Ignore),
+    // as the steps above show. A server-side dry run calls the webhook and stores nothing.
+    const probe = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'probe', namespace: NS, annotations: { 'rt.io/enabled': 'true', 'rt.io/app-id': 'probe' } }, spec: { containers: [{ name: 'app', image: c.rtImage, imagePullPolicy: 'Never' }] } };
+    await vi.waitFor(
+      async () => {
+        const spec = (JSON.parse(await ok(c.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { input: JSON.stringify(probe) }), 'dry-run pod')) as { spec: { initContainers?: Array<{ name: string }>; containers: Array<{ name: string }> } }).spec;
+        expect([...(spec.initContainers ?? []), ...spec.containers].map((x) => x.name)).toContain('rt-sidecar');
+      },
+      { timeout: 60_000, interval: 1000 },
+    );
     await ok(c.kubectl(['rollout', 'restart', 'deployment/late', '-n', NS]), 'restart late');
     await vi.waitFor(async () => {
       const names = (await pods(NS, 'app=late')).map((p) => [...(p.spec.initContainers ?? []), ...p.spec.containers].map((x) => x.name));
