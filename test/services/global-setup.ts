@@ -9,6 +9,7 @@
  * - gives the run an RT_HOME of its own (removed at the end): sidecars that a suite starts without
  *   --data-dir, or kills before they remove their registry entry, write there and not into the
  *   user's ~/.rt.
+ * - first removes what runs killed before their teardown left in the temp folder (temp-sweep.ts).
  * A server or build that fails is reported here; the suites that need it then fail under
  * CI=true (requireService) or skip on a laptop.
  */
@@ -17,11 +18,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startSharedServices } from './shared-services.ts';
+import { markOwner, sweepTempLeftovers } from './temp-sweep.ts';
 
 export default async function setup(): Promise<() => Promise<void>> {
   // names this run's cluster folders (read when kube/control-plane.ts loads, so set it first)
   process.env.RT_TEST_RUN_ID ??= randomBytes(4).toString('hex');
+  // the servers' folders and RT_HOMEs of runs that were killed before their teardown
+  sweepTempLeftovers((s) => console.warn(`[services] ${s}`));
   const home = mkdtempSync(join(tmpdir(), 'rt-test-home-'));
+  markOwner(home);
   process.env.RT_HOME = home;
   const { ensureKubeBinaries, ensureKubectlAndHelm, kubeUnavailable } = await import('./kube.ts');
   const { sweepKubeLeftovers } = await import('./kube/sweep.ts');

@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { waitForPort } from './net.ts';
+import { markOwner } from './temp-sweep.ts';
 
 export interface StartedServer {
   /** How clients reach it (redis://…, postgres://…). */
@@ -36,6 +37,8 @@ export async function startServerProcess(spec: ServerSpec): Promise<StartedServe
   proc.stdout?.on('data', keep);
   proc.stderr?.on('data', keep);
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  // a run killed before stop() leaves the folder: the next run's sweep removes it (temp-sweep.ts)
+  for (const d of spec.dirs) if (proc.pid !== undefined) markOwner(d, proc.pid);
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
