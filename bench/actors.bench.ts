@@ -12,10 +12,9 @@
  * BENCH_CONCURRENCY, BENCH_ROUNDS change the load).
  */
 import { rmSync } from 'node:fs';
-import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
-import { buildRt, closedLoop, machineLine, medianRun, printTable, ratio, shortTempDir, startChild, type ClosedLoopResult, type Row } from './lib.ts';
+import { buildRt, closedLoop, closedLoopSettings, loadLine, medianRun, printTable, ratio, shortTempDir, startChild, type ClosedLoopResult, type Row } from './lib.ts';
 import { freePort } from '../test/services/net.ts';
 
 const root = join(import.meta.dirname, '..');
@@ -37,12 +36,7 @@ http.createServer((req, res) => {
 }).listen(Number(process.env.PORT), '127.0.0.1');
 `;
 
-console.log(machineLine());
-const seconds = Number(process.env.BENCH_SECONDS ?? 5);
-const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 32);
-const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
-const durationMs = seconds * 1000;
-console.log(`load average before the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')} (other work on this machine skews the figures)`);
+const { seconds, concurrency, rounds, durationMs } = closedLoopSettings();
 
 const buildDir = shortTempDir();
 process.on('exit', () => rmSync(buildDir, { recursive: true, force: true }));
@@ -87,7 +81,7 @@ try {
   ];
   printTable(`actor calls through one sidecar to a bare app, ${concurrency} in flight, ${seconds} s per run, median of ${rounds} alternating runs`, rows);
   printTable('targets', [{ target: 'actor calls/s ≥ 0.8× plain invocation', measured: ratio(a.perSec, i.perSec), met: a.perSec >= 0.8 * i.perSec ? 'yes' : 'no' }]);
-  console.log(`load average after the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')}`);
+  console.log(`load average after the run: ${loadLine()}`);
 } finally {
   await pool.close();
   await sidecar.stop();

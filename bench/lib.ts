@@ -9,7 +9,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { Pool } from 'undici';
 
 export interface LoadOptions {
@@ -262,6 +262,24 @@ export function shortTempDir(): string {
 }
 
 /** One line naming the machine, printed by every benchmark. */
+/** The 1, 5 and 15 minute load averages, as the closed-loop benchmarks print them before and after a run. */
+export function loadLine(): string {
+  return loadavg().map((l) => l.toFixed(1)).join(', ');
+}
+
+/**
+ * A closed-loop benchmark's settings (BENCH_SECONDS, BENCH_CONCURRENCY, BENCH_ROUNDS), after
+ * printing the machine and its load before the run.
+ */
+export function closedLoopSettings(): { seconds: number; concurrency: number; rounds: number; durationMs: number } {
+  console.log(machineLine());
+  const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+  const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 32);
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+  console.log(`load average before the run: ${loadLine()} (other work on this machine skews the figures)`);
+  return { seconds, concurrency, rounds, durationMs: seconds * 1000 };
+}
+
 export function machineLine(): string {
   const c = cpus();
   return `machine: ${c.length} × ${c[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}`;

@@ -15,10 +15,10 @@
  * BENCH_ROUNDS change the load).
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
-import { buildRt, closedLoop, machineLine, medianRun, printTable, ratio, shortTempDir, startChild, type ClosedLoopResult, type Row } from './lib.ts';
+import { buildRt, closedLoop, closedLoopSettings, loadLine, medianRun, printTable, ratio, shortTempDir, startChild, type ClosedLoopResult, type Row } from './lib.ts';
 import { freePort } from '../test/services/net.ts';
 import { redisTarget } from '../test/services/redis.ts';
 
@@ -34,12 +34,7 @@ return redis.call('DEL', KEYS[1])
 
 
 
-console.log(machineLine());
-const seconds = Number(process.env.BENCH_SECONDS ?? 5);
-const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 32);
-const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
-const durationMs = seconds * 1000;
-console.log(`load average before the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')} (other work on this machine skews the figures)`);
+const { seconds, concurrency, rounds, durationMs } = closedLoopSettings();
 const target = await redisTarget();
 if (!target.available) {
   console.log(`Redis is not reachable at ${target.url} (RT_TEST_REDIS_URL): nothing to measure`);
@@ -122,7 +117,7 @@ try {
   ];
   printTable(`lock acquire + release pairs, ${concurrency} in flight, ${seconds} s per run, median of ${rounds} alternating runs`, rows);
   printTable('targets', [{ target: 'pairs/s via the sidecar ≥ 0.5× bare ioredis', measured: ratio(s.perSec, d.perSec), met: s.perSec >= 0.5 * d.perSec ? 'yes' : 'no' }]);
-  console.log(`load average after the run: ${loadavg().map((l) => l.toFixed(1)).join(', ')}`);
+  console.log(`load average after the run: ${loadLine()}`);
 } finally {
   await pool.close();
   redis.disconnect();
