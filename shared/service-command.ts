@@ -1,8 +1,8 @@
 /**
- * The life of a control-plane command (`rt placement`; the scheduler's, operator's and injector's
- * commands repeat the same steps and can move here): parse the flags (a usage error is said with
- * the help, exit 2), `-h` prints the help, start (a failure to start is one line, exit 1), serve
- * until SIGTERM or SIGINT, close, exit 0. And the flag reading they share.
+ * The life of every control-plane command (`rt scheduler`, `rt placement`, `rt operator`,
+ * `rt injector`): parse the flags (a usage error is said with the help, exit 2), `-h` prints the
+ * help, start (a failure to start is one line, exit 1), serve until SIGTERM or SIGINT, close,
+ * exit 0. And the flag reading they share.
  */
 import { parseArgs } from 'node:util';
 
@@ -29,22 +29,34 @@ export async function runServiceCommand<O>(c: ServiceCommand<O>, argv: string[])
     console.log(c.help);
     return 0;
   }
+  // listening before start: a signal while starting (or right after the ready line) closes what
+  // started instead of killing the process by the signal's default action
+  let stop = () => {};
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
   let running: { close(): Promise<void> };
   try {
     running = await c.start(o);
   } catch (e) {
+    process.off('SIGTERM', stop);
+    process.off('SIGINT', stop);
     console.error(`rt ${c.name}: could not start: ${(e as Error).message}`);
     return 1;
   }
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', () => resolve());
-    process.once('SIGINT', () => resolve());
-  });
+  await stopped;
+  process.off('SIGTERM', stop);
+  process.off('SIGINT', stop);
   await running.close();
   return 0;
 }
 
 type FlagSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>;
+
+/** The spec of flags that take a value (`strings`) and of switches (`booleans`), for parseFlags. */
+export function flagSpec(strings: string[], booleans: string[] = []): FlagSpec {
+  return Object.fromEntries([...strings.map((n) => [n, { type: 'string' }] as const), ...booleans.map((n) => [n, { type: 'boolean' }] as const)]);
+}
 
 /** The command's flags by node:util's parseArgs (strict, plus `-h`/`--help`): their values, or 'help'; an unknown flag throws `usageError`. */
 export function parseFlags(argv: string[], flags: FlagSpec, usageError: new (message: string) => Error): Record<string, string | boolean | undefined> | 'help' {

@@ -3,9 +3,9 @@
  * `rt.io/enabled: "true"`. Components come from an informer cache (kubeconfig or in-cluster).
  */
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../shared/logger.ts';
+import { flagSpec, parseFlags, runServiceCommand, wholeNumberFlag } from '../../shared/service-command.ts';
 import { ComponentInformer, groupServed, MergedComponents, StaticComponents, type ComponentLister } from './components.ts';
 import { KubeClient } from '../../shared/kube/client.ts';
 import { loadInCluster, loadKubeconfig } from '../../shared/kube/config.ts';
@@ -62,40 +62,14 @@ export interface InjectorProcessOptions {
 }
 
 export function parseInjectorArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): InjectorProcessOptions | 'help' {
-  let v: Record<string, string | boolean | undefined>;
-  try {
-    v = parseArgs({
-      args: argv,
-      options: {
-        port: { type: 'string' },
-        'listen-address': { type: 'string' },
-        'tls-cert-file': { type: 'string' },
-        'tls-key-file': { type: 'string' },
-        kubeconfig: { type: 'string' },
-        'sidecar-image': { type: 'string' },
-        'control-plane-address': { type: 'string' },
-        'scheduler-address': { type: 'string' },
-        'placement-address': { type: 'string' },
-        'operator-ca-file': { type: 'string' },
-        'native-sidecar': { type: 'string' },
-        mtls: { type: 'string' },
-        'trust-domain': { type: 'string' },
-        'identity-issuer-address': { type: 'string' },
-        'trust-anchors-file': { type: 'string' },
-        'pod-certificates': { type: 'string' },
-        'log-level': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }).values;
-  } catch (e) {
-    throw new InjectorUsageError((e as Error).message);
-  }
-  if (v.help) return 'help';
+  const v = parseFlags(
+    argv,
+    flagSpec(['port', 'listen-address', 'tls-cert-file', 'tls-key-file', 'kubeconfig', 'sidecar-image', 'control-plane-address', 'scheduler-address', 'placement-address', 'operator-ca-file', 'native-sidecar', 'mtls', 'trust-domain', 'identity-issuer-address', 'trust-anchors-file', 'pod-certificates', 'log-level']),
+    InjectorUsageError,
+  );
+  if (v === 'help') return 'help';
   const s = (flag: string, envName: string) => (v[flag] as string | undefined) ?? (env[envName] || undefined);
-  const portText = s('port', 'RT_INJECTOR_PORT') ?? '4443';
-  const port = Number(portText);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InjectorUsageError(`--port must be a whole number from 0 to 65535, got "${portText}"`);
+  const port = wholeNumberFlag('port', s('port', 'RT_INJECTOR_PORT'), 4443, 0, 65535, InjectorUsageError);
   const certFile = s('tls-cert-file', 'RT_INJECTOR_TLS_CERT_FILE');
   const keyFile = s('tls-key-file', 'RT_INJECTOR_TLS_KEY_FILE');
   if (!certFile || !keyFile) throw new InjectorUsageError('--tls-cert-file and --tls-key-file are required: the API server calls webhooks over HTTPS only');
@@ -204,26 +178,6 @@ export async function startInjector(o: InjectorProcessOptions, log: Logger = cre
   };
 }
 
-export async function injectorCommand(argv: string[]): Promise<number> {
-  let o;
-  try {
-    o = parseInjectorArgs(argv);
-  } catch (e) {
-    if (e instanceof InjectorUsageError) {
-      console.error(`rt injector: ${e.message}\n\n${INJECTOR_HELP}`);
-      return 2;
-    }
-    throw e;
-  }
-  if (o === 'help') {
-    console.log(INJECTOR_HELP);
-    return 0;
-  }
-  const running = await startInjector(o);
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', () => resolve());
-    process.once('SIGINT', () => resolve());
-  });
-  await running.close();
-  return 0;
+export function injectorCommand(argv: string[]): Promise<number> {
+  return runServiceCommand({ name: 'injector', help: INJECTOR_HELP, parse: (a) => parseInjectorArgs(a), usageError: InjectorUsageError, start: (o) => startInjector(o) }, argv);
 }

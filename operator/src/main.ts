@@ -4,10 +4,10 @@ import { createServer, type Server } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { Logger } from 'pino';
 import { reviewConversion } from './conversion.ts';
-import { parseArgs } from 'node:util';
 import { createLogger, isLogLevel } from '../../shared/logger.ts';
+import { flagSpec, parseFlags, runServiceCommand, wholeNumberFlag } from '../../shared/service-command.ts';
 import { DEFAULT_GRPC_PORT, Operator } from './operator.ts';
-import { parseIdentityFlags, type IdentitySettings } from './issuer.ts';
+import { parseIdentityFlags, type IdentityFlags, type IdentitySettings } from './issuer.ts';
 
 /** The API server sends at most a few objects per review; a larger body is refused. */
 const MAX_REVIEW_BYTES = 8 * 1024 * 1024;
@@ -50,119 +50,110 @@ options:
   --log-level LEVEL               debug, info, warn, error (default info)
   --log-as-json                   JSON log lines (env RT_LOG_AS_JSON)`;
 
-const FLAGS = {
-  kubeconfig: { type: 'string' },
-  'grpc-port': { type: 'string' },
-  'listen-address': { type: 'string' },
-  'tls-cert-file': { type: 'string' },
-  'tls-key-file': { type: 'string' },
-  'metrics-port': { type: 'string' },
-  'health-port': { type: 'string' },
-  'conversion-port': { type: 'string' },
-  'watchdog-delete-uninjected': { type: 'boolean' },
-  'leader-election-namespace': { type: 'string' },
-  'trust-domain': { type: 'string' },
-  'identity-ca-cert-file': { type: 'string' },
-  'identity-ca-key-file': { type: 'string' },
-  'identity-trust-bundle-file': { type: 'string' },
-  'workload-cert-ttl': { type: 'string' },
-  'log-level': { type: 'string' },
-  'log-as-json': { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
+export class OperatorUsageError extends Error {}
 
-function port(s: string | undefined, flag: string, dflt: number): number {
-  if (s === undefined) return dflt;
-  const n = Number(s);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`--${flag} must be a port number from 0 to 65535, got "${s}"`);
-  return n;
+export interface OperatorProcessOptions {
+  kubeconfig?: string;
+  grpcPort: number;
+  listenAddress: string;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+  /** 0 = off, for each of the three. */
+  metricsPort: number;
+  healthPort: number;
+  conversionPort: number;
+  leaderElectionNamespace?: string;
+  watchdogDeleteUninjected: boolean;
+  identity: IdentitySettings;
+  logLevel: string;
+  logAsJson?: boolean;
 }
 
-export async function operatorCommand(argv: string[]): Promise<number> {
-  let v;
-  try {
-    v = parseArgs({ args: argv, options: FLAGS, strict: true }).values;
-  } catch (e) {
-    console.error(`rt operator: ${(e as Error).message}\n\n${OPERATOR_HELP}`);
-    return 2;
-  }
-  if (v.help) {
-    console.log(OPERATOR_HELP);
-    return 0;
-  }
-  const env = process.env;
-  const logLevel = v['log-level'] ?? env.RT_LOG_LEVEL ?? 'info';
-  let grpcPort: number;
-  let metricsPort: number;
-  let healthPort: number;
-  let conversionPort: number;
+export function parseOperatorArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): OperatorProcessOptions | 'help' {
+  const v = parseFlags(
+    argv,
+    flagSpec(['kubeconfig', 'grpc-port', 'listen-address', 'tls-cert-file', 'tls-key-file', 'metrics-port', 'health-port', 'conversion-port', 'leader-election-namespace', 'trust-domain', 'identity-ca-cert-file', 'identity-ca-key-file', 'identity-trust-bundle-file', 'workload-cert-ttl', 'log-level'], ['watchdog-delete-uninjected', 'log-as-json']),
+    OperatorUsageError,
+  );
+  if (v === 'help') return 'help';
+  const s = (flag: string, envName?: string) => (v[flag] as string | undefined) ?? (envName ? env[envName] : undefined);
+  const port = (flag: string, envName: string, def: number) => wholeNumberFlag(flag, s(flag, envName), def, 0, 65535, OperatorUsageError);
   let identity: IdentitySettings;
   try {
-    identity = parseIdentityFlags(v, env);
-    if (!isLogLevel(logLevel)) throw new Error(`--log-level must be debug, info, warn or error, got "${logLevel}"`);
-    grpcPort = port(v['grpc-port'] ?? env.RT_OPERATOR_GRPC_PORT, 'grpc-port', DEFAULT_GRPC_PORT);
-    metricsPort = port(v['metrics-port'] ?? env.RT_OPERATOR_METRICS_PORT, 'metrics-port', 0);
-    healthPort = port(v['health-port'] ?? env.RT_OPERATOR_HEALTH_PORT, 'health-port', 0);
-    conversionPort = port(v['conversion-port'] ?? env.RT_OPERATOR_CONVERSION_PORT, 'conversion-port', 0);
+    identity = parseIdentityFlags(v as IdentityFlags, env);
   } catch (e) {
-    console.error(`rt operator: ${(e as Error).message}`);
-    return 2;
+    throw new OperatorUsageError((e as Error).message);
   }
-  const tlsCertFile = v['tls-cert-file'] ?? env.RT_OPERATOR_TLS_CERT_FILE;
-  const tlsKeyFile = v['tls-key-file'] ?? env.RT_OPERATOR_TLS_KEY_FILE;
-  if (!!tlsCertFile !== !!tlsKeyFile) {
-    console.error('rt operator: --tls-cert-file and --tls-key-file go together');
-    return 2;
-  }
-  if (conversionPort > 0 && !tlsCertFile) {
-    console.error('rt operator: --conversion-port needs --tls-cert-file and --tls-key-file (the API server calls webhooks over HTTPS)');
-    return 2;
-  }
-  if (identity.clientTrustBundleFile && !tlsCertFile) {
-    console.error('rt operator: workload identity (--identity-*) needs --tls-cert-file and --tls-key-file: tokens and client certificates travel over TLS only');
-    return 2;
-  }
-  const log = createLogger({ level: logLevel, json: v['log-as-json'], base: { scope: 'rt-operator' } });
+  const logLevel = s('log-level', 'RT_LOG_LEVEL') ?? 'info';
+  if (!isLogLevel(logLevel)) throw new OperatorUsageError(`--log-level must be debug, info, warn or error, got "${logLevel}"`);
+  const o: OperatorProcessOptions = {
+    kubeconfig: s('kubeconfig', 'KUBECONFIG'),
+    grpcPort: port('grpc-port', 'RT_OPERATOR_GRPC_PORT', DEFAULT_GRPC_PORT),
+    listenAddress: s('listen-address', 'RT_OPERATOR_LISTEN_ADDRESS') ?? '0.0.0.0',
+    tlsCertFile: s('tls-cert-file', 'RT_OPERATOR_TLS_CERT_FILE'),
+    tlsKeyFile: s('tls-key-file', 'RT_OPERATOR_TLS_KEY_FILE'),
+    metricsPort: port('metrics-port', 'RT_OPERATOR_METRICS_PORT', 0),
+    healthPort: port('health-port', 'RT_OPERATOR_HEALTH_PORT', 0),
+    conversionPort: port('conversion-port', 'RT_OPERATOR_CONVERSION_PORT', 0),
+    leaderElectionNamespace: s('leader-election-namespace'),
+    watchdogDeleteUninjected: (v['watchdog-delete-uninjected'] as boolean | undefined) ?? env.RT_OPERATOR_WATCHDOG_DELETE_UNINJECTED === 'true',
+    identity,
+    logLevel,
+    logAsJson: v['log-as-json'] as boolean | undefined,
+  };
+  if (!!o.tlsCertFile !== !!o.tlsKeyFile) throw new OperatorUsageError('--tls-cert-file and --tls-key-file go together');
+  if (o.conversionPort > 0 && !o.tlsCertFile) throw new OperatorUsageError('--conversion-port needs --tls-cert-file and --tls-key-file (the API server calls webhooks over HTTPS)');
+  if (identity.clientTrustBundleFile && !o.tlsCertFile) throw new OperatorUsageError('workload identity (--identity-*) needs --tls-cert-file and --tls-key-file: tokens and client certificates travel over TLS only');
+  return o;
+}
+
+/** The operator with its health, conversion and metrics ports; prints the line tests and the chart's probes look for. */
+export async function startOperatorProcess(o: OperatorProcessOptions): Promise<{ operator: Operator; close(): Promise<void> }> {
+  const log = createLogger({ level: o.logLevel, json: o.logAsJson, base: { scope: 'rt-operator' } });
   const operator = new Operator({
-    kubeconfig: v.kubeconfig ?? env.KUBECONFIG,
-    grpcPort,
-    listenAddress: v['listen-address'] ?? env.RT_OPERATOR_LISTEN_ADDRESS,
-    tlsCertFile,
-    tlsKeyFile,
-    leaderElectionNamespace: v['leader-election-namespace'],
-    watchdogDeleteUninjected: v['watchdog-delete-uninjected'] ?? env.RT_OPERATOR_WATCHDOG_DELETE_UNINJECTED === 'true',
-    issuer: identity.issuer,
-    clientTrustBundleFile: identity.clientTrustBundleFile,
-    trustDomain: identity.trustDomain,
+    kubeconfig: o.kubeconfig,
+    grpcPort: o.grpcPort,
+    listenAddress: o.listenAddress,
+    tlsCertFile: o.tlsCertFile,
+    tlsKeyFile: o.tlsKeyFile,
+    leaderElectionNamespace: o.leaderElectionNamespace,
+    watchdogDeleteUninjected: o.watchdogDeleteUninjected,
+    issuer: o.identity.issuer,
+    clientTrustBundleFile: o.identity.clientTrustBundleFile,
+    trustDomain: o.identity.trustDomain,
     log,
   });
+  let health: Server | undefined;
+  let conversion: HttpsServer | undefined;
   let metrics: Server | undefined;
-  // up before the caches fill: the readiness probe then reads 503, not a refused connection
-  const listenAddress = v['listen-address'] ?? env.RT_OPERATOR_LISTEN_ADDRESS ?? '0.0.0.0';
-  const health = healthPort > 0 ? await serveHealth(healthPort, listenAddress, operator) : undefined;
-  // conversion does not wait for the caches: it needs none, and the API server needs it for every v1alpha1 write
-  const conversion = conversionPort > 0 ? await serveConversion(conversionPort, listenAddress, tlsCertFile!, tlsKeyFile!, log) : undefined;
   try {
+    // up before the caches fill: the readiness probe then reads 503, not a refused connection
+    if (o.healthPort > 0) health = await serveHealth(o.healthPort, o.listenAddress, operator);
+    // conversion does not wait for the caches: it needs none, and the API server needs it for every v1alpha1 write
+    if (o.conversionPort > 0) conversion = await serveConversion(o.conversionPort, o.listenAddress, o.tlsCertFile!, o.tlsKeyFile!, log);
     const bound = await operator.start();
-    // the line tests and the chart's probes look for
     console.log(`rt operator listening on ${bound}`);
-    if (metricsPort > 0) metrics = await serveMetrics(metricsPort, operator);
+    if (o.metricsPort > 0) metrics = await serveMetrics(o.metricsPort, operator);
   } catch (e) {
     health?.close();
     conversion?.close();
     await operator.close();
     throw e;
   }
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
-  });
-  metrics?.close();
-  const closing = operator.close();
-  health?.close();
-  conversion?.close();
-  await closing;
-  return 0;
+  return {
+    operator,
+    close: async () => {
+      metrics?.close();
+      const closing = operator.close();
+      health?.close();
+      conversion?.close();
+      await closing;
+    },
+  };
+}
+
+export function operatorCommand(argv: string[]): Promise<number> {
+  return runServiceCommand({ name: 'operator', help: OPERATOR_HELP, parse: (a) => parseOperatorArgs(a), usageError: OperatorUsageError, start: startOperatorProcess }, argv);
 }
 
 /** The Subscription CRD's conversion webhook (conversion.ts) over HTTPS. */

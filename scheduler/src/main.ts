@@ -7,10 +7,10 @@ import { createServer, type Server } from 'node:http';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { parseArgs } from 'node:util';
 import { rtHome } from '../../shared/rt-home.ts';
 import type { Clock } from '../../shared/clock.ts';
 import { createLogger, isLogLevel, logAsJsonFromEnv } from '../../shared/logger.ts';
+import { flagSpec, parseFlags, runServiceCommand, wholeNumberFlag } from '../../shared/service-command.ts';
 import { SchedulerEngine } from './engine.ts';
 import { startSchedulerServer, type SchedulerServer } from './grpc/server.ts';
 import type { TlsSource } from '../../shared/grpc-server-credentials.ts';
@@ -83,44 +83,14 @@ export interface SchedulerProcessOptions {
 export class SchedulerUsageError extends Error {}
 
 export function parseSchedulerArgs(argv: string[]): SchedulerProcessOptions | 'help' {
-  let v: Record<string, string | boolean | undefined>;
-  try {
-    v = parseArgs({
-      args: argv,
-      options: {
-        port: { type: 'string' },
-        'listen-address': { type: 'string' },
-        'health-port': { type: 'string' },
-        'data-dir': { type: 'string' },
-        'etcd-endpoints': { type: 'string' },
-        'etcd-prefix': { type: 'string' },
-        partitions: { type: 'string' },
-        'lease-ttl': { type: 'string' },
-        'replica-id': { type: 'string' },
-        'token-file': { type: 'string' },
-        'tls-cert-file': { type: 'string' },
-        'etcd-ca-file': { type: 'string' },
-        'etcd-cert-file': { type: 'string' },
-        'etcd-key-file': { type: 'string' },
-        'tls-key-file': { type: 'string' },
-        'identity-trust-bundle-file': { type: 'string' },
-        'log-level': { type: 'string' },
-        'log-as-json': { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }).values;
-  } catch (e) {
-    throw new SchedulerUsageError((e as Error).message);
-  }
-  if (v.help) return 'help';
+  const v = parseFlags(
+    argv,
+    flagSpec(['port', 'listen-address', 'health-port', 'data-dir', 'etcd-endpoints', 'etcd-prefix', 'partitions', 'lease-ttl', 'replica-id', 'token-file', 'tls-cert-file', 'etcd-ca-file', 'etcd-cert-file', 'etcd-key-file', 'tls-key-file', 'identity-trust-bundle-file', 'log-level'], ['log-as-json']),
+    SchedulerUsageError,
+  );
+  if (v === 'help') return 'help';
   const env = process.env;
-  const int = (name: string, s: string | undefined, def: number, min: number, max: number) => {
-    if (s === undefined) return def;
-    const n = Number(s);
-    if (!Number.isInteger(n) || n < min || n > max) throw new SchedulerUsageError(`--${name} must be a whole number from ${min} to ${max}, got "${s}"`);
-    return n;
-  };
+  const int = (name: string, s: string | undefined, def: number, min: number, max: number) => wholeNumberFlag(name, s, def, min, max, SchedulerUsageError);
   const etcd = (v['etcd-endpoints'] as string | undefined) ?? env.RT_SCHEDULER_ETCD_ENDPOINTS;
   return {
     port: int('port', (v.port as string | undefined) ?? env.RT_SCHEDULER_PORT, 50006, 0, 65535),
@@ -260,32 +230,6 @@ async function startHealth(engine: SchedulerEngine, store: JobStore, host: strin
   return { server, port: (server.address() as { port: number }).port };
 }
 
-export async function schedulerCommand(argv: string[]): Promise<number> {
-  let o;
-  try {
-    o = parseSchedulerArgs(argv);
-  } catch (e) {
-    if (e instanceof SchedulerUsageError) {
-      console.error(`rt scheduler: ${e.message}\n\n${SCHEDULER_HELP}`);
-      return 2;
-    }
-    throw e;
-  }
-  if (o === 'help') {
-    console.log(SCHEDULER_HELP);
-    return 0;
-  }
-  let s: RunningScheduler;
-  try {
-    s = await startScheduler(o);
-  } catch (e) {
-    console.error(`rt scheduler: could not start: ${(e as Error).message}`);
-    return 1;
-  }
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', () => resolve());
-    process.once('SIGINT', () => resolve());
-  });
-  await s.close();
-  return 0;
+export function schedulerCommand(argv: string[]): Promise<number> {
+  return runServiceCommand({ name: 'scheduler', help: SCHEDULER_HELP, parse: parseSchedulerArgs, usageError: SchedulerUsageError, start: (o) => startScheduler(o) }, argv);
 }
