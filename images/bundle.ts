@@ -25,9 +25,10 @@ const dist = resolve(process.argv[2] ?? join(root, 'dist'));
 
 /**
  * Dependencies never bundled: native addons, optional dependencies (the image installs without
- * them) and packages that read files beside themselves.
+ * them) and packages that read files beside themselves. (@kubernetes/client-node is a dev
+ * dependency: rt imports only its types, shared/kube/ is the client.)
  */
-const EXTERNAL = ['ssh2', 'cpu-features', 'pg-cloudflare', 'pg-native', '@kubernetes/client-node', 'thread-stream'];
+const EXTERNAL = ['ssh2', 'cpu-features', 'pg-cloudflare', 'pg-native', 'thread-stream'];
 
 const ownImportMeta: esbuild.Plugin = {
   name: 'own-import-meta',
