@@ -12,6 +12,7 @@
  */
 import type { Client, Pool } from 'pg';
 import type { Logger } from 'pino';
+import { backoffDelay, type BackoffPolicy } from '../../../../../shared/backoff.ts';
 import { decodeMetadata } from '../../metadata/decode.ts';
 import { openPostgresPool, postgresConnectionConfig } from '../../state/postgresql/connection.ts';
 import { qualifiedTable } from '../../state/postgresql/index.ts';
@@ -22,6 +23,9 @@ import { latestPerKey, listenChannel, notificationItem, type ItemRow } from './i
 import { METADATA } from './metadata.ts';
 
 type PgModule = typeof import('pg').default;
+
+/** Between tries to LISTEN again after a lost connection: 200 ms, doubling, at most 2 s. */
+const RELISTEN_BACKOFF: BackoffPolicy = { initialMs: 200, maxMs: 2000 };
 
 interface Watcher {
   channel: string;
@@ -202,7 +206,7 @@ class PostgresConfigurationStore implements ConfigurationStore {
     return made;
   }
 
-  /** After a lost connection: LISTEN again on every channel, then each watcher reads its items again. */
+  /** After a lost connection: LISTEN again on every channel (waits of RELISTEN_BACKOFF between tries), then each watcher reads its items again. */
   private async relisten(attempt: number): Promise<void> {
     if (this.closed || this.channels.size === 0) return;
     try {
@@ -211,7 +215,7 @@ class PostgresConfigurationStore implements ConfigurationStore {
       for (const w of this.watchers) w.resync();
     } catch (e) {
       this.log?.debug({ component: this.name, err: (e as Error).message, attempt }, 'configuration.postgresql: reconnect failed');
-      await new Promise((r) => setTimeout(r, Math.min(attempt * 200, 2000)).unref());
+      await new Promise((r) => setTimeout(r, backoffDelay(RELISTEN_BACKOFF, attempt - 1)).unref());
       return this.relisten(attempt + 1);
     }
   }
