@@ -9,8 +9,15 @@ src="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d /tmp/rt-first-run.XXXXXX)"
 pid=""
 cleanup() {
-  if [ -n "$pid" ]; then kill -TERM -- "-$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
+  if [ -n "$pid" ]; then
+    kill -TERM -- "-$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    # npm can exit before the sidecar it started, which still writes its compile cache on the
+    # way out: wait until the whole process group is gone (10 s), then make sure of it
+    for _ in $(seq 1 100); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  fi
+  rm -rf "$work" 2>/dev/null || { sleep 1; rm -rf "$work"; }
 }
 trap cleanup EXIT
 fail() {
