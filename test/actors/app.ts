@@ -12,6 +12,7 @@
  *                reentrancy id it got (Dapr-Reentrancy-Id), and answers the depth reached
  *   fail         answers 500
  *   hang         never answers
+ * Reminders are logged and answered 200, those whose name starts with "fail" 500.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -73,7 +74,7 @@ export async function startActorApp(config: Record<string, unknown>): Promise<Ac
     }
     if (parts[4] === 'remind' && parts.length === 6) {
       log.reminders.push({ type, id, name: parts[5]!, body: json(), at: Date.now() });
-      return send(200);
+      return parts[5]!.startsWith('fail') ? send(500, { error: 'the reminder failed' }) : send(200);
     }
     const method = parts[4]!;
     const reentrancyId = req.headers['dapr-reentrancy-id'] as string | undefined;

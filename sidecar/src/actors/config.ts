@@ -61,6 +61,17 @@ export function parseActorsConfig(body: unknown): ActorsConfig {
   return { entities, scanIntervalMs, types, ignored };
 }
 
+/**
+ * remindersStoragePartitions split the reference's reminders into several state records; since
+ * reminders moved to its scheduler the setting has no effect there, nor here (reminders are
+ * jobs). Accepted, and said at debug level: the line to log, or undefined when no type sets it.
+ */
+export function reminderPartitionsNote(c: ActorsConfig): string | undefined {
+  const set = [...c.types].filter(([, t]) => t.remindersStoragePartitions > 0).map(([type, t]) => `${type}: ${t.remindersStoragePartitions}`);
+  if (set.length === 0) return undefined;
+  return `remindersStoragePartitions (${set.join(', ')}) has no effect: reminders are jobs in the scheduler, not records in the actor state store`;
+}
+
 function typeConfig(o: Obj, base: ActorTypeConfig, where: string, ignored: string[]): ActorTypeConfig {
   const r = isObj(o.reentrancy) ? o.reentrancy : undefined;
   return {

@@ -5,9 +5,12 @@
  * sidecar or the scheduler loses none. The job's data holds the reminder as registered (its
  * texts, for GET) and the scheduler fires it on its own schedule (dueTime, `@every` period,
  * repeats, ttl); each fire goes to the app through the actor's turn, and a fire the app fails
- * is retried by the scheduler's default policy.
+ * is retried or dropped by the reminder's failure policy (the job's; absent = the scheduler's
+ * default).
  */
+import { ERRORS, fail } from '../api/errors.ts';
 import type { InternalJobs, InternalJobTrigger } from '../jobs/internal.ts';
+import type { ReminderOptions } from './reminder-request.ts';
 import type { FireSchedule } from './schedule.ts';
 
 export const REMINDER_OWNER = 'actorreminder';
@@ -34,8 +37,15 @@ export class ActorReminders {
     this.jobs = jobs;
   }
 
-  async create(r: StoredReminder, s: FireSchedule): Promise<void> {
-    await this.jobs.schedule(REMINDER_OWNER, reminderJobName(r.actorType, r.actorId, r.name), { dueAt: s.dueAt, everyMs: s.periodMs, repeats: s.repeats, expiresAt: s.expiresAt }, r);
+  /** With `overwrite` false, a reminder of the name that exists is the reference's ERR_ACTOR_REMINDER_ALREADY_EXISTS. */
+  async create(r: StoredReminder, s: FireSchedule, opts: ReminderOptions = {}): Promise<void> {
+    const spec = { dueAt: s.dueAt, everyMs: s.periodMs, repeats: s.repeats, expiresAt: s.expiresAt, failurePolicy: opts.failurePolicy };
+    try {
+      await this.jobs.schedule(REMINDER_OWNER, reminderJobName(r.actorType, r.actorId, r.name), spec, r, opts.overwrite ?? true);
+    } catch (e) {
+      if ((e as { kind?: string }).kind === 'exists') throw fail(ERRORS.ACTOR_REMINDER_EXISTS, `actor reminder already exists: ${r.name}`);
+      throw e;
+    }
   }
 
   async get(type: string, id: string, name: string): Promise<StoredReminder | undefined> {

@@ -5,7 +5,7 @@
  *   POST|PUT /v1.0/actors/<type>/<id>/state                  [{operation, request: {key, value, metadata}}] → 204
  *   POST|PUT /v1.0/actors/<type>/<id>/timers/<name>          {dueTime, period, ttl, data, callback} → 204
  *   DELETE   /v1.0/actors/<type>/<id>/timers/<name>          → 204
- *   POST|PUT /v1.0/actors/<type>/<id>/reminders/<name>       {dueTime, period, ttl, data} → 204
+ *   POST|PUT /v1.0/actors/<type>/<id>/reminders/<name>       {dueTime, period, ttl, data, overwrite, failurePolicy} → 204
  *   GET      /v1.0/actors/<type>/<id>/reminders/<name>       → 200 the reminder
  *   DELETE   /v1.0/actors/<type>/<id>/reminders/<name>       → 204
  * Bodies reach the routes as bytes (any content type); JSON ones are parsed and checked here
@@ -17,6 +17,7 @@ import { parseJsonText } from '../http/body.ts';
 import { ApiError, malformed } from '../http/errors.ts';
 import { checkBody, type JsonSchema, type RouteSchema } from '../http/schema.ts';
 import { rawBodyLimit, rawBodyRoutes, rawRoute } from '../http/server.ts';
+import { reminderRequestOf } from './reminder-request.ts';
 import * as schemas from './schemas.ts';
 import type { ActorsService, ActorStateOperation, TimerRequest } from './service.ts';
 
@@ -133,8 +134,7 @@ export async function actorRoutes(http: FastifyInstance, actors: ActorsService):
     });
 
     const reminder = async (req: Req<{ name: string }>, reply: FastifyReply) => {
-      const body = (jsonBody(req, schemas.REMINDER_CREATE) ?? {}) as TimerRequest;
-      await actors.createReminder(req.params.actorType, req.params.actorId, req.params.name, body);
+      await actors.createReminder(req.params.actorType, req.params.actorId, req.params.name, reminderRequestOf(jsonBody(req, schemas.REMINDER_CREATE)));
       return reply.status(204).send();
     };
     scope.post('/v1.0/actors/:actorType/:actorId/reminders/:name', { schema: schemas.REMINDER_CREATE }, reminder);

@@ -5,6 +5,7 @@
  * times are strings; what they mean the service checks (actors/schedule.ts), for gRPC too.
  */
 import { route, type JsonSchema } from '../http/schema.ts';
+import { FAILURE_POLICY as JOB_FAILURE_POLICY } from '../jobs/schemas.ts';
 
 const ACTOR = { actorType: 'the actor type (one the app declares in /dapr/config)', actorId: 'the actor id' };
 const TIME: JsonSchema = { type: 'string' };
@@ -60,10 +61,25 @@ export const TIMER_DELETE = route('actors.timerDelete', 'Delete a timer of an ac
   responses: { '204': 'deleted (or there was none)' },
 });
 
+/** A reminder's failure policy: the jobs API's form; what its values mean reminder-request.ts checks (for gRPC too). */
+const FAILURE_POLICY: JsonSchema = {
+  ...JOB_FAILURE_POLICY,
+  'x-error-code': 'ERR_ACTOR_REMINDER_CREATE',
+  description: 'what the scheduler does with a fire the app fails: {"drop": {}} or {"constant": {"interval": "1s", "maxRetries": 3}} (maxRetries absent = until it succeeds); absent = constant 1s, 3 retries',
+};
+
 export const REMINDER_CREATE = route('actors.reminderCreate', 'Create (or replace) a reminder of an actor: a durable job in the scheduler', {
   params: { ...ACTOR, name: 'the reminder name' },
-  ownBody: { type: 'object', properties: SCHEDULE_PROPS },
-  responses: { '204': 'created' },
+  ownBody: {
+    type: 'object',
+    properties: {
+      ...SCHEDULE_PROPS,
+      overwrite: { type: ['boolean', 'null'], 'x-error-code': 'ERR_ACTOR_REMINDER_CREATE', description: 'replace a reminder of the same name (default true); false answers 409 ERR_ACTOR_REMINDER_ALREADY_EXISTS when one exists' },
+      failurePolicy: FAILURE_POLICY,
+      failure_policy: { ...FAILURE_POLICY, description: 'failurePolicy under the reference runtime\'s JSON name' },
+    },
+  },
+  responses: { '204': 'created', '409': 'overwrite false and a reminder of that name exists' },
 });
 
 export const REMINDER_GET = route('actors.reminderGet', 'Get a reminder of an actor as registered', {

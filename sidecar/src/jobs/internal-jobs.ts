@@ -35,7 +35,7 @@ export class InternalJobsService implements InternalJobs {
     );
   }
 
-  async schedule(owner: string, name: string, spec: RepeatingJob, data: unknown): Promise<void> {
+  async schedule(owner: string, name: string, spec: RepeatingJob, data: unknown, overwrite = true): Promise<void> {
     validateName(owner, 'owner');
     await this.client.schedule(
       { namespace: this.namespace, appId: this.appId, owner, name },
@@ -45,8 +45,9 @@ export class InternalJobsService implements InternalJobs {
         repeats: spec.repeats,
         ttl: spec.expiresAt === undefined ? undefined : new Date(spec.expiresAt).toISOString(),
         dataJson: data === undefined ? undefined : JSON.stringify(data),
+        failurePolicy: spec.failurePolicy,
       },
-      true,
+      overwrite,
     );
   }
 

@@ -6,6 +6,8 @@
  * The jobs building block provides it as the `internalJobs` service (jobs/block.ts) when a
  * scheduler is configured; the workflows block uses it from `ctx.services.internalJobs`.
  */
+import type { FailurePolicy } from '../../../scheduler/src/index.ts';
+
 export interface InternalJobTrigger {
   owner: string;
   name: string;
@@ -20,17 +22,20 @@ export interface RepeatingJob {
   everyMs?: number;
   repeats?: number;
   expiresAt?: number;
+  /** What a failed fire gets; absent = the scheduler's default (constant 1 s, 3 retries). */
+  failurePolicy?: FailurePolicy;
 }
 
 export interface InternalJobs {
   /** Schedules (or replaces) a one-shot reminder. dueAt in ms since epoch. */
   scheduleOnce(owner: string, name: string, dueAt: number, data: unknown): Promise<void>;
   /**
-   * Schedules (or replaces) a reminder that fires at dueAt and then every everyMs (at most
-   * `repeats` times in all, never at or after expiresAt); failed fires follow the scheduler's
-   * default policy. Actor reminders use it.
+   * Schedules a reminder that fires at dueAt and then every everyMs (at most `repeats` times in
+   * all, never at or after expiresAt); failed fires follow spec.failurePolicy. One of that name
+   * is replaced, unless `overwrite` is false: then the scheduler's `exists` error. Actor
+   * reminders use it.
    */
-  schedule(owner: string, name: string, spec: RepeatingJob, data: unknown): Promise<void>;
+  schedule(owner: string, name: string, spec: RepeatingJob, data: unknown, overwrite?: boolean): Promise<void>;
   /** The data a reminder was scheduled with, or undefined when there is none of that name. */
   get(owner: string, name: string): Promise<{ data: unknown } | undefined>;
   /** Every job of the owner, with its data. */

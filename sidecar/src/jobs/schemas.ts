@@ -7,6 +7,17 @@ import { route, type JsonSchema } from '../http/schema.ts';
 
 const NAME = { '*:name': 'the job name' };
 
+/** A job's failure policy (actor reminders take the same, actors/schemas.ts). */
+export const FAILURE_POLICY: JsonSchema = {
+  type: ['object', 'null'],
+  'x-error-code': 'RT_SCHEDULER_FAILURE_POLICY_INVALID',
+  description: '{"drop": {}} or {"constant": {"interval": "1s", "maxRetries": 3}}',
+  properties: {
+    drop: { type: ['object', 'null'] },
+    constant: { type: ['object', 'null'], properties: { interval: { type: ['string', 'null'] }, maxRetries: { type: ['integer', 'null'], minimum: 0 } } },
+  },
+};
+
 const FIELDS: Record<string, JsonSchema> = {
   schedule: { type: ['string', 'null'], 'x-error-code': 'RT_SCHEDULER_SCHEDULE_INVALID', description: 'a cron expression (6 fields) or an @ period (@every 1m, @daily …)' },
   dueTime: { type: ['string', 'null'], 'x-error-code': 'RT_SCHEDULER_DUE_TIME_INVALID', description: 'RFC 3339 time, duration from now, or ISO 8601' },
@@ -14,15 +25,7 @@ const FIELDS: Record<string, JsonSchema> = {
   repeats: { type: ['integer', 'null'], 'x-error-code': 'RT_SCHEDULER_REPEATS_INVALID', description: 'how many times the job triggers' },
   data: { description: 'any JSON value, delivered to the app as the trigger body' },
   overwrite: { type: ['boolean', 'null'], description: 'replace a job of the same name' },
-  failurePolicy: {
-    type: ['object', 'null'],
-    'x-error-code': 'RT_SCHEDULER_FAILURE_POLICY_INVALID',
-    description: '{"drop": {}} or {"constant": {"interval": "1s", "maxRetries": 3}}',
-    properties: {
-      drop: { type: ['object', 'null'] },
-      constant: { type: ['object', 'null'], properties: { interval: { type: ['string', 'null'] }, maxRetries: { type: ['integer', 'null'], minimum: 0 } } },
-    },
-  },
+  failurePolicy: FAILURE_POLICY,
 };
 
 export const SCHEDULE = route('jobs.schedule', 'Schedule a job', {

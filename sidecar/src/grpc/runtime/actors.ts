@@ -6,6 +6,7 @@
  * text when it is not JSON.
  */
 import type { SidecarContext } from '../../context.ts';
+import { failurePolicyOfMsg, type FailurePolicyMsg, type ReminderRequest } from '../../actors/reminder-request.ts';
 import type { StoredReminder } from '../../actors/reminders.ts';
 import type { ActorsService } from '../../actors/service.ts';
 import { ERRORS, fail } from '../../api/errors.ts';
@@ -33,6 +34,11 @@ interface ScheduleReq extends ActorRef {
   ttl: string;
   data: Uint8Array;
   callback?: string;
+}
+interface ReminderReq extends ScheduleReq {
+  /** proto3 optional: undefined when unset (= true, the reference's default). */
+  overwrite?: boolean;
+  failure_policy?: FailurePolicyMsg | null;
 }
 
 /** Bytes as the JSON value they hold, else their text; none is null. */
@@ -101,8 +107,16 @@ export function actorMethods(ctx: SidecarContext) {
       return {};
     },
 
-    async RegisterActorReminder(req: ScheduleReq): Promise<Record<string, never>> {
-      await actors().createReminder(req.actor_type, req.actor_id, req.name, { dueTime: req.due_time, period: req.period, ttl: req.ttl, data: dataOf(req.data) });
+    async RegisterActorReminder(req: ReminderReq): Promise<Record<string, never>> {
+      const reminder: ReminderRequest = {
+        dueTime: req.due_time,
+        period: req.period,
+        ttl: req.ttl,
+        data: dataOf(req.data),
+        overwrite: req.overwrite ?? true,
+        failurePolicy: failurePolicyOfMsg(req.failure_policy),
+      };
+      await actors().createReminder(req.actor_type, req.actor_id, req.name, reminder);
       return {};
     },
 
