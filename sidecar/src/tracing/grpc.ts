@@ -4,6 +4,7 @@
  * handler sees carries the span's context instead, for the calls it passes on.
  */
 import * as grpc from '@grpc/grpc-js';
+import { answersWithContext, putAnswerContext, withAnswerContext } from './answer.ts';
 import type { RtSpan } from './sdk.ts';
 import { contextHeaders, type TracingService } from './service.ts';
 
@@ -16,6 +17,8 @@ export function rpcAttributes(path: string): { 'rpc.system': string; 'rpc.servic
 export function grpcTracingInterceptor(tracing: TracingService): grpc.ServerInterceptor {
   return (method, call) => {
     let span: RtSpan | undefined;
+    const answers = answersWithContext(method.path);
+    let headSent = false;
     return new grpc.ServerInterceptingCall(call, {
       start(next) {
         next({
@@ -30,7 +33,14 @@ export function grpcTracingInterceptor(tracing: TracingService): grpc.ServerInte
           },
         });
       },
+      sendMetadata(md, next) {
+        headSent = true;
+        if (span && answers) putAnswerContext(md, span);
+        next(md);
+      },
       sendStatus(status, next) {
+        // an error before any message is a trailers-only answer: its headers are the status metadata
+        if (span && answers && !headSent) status = { ...status, metadata: withAnswerContext(status.metadata, span) };
         if (span) {
           const code = status.code ?? grpc.status.OK;
           span.setAttributes({ 'rpc.grpc.status_code': code });

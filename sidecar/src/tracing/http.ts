@@ -2,18 +2,20 @@
  * A SERVER span for each HTTP API request: fastify hooks for routed requests, and the raw-route
  * hook for the paths served ahead of fastify (service invocation). The request's traceparent is
  * replaced by the span's, in `headers` and `rawHeaders` alike, so whatever the request is passed on
- * to (invocation forwards rawHeaders) carries this span as its parent.
+ * to (invocation forwards rawHeaders) carries this span as its parent. The answer carries the
+ * span's context back to the caller (answer.ts).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setRawRequestHook } from '../http/server.ts';
+import { answerWithContext } from './answer.ts';
 import type { RtSpan } from './sdk.ts';
 import { contextHeaders, type TracingService } from './service.ts';
 
 const spans = new WeakMap<FastifyRequest, RtSpan>();
 
 export function traceHttpServer(app: FastifyInstance, tracing: TracingService): void {
-  app.addHook('onRequest', (req, _reply, done) => {
+  app.addHook('onRequest', (req, reply, done) => {
     const route = req.routeOptions.url;
     const path = req.url.split('?')[0];
     const span = tracing.start(`${req.method} ${route ?? path}`, 'server', req.headers, {
@@ -23,6 +25,7 @@ export function traceHttpServer(app: FastifyInstance, tracing: TracingService): 
     });
     spans.set(req, span);
     carryOn(req.raw, span);
+    answerWithContext(reply.raw, span);
     done();
   });
   app.addHook('onResponse', (req, reply, done) => {
@@ -34,6 +37,7 @@ export function traceHttpServer(app: FastifyInstance, tracing: TracingService): 
     const path = (req.url ?? '').split('?')[0];
     const span = tracing.start(`${req.method} ${invokeRoute(path)}`, 'server', req.headers, { 'http.request.method': req.method ?? '', 'url.path': path, 'http.route': invokeRoute(path), 'rt.operation': 'invoke' });
     carryOn(req, span);
+    answerWithContext(res, span);
     res.once('close', () => endHttpSpan(span, res.statusCode));
   });
 }
