@@ -15,6 +15,8 @@ import { CALLER_APP, CALLER_NS, CALLER_TD, isHopHeader, TARGET } from './headers
 import { PEER_CHANNEL_OPTIONS, type Caller, type RequestHead } from './proto.ts';
 import { ResolveError, type Resolver } from './resolve.ts';
 import { parseAppTarget, type AppTarget } from './target.ts';
+import { endProxiedCall, proxiedCallSpan } from '../tracing/grpc-proxy.ts';
+import type { TracingService } from '../tracing/service.ts';
 
 type Call = grpc.ServerDuplexStream<Buffer, Buffer>;
 /** A server call's TLS peer (grpc-js does not export its AuthContext type). */
@@ -132,7 +134,7 @@ function deadlineOf(call: Call): grpc.CallOptions {
 }
 
 /** The calling sidecar's side, on its public gRPC port: unknown methods with rt-app-id go out. */
-export function callerProxy(server: GrpcServer, resolver: Resolver, caller: Caller, channels: Channels): grpc.handleBidiStreamingCall<Buffer, Buffer> {
+export function callerProxy(server: GrpcServer, resolver: Resolver, caller: Caller, channels: Channels, tracing?: TracingService): grpc.handleBidiStreamingCall<Buffer, Buffer> {
   return (call) => {
     const md = call.metadata;
     const id = String(md.get('rt-app-id')[0] ?? md.get('dapr-app-id')[0] ?? '');
@@ -150,6 +152,8 @@ export function callerProxy(server: GrpcServer, resolver: Resolver, caller: Call
         out.set(CALLER_APP, caller.app_id);
         out.set(CALLER_NS, caller.namespace);
         if (caller.trust_domain) out.set(CALLER_TD, caller.trust_domain);
+        // tracing on: a CLIENT span per proxied call, whose context the target's sidecar gets
+        const span = tracing ? proxiedCallSpan(tracing, 'client', path, out, { 'rt.target_app_id': target.appId }) : undefined;
         const stream = channels.get(address, target).makeBidiStreamRequest(path, raw, raw, out, deadlineOf(call));
         relay(call, stream, (s) => {
           // the target's sidecar (not its app) did not answer: look it up again next time
@@ -158,6 +162,7 @@ export function callerProxy(server: GrpcServer, resolver: Resolver, caller: Call
             channels.drop(address);
             s.details = `failed to invoke, id: ${target.appId}, err: the sidecar of "${target.appId}" at ${address} did not answer: ${s.details}`;
           }
+          if (span) endProxiedCall(span, s);
         });
       },
       (e: unknown) => fail(call, grpc.status.UNAVAILABLE, e instanceof ResolveError ? `failed to invoke, id: ${target.appId}, err: ${e.message}` : String(e)),
@@ -177,6 +182,8 @@ export interface CalleeOptions {
    * accessControl, an app at all): a reason, or undefined. May fill `head.caller` from the certificate.
    */
   refuse(head: RequestHead, call: PeerCall): { status: number; message: string } | undefined;
+  /** A SERVER span per proxied call, when tracing is on. */
+  tracing?: TracingService;
 }
 
 /** The receiving sidecar's side, on the internal port's gRPC: a proxied call goes to its gRPC app. */
@@ -200,11 +207,17 @@ export function calleeProxy(o: CalleeOptions, channels: Channels): grpc.handleBi
       out.set('dapr-api-token', o.appApiToken);
     }
     const address = o.appAddress;
+    // tracing on: a SERVER span under the caller sidecar's CLIENT span; the app gets its context
+    const span = o.tracing ? proxiedCallSpan(o.tracing, 'server', path, out, { 'rt.caller_app_id': head.caller.app_id, 'rt.target_app_id': o.appId }) : undefined;
     void o.slot().then((free) => {
       // the caller may have gone while the call waited for a slot
-      if (call.cancelled) return free();
+      if (call.cancelled) {
+        span?.end('cancelled by the caller');
+        return free();
+      }
       relay(call, channels.get(address).makeBidiStreamRequest(path, raw, raw, out, deadlineOf(call)), (s) => {
         free();
+        if (span) endProxiedCall(span, s);
         // the app itself is down: say so, and mark it so the caller does not blame the sidecar
         if (s.code === grpc.status.UNAVAILABLE && !s.metadata.get(APP_DOWN).length) {
           s.details = `failed to invoke, id: ${o.appId}, err: app "${o.appId}" at ${address} did not answer: ${s.details}`;
