@@ -17,7 +17,7 @@ import { CLOUDEVENT_CONTENT_TYPE, eventJson, isRawBody, rawPayloadOf } from './c
 import { BulkSender, httpBatchPoster } from './bulk.ts';
 import { Backoff, wait } from '../../../shared/backoff.ts';
 import type { AppTargets, Outcome, RetryPolicy } from './types.ts';
-import { consumerSpan } from '../tracing/messaging.ts';
+import { consumerSpan, tracedBatches } from '../tracing/messaging.ts';
 import type { TracingService } from '../tracing/service.ts';
 
 /** 3 retries, 250 ms apart doubling to 5 s. */
@@ -70,7 +70,7 @@ export async function sendToApp(app: AppChannel, path: string, event: CloudEvent
 export function httpTargets(app: AppChannel, log: Logger, tracing?: TracingService): AppTargets {
   return {
     single: { send: (path, event, sub, signal) => sendToApp(app, path, event, sub, log, signal, tracing) },
-    bulk: (info, bulk) => new BulkSender(httpBatchPoster(app, info, log), bulk),
+    bulk: (info, bulk) => new BulkSender(tracing ? tracedBatches(tracing, info, httpBatchPoster(app, info, log)) : httpBatchPoster(app, info, log), bulk),
   };
 }
 

@@ -17,6 +17,8 @@ import { rawPayloadOf, type CloudEvent } from './cloudevent.ts';
 import { BulkSender, type BatchEntry, type BatchPoster } from './bulk.ts';
 import { topicEvent } from './streaming.ts';
 import type { AppTargets, Outcome } from './types.ts';
+import { consumerSpan, tracedBatches } from '../tracing/messaging.ts';
+import type { TracingService } from '../tracing/service.ts';
 
 const STATUS: Record<number, Outcome> = { 0: 'SUCCESS', 1: 'RETRY', 2: 'DROP' };
 
@@ -58,13 +60,19 @@ function metadataOf(event: CloudEvent, sub: SubscriptionInfo): Record<string, st
   return out;
 }
 
-async function sendOne(app: GrpcApp, path: string, event: CloudEvent, sub: SubscriptionInfo, log: Logger): Promise<Outcome> {
+async function sendOne(app: GrpcApp, path: string, event: CloudEvent, sub: SubscriptionInfo, log: Logger, tracing?: TracingService): Promise<Outcome> {
+  const md = metadataOf(event, sub);
+  // tracing on: a CONSUMER span under the event's context, and the app gets the span's context
+  const span = tracing ? consumerSpan(tracing, event, sub, path, md) : undefined;
   try {
-    const res = (await app.call('callback', 'OnTopicEvent', topicEvent(event, path, sub), metadataOf(event, sub))) as { status?: number };
+    const res = (await app.call('callback', 'OnTopicEvent', topicEvent(event, path, sub), md)) as { status?: number };
     const outcome = STATUS[res.status ?? 0] ?? 'RETRY';
+    span?.setAttributes({ 'rt.outcome': outcome });
+    span?.end(outcome === 'RETRY' ? 'the app answered RETRY' : undefined);
     if (outcome !== 'SUCCESS') log.debug({ path, outcome, id: event.id }, 'app did not take the message');
     return outcome;
   } catch (e) {
+    span?.end((e as Error).message);
     if (grpcCode(e) === UNIMPLEMENTED) {
       log.warn({ path, id: event.id }, 'the gRPC app does not implement OnTopicEvent: message acknowledged unhandled');
       return 'SUCCESS';
@@ -74,9 +82,9 @@ async function sendOne(app: GrpcApp, path: string, event: CloudEvent, sub: Subsc
   }
 }
 
-function bulkPoster(app: GrpcApp, info: SubscriptionInfo, log: Logger): BatchPoster {
+function bulkPoster(app: GrpcApp, info: SubscriptionInfo, log: Logger, tracing?: TracingService): BatchPoster {
   let bulkUnimplemented = false;
-  const oneByOne = async (path: string, entries: BatchEntry[]) => new Map(await Promise.all(entries.map(async (e) => [e.entryId, await sendOne(app, path, e.event, info, log)] as const)));
+  const oneByOne = async (path: string, entries: BatchEntry[]) => new Map(await Promise.all(entries.map(async (e) => [e.entryId, await sendOne(app, path, e.event, info, log, tracing)] as const)));
   return async (path, entries) => {
     if (bulkUnimplemented) return oneByOne(path, entries);
     const req = {
@@ -109,9 +117,9 @@ function bulkPoster(app: GrpcApp, info: SubscriptionInfo, log: Logger): BatchPos
 }
 
 /** Delivery to an app that speaks gRPC. */
-export function grpcTargets(app: GrpcApp, log: Logger): AppTargets {
+export function grpcTargets(app: GrpcApp, log: Logger, tracing?: TracingService): AppTargets {
   return {
-    single: { send: (path, event, sub) => sendOne(app, path, event, sub, log) },
-    bulk: (info, bulk) => new BulkSender(bulkPoster(app, info, log), bulk),
+    single: { send: (path, event, sub) => sendOne(app, path, event, sub, log, tracing) },
+    bulk: (info, bulk) => new BulkSender(tracing ? tracedBatches(tracing, info, bulkPoster(app, info, log, tracing)) : bulkPoster(app, info, log, tracing), bulk),
   };
 }

@@ -10,6 +10,8 @@ import { componentCall, type ResiliencyService } from '../resiliency/service.ts'
 import { CLOUDEVENT_CONTENT_TYPE, envelope, ttlOf, wrapJson, wrapsJson } from './cloudevent.ts';
 import { PublishGate } from './gate.ts';
 import { requirePubsub } from './lookup.ts';
+import { endAfter, producerSpan } from '../tracing/outbound.ts';
+import { contextHeaders, type TracingService } from '../tracing/service.ts';
 
 export interface PublishRequest {
   pubsubname: string;
@@ -52,12 +54,15 @@ export class PublishService {
   private readonly gate: PublishGate;
 
   private readonly resiliency?: ResiliencyService;
+  private readonly tracing?: TracingService;
 
-  constructor(components: ComponentRegistry, appId: string, gate = new PublishGate(), resiliency?: ResiliencyService) {
+  /** `tracing`: a PRODUCER span per publish, whose context the CloudEvents carry. */
+  constructor(components: ComponentRegistry, appId: string, gate = new PublishGate(), resiliency?: ResiliencyService, tracing?: TracingService) {
     this.components = components;
     this.appId = appId;
     this.gate = gate;
     this.resiliency = resiliency;
+    this.tracing = tracing;
   }
 
   /** A call to the pub/sub under its outbound policy; a 4xx of the component's own is not retried. */
@@ -66,6 +71,12 @@ export class PublishService {
   }
 
   async publish(req: PublishRequest): Promise<void> {
+    if (!this.tracing) return this.publishNow(req);
+    const span = producerSpan(this.tracing, req.pubsubname, req.topic, { traceparent: req.traceparent, tracestate: req.tracestate });
+    return endAfter(span, () => this.publishNow({ ...req, ...contextHeaders(span) }));
+  }
+
+  private async publishNow(req: PublishRequest): Promise<void> {
     const pubsub = requirePubsub(this.components, req.pubsubname);
     checkTopic(req.topic);
     const { data, contentType } = envelope({ appId: this.appId, pubsubname: req.pubsubname, topic: req.topic, body: req.data, contentType: req.contentType, metadata: req.metadata, traceparent: req.traceparent, tracestate: req.tracestate });
@@ -81,6 +92,13 @@ export class PublishService {
 
   /** Publishes every entry; returns the ones that failed (none: all published). */
   async bulkPublish(req: BulkPublishRequest): Promise<FailedEntry[]> {
+    if (!this.tracing) return this.bulkPublishNow(req);
+    const span = producerSpan(this.tracing, req.pubsubname, req.topic, { traceparent: req.traceparent }, req.entries.length);
+    const failed = await endAfter(span, () => this.bulkPublishNow({ ...req, traceparent: contextHeaders(span).traceparent }), (f) => (f.length ? `${f.length} of ${req.entries.length} entries failed` : undefined));
+    return failed;
+  }
+
+  private async bulkPublishNow(req: BulkPublishRequest): Promise<FailedEntry[]> {
     const pubsub = requirePubsub(this.components, req.pubsubname);
     checkTopic(req.topic);
     if (req.entries.length > MAX_BULK_ENTRIES) throw malformed(`a bulk publish takes at most ${MAX_BULK_ENTRIES} entries; this one has ${req.entries.length}`);

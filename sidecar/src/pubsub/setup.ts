@@ -19,11 +19,11 @@ export async function setup(ctx: SidecarContext): Promise<{ pubsub: PublishServi
   const log = ctx.log.child({ block: 'pubsub' });
   // with an app, publishes wait (a while) for its subscriptions: see gate.ts
   const gate = new PublishGate(ctx.app.enabled ? HOLD_LIMIT_MS : undefined, log);
-  const publisher = new PublishService(ctx.components, ctx.options.appId, gate, ctx.services.resiliency);
+  const publisher = new PublishService(ctx.components, ctx.options.appId, gate, ctx.services.resiliency, ctx.services.tracing);
   await publishRoutes(ctx.http, publisher);
 
   const grpcApp = ctx.app.grpc;
-  const targets = grpcApp ? grpcTargets(grpcApp, log) : httpTargets(ctx.app, log, ctx.services.tracing);
+  const targets = grpcApp ? grpcTargets(grpcApp, log, ctx.services.tracing) : httpTargets(ctx.app, log, ctx.services.tracing);
   const declarative = () => ctx.resources.subscriptions.filter((s) => s.type === 'DECLARATIVE');
   const manager = new SubscriptionManager(ctx.components, declarative, targets, log, undefined, ctx.services.resiliency);
   ctx.metadata.addSubscriptionProvider(() => manager.openList());
