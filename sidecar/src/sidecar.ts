@@ -86,7 +86,7 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
     listenAddress: options.listenAddress,
     log,
     // under the binding's inbound resiliency policy once the resiliency block runs (ctx below)
-    deliverToApp: (bindingName, event) => deliverInputEvent(ctx.services.resiliency, components, app, bindingName, event),
+    deliverToApp: (bindingName, event) => deliverInputEvent(ctx.services.resiliency, components, app, bindingName, event, ctx.services.tracing),
   });
   const metadata = new MetadataService(options, components);
   const resources: Resources = { components: [], subscriptions: [], httpEndpoints: [] };

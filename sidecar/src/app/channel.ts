@@ -161,11 +161,12 @@ export class AppChannel {
    * answer counts as 200 with the response's `data` as the body; a failed call as 500 with its
    * message (UNIMPLEMENTED: 404, the app has no handler), so both protocols mean the same to the
    * binding. The response's state/`to` fields (dropped by the ecosystem too) are not read.
+   * `trace`: traceparent / tracestate, as headers or gRPC metadata (tracing on).
    */
-  async deliverBinding(name: string, event: InputBindingEvent, signal?: AbortSignal): Promise<InputBindingReply> {
+  async deliverBinding(name: string, event: InputBindingEvent, signal?: AbortSignal, trace?: Record<string, string>): Promise<InputBindingReply> {
     if (this.grpc) {
       try {
-        const res = (await this.grpc.call('callback', 'OnBindingEvent', { name, data: Buffer.from(event.data), metadata: event.metadata })) as { data?: Buffer };
+        const res = (await this.grpc.call('callback', 'OnBindingEvent', { name, data: Buffer.from(event.data), metadata: event.metadata }, trace)) as { data?: Buffer };
         return { status: 200, body: res.data ?? new Uint8Array() };
       } catch (e) {
         return { status: grpcCode(e) === UNIMPLEMENTED ? 404 : 500, body: Buffer.from((e as Error).message) };
@@ -175,7 +176,7 @@ export class AppChannel {
       method: 'POST',
       path: `/${name}`,
       body: event.data,
-      headers: { 'content-type': event.contentType ?? 'application/json', ...prefixed(event.metadata) },
+      headers: { 'content-type': event.contentType ?? 'application/json', ...prefixed(event.metadata), ...trace },
       signal,
     });
     return { status: res.status, body: res.body };

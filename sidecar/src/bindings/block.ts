@@ -9,10 +9,10 @@ import { BindingsService } from './service.ts';
 
 export const block = defineBlock({
   name: 'bindings',
-  uses: ['resiliency'],
+  uses: ['resiliency', 'tracing'],
   provides: ['bindings'],
   async setup(ctx) {
-    const bindings = new BindingsService(ctx.components, ctx.services.resiliency);
+    const bindings = new BindingsService(ctx.components, ctx.services.resiliency, ctx.services.tracing);
     await outputBindingRoutes(ctx, bindings);
     startInputBindings(ctx);
     return { bindings };

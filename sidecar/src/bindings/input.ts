@@ -7,14 +7,21 @@ import type { AppChannel } from '../app/channel.ts';
 import type { SidecarContext } from '../context.ts';
 import type { InputBinding, InputBindingEvent, InputBindingReply } from '../components/types.ts';
 import { componentCall, type ComponentTypes, type ResiliencyService } from '../resiliency/service.ts';
+import { inputBindingSpan, tracedInputEvent } from '../tracing/messaging.ts';
+import type { TracingService } from '../tracing/service.ts';
 
 /**
  * One event of input binding `name` to the app, under the binding's inbound resiliency policy
  * (an answer outside 2xx is a failed try; a timeout aborts the POST). Without a policy the
  * binding's own retry rules alone apply, as before.
  */
-export function deliverInputEvent(resiliency: ResiliencyService | undefined, components: ComponentTypes, app: AppChannel, name: string, event: InputBindingEvent): Promise<InputBindingReply> {
-  return componentCall(resiliency, components, name, 'Inbound', (signal) => app.deliverBinding(name, event, signal), { failureOf: (r) => (r.status < 200 || r.status >= 300 ? { http: r.status } : undefined) });
+export function deliverInputEvent(resiliency: ResiliencyService | undefined, components: ComponentTypes, app: AppChannel, name: string, event: InputBindingEvent, tracing?: TracingService): Promise<InputBindingReply> {
+  const deliver = (trace?: Record<string, string>) =>
+    componentCall(resiliency, components, name, 'Inbound', (signal) => app.deliverBinding(name, event, signal, trace), { failureOf: (r) => (r.status < 200 || r.status >= 300 ? { http: r.status } : undefined) });
+  if (!tracing) return deliver();
+  // tracing on: a CONSUMER span (under the event's traceparent metadata, if any), its context to the app
+  const trace: Record<string, string> = {};
+  return tracedInputEvent(inputBindingSpan(tracing, name, event, trace), () => deliver(trace));
 }
 
 export function startInputBindings(ctx: SidecarContext): void {

@@ -48,7 +48,7 @@ export async function outputBindingRoutes(ctx: SidecarContext, bindings: Binding
       const body = whole.length === 0 ? null : parseJsonBody(whole);
       checkBody(INVOKE['x-body']!, body);
       const b = body as { operation: string; data?: unknown; metadata?: Record<string, string> | null };
-      return send(reply, await bindings.invoke(name, { operation: b.operation, data: b.data, metadata: b.metadata }));
+      return send(reply, await bindings.invoke(name, { operation: b.operation, data: b.data, metadata: b.metadata, trace: req.headers }));
     });
   });
 }

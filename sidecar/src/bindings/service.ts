@@ -10,21 +10,28 @@ import type { ComponentRegistry } from '../components/registry.ts';
 import type { BindingRequest, BindingResponse, OutputBinding, StreamedBindingRequest } from '../components/types.ts';
 import { ApiError, errorMessage, malformed } from '../http/errors.ts';
 import { componentCall, type ResiliencyService } from '../resiliency/service.ts';
+import { bindingSpan, endAfter } from '../tracing/outbound.ts';
+import type { CarriedContext, TracingService } from '../tracing/service.ts';
 
 /** An invocation as a transport decoded it: `operation` and `metadata` are checked here. */
 export interface InvokeRequest {
   operation: unknown;
   data: unknown;
   metadata: unknown;
+  /** The call's trace context (the API request's traceparent / tracestate). */
+  trace?: CarriedContext;
 }
 
 export class BindingsService {
   private readonly components: ComponentRegistry;
   private readonly resiliency?: ResiliencyService;
+  private readonly tracing?: TracingService;
 
-  constructor(components: ComponentRegistry, resiliency?: ResiliencyService) {
+  /** `tracing`: a CLIENT span per call, its context passed to the binding in the request's metadata. */
+  constructor(components: ComponentRegistry, resiliency?: ResiliencyService, tracing?: TracingService) {
     this.components = components;
     this.resiliency = resiliency;
+    this.tracing = tracing;
   }
 
   /** The output binding called `name`, or a 400 listing the loaded ones. */
@@ -53,7 +60,9 @@ export class BindingsService {
     const binding = this.binding(name);
     const request: BindingRequest = { operation: this.operation(name, binding, req.operation), data: req.data, metadata: bindingMetadata(req.metadata) };
     // under the binding's outbound policy; a streamed request (below) is read once, so never retried
-    return guarded(name, () => componentCall(this.resiliency, this.components, name, 'Outbound', () => binding.invoke(request)));
+    const call = () => guarded(name, () => componentCall(this.resiliency, this.components, name, 'Outbound', () => binding.invoke(request)));
+    if (!this.tracing) return call();
+    return endAfter(bindingSpan(this.tracing, name, request.operation, request.metadata, req.trace ?? {}), call);
   }
 
   /** Invokes a streamed operation (its `data` arriving as chunks) of a binding found with binding(). */

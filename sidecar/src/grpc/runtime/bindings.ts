@@ -51,8 +51,10 @@ async function collect(stream: Readable, limit: number): Promise<Buffer> {
 
 export function bindingMethods(bindings: BindingsService) {
   return {
-    async InvokeBinding(req: InvokeBindingRequest): Promise<{ data: Buffer; metadata: Record<string, string> }> {
-      const res = await bindings.invoke(req.name ?? '', { operation: req.operation, data: dataOf(bytesOf(req.data)), metadata: metadataOf(req.metadata) });
+    async InvokeBinding(req: InvokeBindingRequest, call?: { metadata: { get(key: string): unknown[] } }): Promise<{ data: Buffer; metadata: Record<string, string> }> {
+      // the call's trace context (the tracing interceptor's span), for the binding call's span
+      const trace = call && { traceparent: call.metadata.get('traceparent')[0], tracestate: call.metadata.get('tracestate')[0] };
+      const res = await bindings.invoke(req.name ?? '', { operation: req.operation, data: dataOf(bytesOf(req.data)), metadata: metadataOf(req.metadata), trace });
       let data: Buffer = Buffer.alloc(0);
       if (res.data instanceof Readable) data = await collect(res.data, MAX_BINDING_RESPONSE_BYTES);
       else if (res.data) data = bytesOf(res.data);
