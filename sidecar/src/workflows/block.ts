@@ -2,4 +2,4 @@
 import { defineBlock } from '../block-graph.ts';
 import { setup } from './setup.ts';
 
-export const block = defineBlock({ name: 'workflows', uses: ['internalJobs'], provides: ['workflows'], setup });
+export const block = defineBlock({ name: 'workflows', uses: ['internalJobs', 'tracing'], provides: ['workflows'], setup });

@@ -11,6 +11,7 @@ import { parentInfo } from './messages.ts';
 import { sv, toTimestamp, type FailureDetails, type HistoryEvent, type PropagatedHistory } from './proto.ts';
 import { isTerminal, type InstanceRecord, type InstanceState, type ParentRef } from './record.ts';
 import { rerunStart } from './rerun.ts';
+import type { CarriedContext } from '../tracing/service.ts';
 
 export interface StartRequest {
   instanceId?: string;
@@ -22,6 +23,8 @@ export interface StartRequest {
   parent?: ParentRef;
   /** History handed over by the parent (Dapr protocol history propagation). */
   propagated?: PropagatedHistory;
+  /** The start call's trace context (its traceparent / tracestate), read only while tracing is on. */
+  trace?: CarriedContext;
 }
 
 /** A sub-orchestration to start (or to look up): its id and parent are known. */
@@ -52,6 +55,7 @@ export class ClientApi {
     const id = req.instanceId || randomUUID();
     const { me, clock } = this.deps;
     const now = clock.now();
+    const traced = this.deps.tracing?.started(id, req.name, req.trace);
     await this.deps.table.mutate(id, (d) => {
       if (d.rec && !isTerminal(d.rec.status)) {
         throw new WorkflowError('CONFLICT', `workflow instance "${id}" already exists and is ${d.rec.status}; terminate or wait for it before starting it again`);
@@ -69,6 +73,7 @@ export class ClientApi {
           orchestrationInstance: { instanceId: id, executionId: { value: executionId } },
           parentInstance: parentInfo(req.parent),
           scheduledStartTimestamp: delayed ? toTimestamp(fireAt) : undefined,
+          ...traced,
         },
       };
       // a finished instance with the same id is replaced: its old history goes (a new journal begins)
@@ -83,6 +88,9 @@ export class ClientApi {
       if (delayed) this.life.armTimer(d, { instanceId: id, executionId, timerId: 'start' }, fireAt);
       else this.life.makeRunnable(d);
       this.life.waiters.notifyAfter(d, id);
+    }).catch((e: unknown) => {
+      if (traced) this.deps.tracing?.notStarted(id, (e as Error).message);
+      throw e;
     });
     return id;
   }

@@ -7,6 +7,7 @@ import type { Clock } from '../../../shared/clock.ts';
 import type { InstanceTable } from './instances.ts';
 import type { Timers } from './timers.ts';
 import type { Workers } from './workers.ts';
+import type { WorkflowTracing } from '../tracing/workflows.ts';
 
 export interface EngineDeps {
   readonly table: InstanceTable;
@@ -19,4 +20,6 @@ export interface EngineDeps {
   readonly me: string;
   /** Names this app in propagated history; an action addressed to another app is refused. */
   readonly appId: string;
+  /** The engine's spans, while tracing is on (absent: off, one check). */
+  readonly tracing?: WorkflowTracing;
 }

@@ -30,6 +30,7 @@ import { StallRetries } from './stalls.ts';
 import type { Timers } from './timers.ts';
 import { Waiters } from './waiters.ts';
 import type { Workers } from './workers.ts';
+import type { WorkflowTracing } from '../tracing/workflows.ts';
 
 export type { StartRequest } from './client.ts';
 
@@ -45,8 +46,11 @@ export class Engine {
   /** Set once the sidecar shuts down: waits end with UNAVAILABLE instead of an answer. */
   closed = false;
 
-  constructor(table: InstanceTable, workers: Workers, timers: Timers, log: Logger, appId = '', clock: Clock = SYSTEM_CLOCK) {
-    const deps: EngineDeps = { table, workers, timers, log, clock, me: table.replicaId, appId };
+  private readonly tracing?: WorkflowTracing;
+
+  constructor(table: InstanceTable, workers: Workers, timers: Timers, log: Logger, appId = '', clock: Clock = SYSTEM_CLOCK, tracing?: WorkflowTracing) {
+    const deps: EngineDeps = { table, workers, timers, log, clock, me: table.replicaId, appId, tracing };
+    this.tracing = tracing;
     this.table = table;
     this.workers = workers;
     this.timers = timers;
@@ -66,6 +70,7 @@ export class Engine {
     this.waiters.close();
     this.timers.close();
     this.table.close();
+    this.tracing?.close();
   }
 
   /** Set when new instances must not start (e.g. no durable store in a pod); the reason is the error. */

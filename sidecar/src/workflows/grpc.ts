@@ -94,12 +94,13 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
   return {
     Hello: unary(async () => ({})),
 
-    StartInstance: unary<{ instanceId?: string; name?: string; version?: StringValue; input?: StringValue; scheduledStartTimestamp?: Timestamp }, unknown>(async (req) => {
+    StartInstance: unary<{ instanceId?: string; name?: string; version?: StringValue; input?: StringValue; scheduledStartTimestamp?: Timestamp }, unknown>(async (req, call) => {
       if (!req.name) throw new WorkflowError('INVALID', 'name (the workflow to start) is required');
       if (req.instanceId) checkInstanceId(req.instanceId, 'grpc');
       // a start time that has passed starts it at once (the engine's clock decides)
       const scheduledStart = fromTimestamp(req.scheduledStartTimestamp);
-      const instanceId = await engine.start({ instanceId: req.instanceId, name: req.name, version: req.version?.value, input: req.input?.value, scheduledStart });
+      const trace = { traceparent: call.metadata.get('traceparent')[0], tracestate: call.metadata.get('tracestate')[0] };
+      const instanceId = await engine.start({ instanceId: req.instanceId, name: req.name, version: req.version?.value, input: req.input?.value, scheduledStart, trace });
       return { instanceId };
     }),
 

@@ -76,15 +76,19 @@ export class ActionInterpreter {
     // what the actions read of the instance does not change while they are applied
     const { id, executionId, name } = rec;
     const ts = toTimestamp(now);
+    // tracing on: what it schedules carries the orchestration's context (tracing/workflows.ts)
+    const tracing = this.deps.tracing;
+    const orch = tracing?.orchestrationContext(d.history);
     for (const a of actions) {
       if (a.scheduleTask) {
         let t = a.scheduleTask;
         // a rerun's new input goes to the activity it starts from (the event says so, which ends rerunInput)
         if (rec.rerunInput?.taskId === a.id) t = { ...t, input: sv(rec.rerunInput.input) };
         const scope = scopeOf(t.historyPropagationScope);
-        d.emit({ eventId: a.id, timestamp: ts, taskScheduled: { name: t.name, version: t.version ?? undefined, input: t.input ?? undefined, historyPropagationScope: scope || undefined } });
+        d.emit({ eventId: a.id, timestamp: ts, taskScheduled: { name: t.name, version: t.version ?? undefined, input: t.input ?? undefined, parentTraceContext: orch, historyPropagationScope: scope || undefined } });
         const propagatedHistory = scope ? this.life.propagated(rec, scope, d.history) : undefined;
-        const task = { instanceId: id, executionId, taskId: a.id, name: t.name, input: t.input?.value, propagatedHistory };
+        const trace = tracing?.activityScheduled(id, a.id, t.name, orch);
+        const task = { instanceId: id, executionId, taskId: a.id, name: t.name, input: t.input?.value, propagatedHistory, trace };
         d.effects.push(() => this.deps.workers.enqueueActivity(task));
       } else if (a.createTimer) {
         const fireAt = fromTimestamp(a.createTimer.fireAt) ?? now;
@@ -97,11 +101,11 @@ export class ActionInterpreter {
         d.emit({
           eventId: a.id,
           timestamp: ts,
-          subOrchestrationInstanceCreated: { instanceId: childId, name: s.name, version: s.version ?? undefined, input: s.input ?? undefined, historyPropagationScope: scope || undefined },
+          subOrchestrationInstanceCreated: { instanceId: childId, name: s.name, version: s.version ?? undefined, input: s.input ?? undefined, parentTraceContext: orch, historyPropagationScope: scope || undefined },
         });
         const parent: ParentRef = { instanceId: id, executionId, taskId: a.id, name, version: rec.version };
         const propagated = scope ? this.life.propagated(rec, scope, d.history) : undefined;
-        const child = { instanceId: childId, name: s.name, version: s.version?.value, input: s.input?.value, parent, propagated };
+        const child = { instanceId: childId, name: s.name, version: s.version?.value, input: s.input?.value, parent, propagated, trace: orch && { traceparent: orch.traceParent, tracestate: orch.traceState?.value } };
         d.effects.push(() => void this.client.startChild(child));
       } else if (a.sendEvent) {
         const e = a.sendEvent;

@@ -63,6 +63,7 @@ export class Lifecycle {
     const outcome: ChildOutcome = { status, output, failure };
     d.effects.push(() => {
       this.deps.workers.dropRun(id);
+      this.deps.tracing?.finished(id, status, failure?.errorMessage);
       if (parent) void this.notifyParent(parent, id, outcome);
       this.deps.table.evict(id);
     });

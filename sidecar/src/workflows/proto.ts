@@ -6,6 +6,7 @@
 import { fileURLToPath } from 'node:url';
 import type * as grpc from '@grpc/grpc-js';
 import { loadServiceDefinition } from '../grpc/service-definition.ts';
+import type { TraceContextMessage } from '../tracing/workflows.ts';
 
 export const PROTO_PATH = fileURLToPath(new URL('./proto/orchestrator_service.proto', import.meta.url));
 
@@ -91,13 +92,16 @@ export interface HistoryEvent {
     orchestrationInstance?: OrchestrationInstance;
     parentInstance?: { taskScheduledId: number; name?: StringValue | null; version?: StringValue | null; orchestrationInstance?: OrchestrationInstance } | null;
     scheduledStartTimestamp?: Timestamp | null;
+    /** The start's context and the orchestration span's id (tracing on: tracing/workflows.ts). */
+    parentTraceContext?: TraceContextMessage | null;
+    orchestrationSpanID?: StringValue | null;
   };
   executionCompleted?: { orchestrationStatus: number; result?: StringValue | null; failureDetails?: FailureDetails | null };
   executionTerminated?: { input?: StringValue | null; recurse?: boolean };
-  taskScheduled?: { name: string; version?: StringValue | null; input?: StringValue | null; historyPropagationScope?: number | null };
+  taskScheduled?: { name: string; version?: StringValue | null; input?: StringValue | null; parentTraceContext?: TraceContextMessage | null; historyPropagationScope?: number | null };
   taskCompleted?: { taskScheduledId: number; result?: StringValue | null };
   taskFailed?: { taskScheduledId: number; failureDetails?: FailureDetails | null };
-  subOrchestrationInstanceCreated?: { instanceId: string; name: string; version?: StringValue | null; input?: StringValue | null; historyPropagationScope?: number | null };
+  subOrchestrationInstanceCreated?: { instanceId: string; name: string; version?: StringValue | null; input?: StringValue | null; parentTraceContext?: TraceContextMessage | null; historyPropagationScope?: number | null };
   subOrchestrationInstanceCompleted?: { taskScheduledId: number; result?: StringValue | null };
   subOrchestrationInstanceFailed?: { taskScheduledId: number; failureDetails?: FailureDetails | null };
   timerCreated?: { fireAt?: Timestamp | null };
@@ -166,6 +170,7 @@ export interface ActivityRequest {
   input?: StringValue;
   orchestrationInstance: OrchestrationInstance;
   taskId: number;
+  parentTraceContext?: TraceContextMessage;
   propagatedHistory?: PropagatedHistory;
 }
 

@@ -89,7 +89,7 @@ export async function registerRoutes(http: FastifyInstance, engine: Engine): Pro
         const instanceId = raw || undefined;
         try {
           if (instanceId) checkInstanceId(instanceId, 'start');
-          const id = await engine.start({ instanceId, name: p.workflowName, input: bodyText(req) });
+          const id = await engine.start({ instanceId, name: p.workflowName, input: bodyText(req), trace: req.headers });
           return reply.status(202).send({ instanceID: id });
         } catch (e) {
           throw httpError(e, 'START');

@@ -81,6 +81,8 @@ export class Runs {
             ? { eventId: -1, timestamp, taskFailed: { taskScheduledId: res.taskId, failureDetails: res.failureDetails } }
             : { eventId: -1, timestamp, taskCompleted: { taskScheduledId: res.taskId, result: res.result ?? undefined } },
         });
+        const tracing = this.deps.tracing;
+        if (tracing) d.effects.push(() => tracing.activityDone(id, res.taskId, res.failureDetails?.errorMessage ?? undefined));
         this.life.makeRunnable(d);
       })
       .catch((e) => {

@@ -18,6 +18,7 @@ import { ReplicaRegistry } from './replicas.ts';
 import { registerRoutes } from './routes.ts';
 import { Timers } from './timers.ts';
 import { Workers } from './workers.ts';
+import { WorkflowTracing } from '../tracing/workflows.ts';
 
 /** How long a busy data-dir lock is waited for before the store is shared (see data-dir-lock.ts). */
 const LOCK_WAIT_MS = 10_000;
@@ -76,7 +77,9 @@ export async function setup(ctx: SidecarContext): Promise<{ workflows: Engine }>
   const table = new InstanceTable({ store, prefix: `${appId}||wf||`, shared, replicaId, log });
   const workers = new Workers(log, MAX_ITEMS_PER_WORKER);
   const timers = new Timers(ctx.services.internalJobs, log);
-  const engine = new Engine(table, workers, timers, log, appId);
+  // tracing on: the engine's orchestration and activity spans (tracing/workflows.ts)
+  const tracing = ctx.services.tracing ? new WorkflowTracing(ctx.services.tracing) : undefined;
+  const engine = new Engine(table, workers, timers, log, appId, undefined, tracing);
   watchActorStore(ctx, engine, actor?.name, log);
 
   ctx.grpc.addService(() => ({ definition: taskHubService(), implementation: taskHubImplementation(engine, ctx.grpc) }));

@@ -9,6 +9,7 @@ import type { ServerWritableStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { SYSTEM_CLOCK, type Clock } from '../../../shared/clock.ts';
 import type { HistoryEvent, OrchestratorRequest, PropagatedHistory, WorkItem } from './proto.ts';
+import type { TraceContextMessage } from '../tracing/workflows.ts';
 
 export interface ActivityTask {
   instanceId: string;
@@ -18,6 +19,8 @@ export interface ActivityTask {
   input?: string;
   /** The history the workflow hands this activity (Dapr protocol; rebuilt from the history, not stored). */
   propagatedHistory?: PropagatedHistory;
+  /** The activity span's context, while tracing is on (the worker's parentTraceContext). */
+  trace?: TraceContextMessage;
 }
 
 /** What an orchestrator run was given: needed to apply its answer. */
@@ -285,6 +288,7 @@ export class Workers {
         input: t.input === undefined ? undefined : { value: t.input },
         orchestrationInstance: { instanceId: t.instanceId, executionId: { value: t.executionId } },
         taskId: t.taskId,
+        parentTraceContext: t.trace,
         propagatedHistory: t.propagatedHistory,
       },
     };

@@ -70,13 +70,14 @@ export function workflowMethods(ctx: SidecarContext) {
   };
 
   const methods = {
-    StartWorkflowBeta1: async (req: InstanceReq & { workflow_name: string; input: Buffer }) =>
+    StartWorkflowBeta1: async (req: InstanceReq & { workflow_name: string; input: Buffer }, call?: { metadata: grpc.Metadata }) =>
       run('START', async () => {
         component(req.workflow_component);
         if (!req.workflow_name) throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'ERR_WORKFLOW_NAME_MISSING', 'workflow_name is required');
         const instanceId = req.instance_id || undefined;
         if (instanceId) checkInstanceId(instanceId, 'start');
-        const id = await engine().start({ instanceId, name: req.workflow_name, input: text(req.input) });
+        const trace = call && { traceparent: call.metadata.get('traceparent')[0], tracestate: call.metadata.get('tracestate')[0] };
+        const id = await engine().start({ instanceId, name: req.workflow_name, input: text(req.input), trace });
         return { instance_id: id };
       }),
 

@@ -1,0 +1,110 @@
+/**
+ * The workflow engine's spans, as the Durable Task framework makes them:
+ * - a start is a short PRODUCER span `create_orchestration <name>` under the start call's context;
+ *   its context is the ExecutionStartedEvent's `parentTraceContext`;
+ * - the instance is a SERVER span `orchestration <name>` from its start to its end, child of that;
+ *   its id is the event's `orchestrationSpanID`, so that activities and children scheduled later
+ *   (another run, another replica) find their parent in the history;
+ * - an activity is a CLIENT span `activity <name>` from its scheduling to its result, whose
+ *   context goes to the worker as the ActivityRequest's `parentTraceContext` (the SDK's own span
+ *   is then its child); TaskScheduled and SubOrchestrationInstanceCreated events carry the
+ *   orchestration's context.
+ * Open spans live in this process only: an instance that outlives the sidecar keeps its trace
+ * (the ids are in its history) but the span that was open is ended at shutdown.
+ */
+import { formatTraceParent, parseTraceParent } from './context.ts';
+import type { RtSpan } from './sdk.ts';
+import type { CarriedContext, TracingService } from './service.ts';
+
+/** The Durable Task protocol's TraceContext. */
+export interface TraceContextMessage {
+  traceParent: string;
+  spanID?: string;
+  traceState?: { value: string } | null;
+}
+
+interface StartedEvent {
+  parentTraceContext?: TraceContextMessage | null;
+  orchestrationSpanID?: { value: string } | null;
+}
+
+const message = (span: RtSpan): TraceContextMessage => ({ traceParent: formatTraceParent(span.context), spanID: span.context.spanId, traceState: span.traceState ? { value: span.traceState } : undefined });
+
+export class WorkflowTracing {
+  private readonly tracing: TracingService;
+  private readonly orchestrations = new Map<string, RtSpan>();
+  private readonly activities = new Map<string, RtSpan>();
+
+  constructor(tracing: TracingService) {
+    this.tracing = tracing;
+  }
+
+  /** A new instance: its spans, and what its ExecutionStartedEvent records of them. */
+  started(instanceId: string, name: string, carried: CarriedContext | undefined): Required<StartedEvent> {
+    const attrs = { 'rt.component': 'workflows', 'rt.workflow.name': name, 'rt.workflow.instance_id': instanceId };
+    const create = this.tracing.start(`create_orchestration ${name}`, 'producer', carried, { ...attrs, 'rt.operation': 'workflow.start' });
+    create.end();
+    const parent = message(create);
+    const span = this.tracing.start(`orchestration ${name}`, 'server', { traceparent: parent.traceParent, tracestate: parent.traceState?.value }, { ...attrs, 'rt.operation': 'workflow.orchestration' });
+    this.orchestrations.get(instanceId)?.end('replaced by a new start of the same instance id');
+    this.orchestrations.set(instanceId, span);
+    return { parentTraceContext: parent, orchestrationSpanID: { value: span.context.spanId } };
+  }
+
+  /** A start that did not happen (the id is taken): its span ends as failed. */
+  notStarted(instanceId: string, reason: string): void {
+    const span = this.orchestrations.get(instanceId);
+    this.orchestrations.delete(instanceId);
+    span?.end(reason);
+  }
+
+  /** The instance ended (its span, when this process started it). */
+  finished(instanceId: string, status: string, failure?: string): void {
+    const span = this.orchestrations.get(instanceId);
+    if (!span) return;
+    this.orchestrations.delete(instanceId);
+    span.setAttributes({ 'rt.workflow.status': status });
+    span.end(status === 'FAILED' ? (failure ?? 'FAILED') : undefined);
+  }
+
+  /** The orchestration's context from its history (the ExecutionStartedEvent), for what it schedules. */
+  orchestrationContext(history: readonly { executionStarted?: StartedEvent }[]): TraceContextMessage | undefined {
+    const started = history.find((e) => e.executionStarted)?.executionStarted;
+    const parent = parseTraceParent(started?.parentTraceContext?.traceParent);
+    const spanId = started?.orchestrationSpanID?.value;
+    if (!parent || !spanId || !/^[0-9a-f]{16}$/.test(spanId)) return undefined;
+    const traceParent = formatTraceParent({ ...parent, spanId });
+    return { traceParent, spanID: spanId, traceState: started?.parentTraceContext?.traceState ?? undefined };
+  }
+
+  /** An activity scheduled under `parent`: its CLIENT span, whose context the worker gets. */
+  activityScheduled(instanceId: string, taskId: number, name: string, parent: TraceContextMessage | undefined): TraceContextMessage {
+    const key = `${instanceId}\n${taskId}`;
+    this.activities.get(key)?.end('scheduled again');
+    const span = this.tracing.start(`activity ${name}`, 'client', { traceparent: parent?.traceParent, tracestate: parent?.traceState?.value }, {
+      'rt.component': 'workflows',
+      'rt.operation': 'workflow.activity',
+      'rt.workflow.activity': name,
+      'rt.workflow.instance_id': instanceId,
+      'rt.workflow.task_id': taskId,
+    });
+    this.activities.set(key, span);
+    return message(span);
+  }
+
+  /** An activity's result arrived (`failure`: it failed). */
+  activityDone(instanceId: string, taskId: number, failure?: string): void {
+    const key = `${instanceId}\n${taskId}`;
+    const span = this.activities.get(key);
+    if (!span) return;
+    this.activities.delete(key);
+    span.end(failure);
+  }
+
+  /** Shutdown: spans still open end now, so that they are exported. */
+  close(): void {
+    for (const s of [...this.orchestrations.values(), ...this.activities.values()]) s.end('the sidecar stopped while it was open');
+    this.orchestrations.clear();
+    this.activities.clear();
+  }
+}
