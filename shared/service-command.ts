@@ -29,24 +29,34 @@ export async function runServiceCommand<O>(c: ServiceCommand<O>, argv: string[])
     console.log(c.help);
     return 0;
   }
-  // listening before start: a signal while starting (or right after the ready line) closes what
-  // started instead of killing the process by the signal's default action
+  // listening from before start, so that a signal just after the ready line closes what started
+  // (without a listener the signal's default action ends the process at once); a signal while
+  // still starting ends it as the default action would, since a start may wait long (caches, etcd)
+  let started = false;
   let stop = () => {};
   const stopped = new Promise<void>((resolve) => (stop = resolve));
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  const unlisten = () => {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (started) return stop();
+    unlisten();
+    process.kill(process.pid, signal);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
   let running: { close(): Promise<void> };
   try {
     running = await c.start(o);
+    started = true;
   } catch (e) {
-    process.off('SIGTERM', stop);
-    process.off('SIGINT', stop);
+    unlisten();
     console.error(`rt ${c.name}: could not start: ${(e as Error).message}`);
     return 1;
   }
   await stopped;
-  process.off('SIGTERM', stop);
-  process.off('SIGINT', stop);
+  unlisten();
   await running.close();
   return 0;
 }

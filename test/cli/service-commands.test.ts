@@ -2,7 +2,8 @@
  * The four control-plane commands share one life (shared/service-command.ts): `-h` prints the help
  * and exits 0, a usage error is said with the help and exits 2, a failure to start is one line and
  * exits 1, SIGTERM closes and exits 0. Spawned from the sources as `node cli/rt.ts <command>`.
- * The operator's SIGTERM path needs a cluster: test/operator/leader.test.ts covers it.
+ * The operator's SIGTERM path needs a cluster (test/operator/leader.test.ts). runServiceCommand's signal
+ * handling is tried on a stand-in command too.
  */
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -33,8 +34,10 @@ function rt(args: string[], until?: RegExp): Promise<Exit> {
   const proc = spawn(process.execPath, [RT, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, NO_COLOR: '1' } });
   let stdout = '';
   let stderr = '';
+  let sent = false;
+  // once: a second SIGTERM while closing would end the process by the signal (as it should)
   const seen = () => {
-    if (until && until.test(stdout + stderr) && proc.exitCode === null) proc.kill('SIGTERM');
+    if (!sent && until && until.test(stdout + stderr)) sent = proc.kill('SIGTERM');
   };
   proc.stdout.on('data', (c: Buffer) => ((stdout += c), seen()));
   proc.stderr.on('data', (c: Buffer) => ((stderr += c), seen()));
@@ -106,6 +109,48 @@ describe('SIGTERM closes and exits 0', () => {
       dir.remove();
     }
   }, 60_000);
+});
+
+describe('runServiceCommand and signals', () => {
+  const SERVICE_COMMAND = fileURLToPath(new URL('../../shared/service-command.ts', import.meta.url));
+  /** A command whose start prints "starting", then never ends ('hang') or prints "ready" and resolves; its close prints "closed". */
+  function command(start: 'hang' | 'ready'): Promise<Exit> {
+    const script = `
+      import { runServiceCommand } from ${JSON.stringify(SERVICE_COMMAND)};
+      class U extends Error {}
+      const start = async () => {
+        console.log('starting');
+        ${start === 'hang' ? 'await new Promise(() => setInterval(() => {}, 1000));' : ''}
+        console.log('ready');
+        const serving = setInterval(() => {}, 1000); // what a server's socket does: keeps the process
+        return { close: async () => (clearInterval(serving), console.log('closed')) };
+      };
+      process.exitCode = await runServiceCommand({ name: 'x', help: 'h', parse: () => ({}), usageError: U, start }, []);`;
+    const proc = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let sent = false;
+    proc.stdout.on('data', (c: Buffer) => {
+      stdout += c;
+      if (!sent && stdout.includes(start === 'hang' ? 'starting' : 'ready')) sent = proc.kill('SIGTERM');
+    });
+    proc.stderr.on('data', (c: Buffer) => (stderr += c));
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 30_000);
+    return new Promise((resolve) =>
+      proc.once('close', (code, signal) => {
+        clearTimeout(timer);
+        resolve({ code, signal, stdout, stderr });
+      }),
+    );
+  }
+
+  it('a signal once started closes and exits 0', async () => {
+    expect(await command('ready')).toMatchObject({ code: 0, signal: null, stdout: 'starting\nready\nclosed\n' });
+  }, 40_000);
+
+  it('a signal while still starting ends the process as the signal does (a start may wait for long)', async () => {
+    expect(await command('hang')).toMatchObject({ code: null, signal: 'SIGTERM', stdout: 'starting\n' });
+  }, 40_000);
 });
 
 describe('the parsers answer any argv with options, help or their usage error', () => {
