@@ -19,6 +19,7 @@ import type { Resources } from './resources/types.ts';
 import type { StateService } from './state/service.ts';
 import type { Engine } from './workflows/engine.ts';
 import type { Invoker } from './invoke/invoker.ts';
+import type { InternalPort } from './invoke/internal-actors.ts';
 import type { BindingsService } from './bindings/service.ts';
 import type { JobsService } from './jobs/service.ts';
 import type { InternalJobs } from './jobs/internal.ts';
@@ -78,6 +79,8 @@ export interface BlockServices {
   tracing?: TracingService;
   /** Service invocation toward other apps (the gRPC InvokeService reuses it). */
   invoke?: Invoker;
+  /** The internal invocation port: where other sidecars reach this one (the actors' calls between hosts). */
+  internalPort?: InternalPort;
   /** Graceful stop of this sidecar, as its owner's close() does (the gRPC Shutdown call). */
   shutdown?: () => Promise<void>;
 }

@@ -2,24 +2,40 @@
  * The actors building block: the actor runtime on this host (service.ts), its HTTP routes, and
  * the app's actor types and settings, asked once the app is reachable (app/discovery.ts).
  * Reminders are jobs in the scheduler when one is configured (the jobs block's internalJobs).
- * Standalone every hosted type is served here (placement/local.ts); a placement service
- * decides otherwise (placement/types.ts).
+ * Standalone every hosted type is served here (placement/local.ts); with --placement-host-address
+ * the placement service's table decides (placement/connect.ts), and operations of actors hosted
+ * by another sidecar go to it over the internal invocation port (peer-calls.ts), whose forwarded
+ * calls this sidecar serves too. Neither is loaded without a placement address.
  */
 import { defineBlock } from '../block-graph.ts';
 import { discoverConfig } from '../app/discovery.ts';
 import { ActorApp } from './app-calls.ts';
+import type { ActorPeers } from './calls.ts';
+import { connectPlacement } from './placement/connect.ts';
 import { LocalPlacement } from './placement/local.ts';
+import type { ActorPlacement } from './placement/types.ts';
 import { ActorReminders } from './reminders.ts';
 import { actorRoutes } from './routes.ts';
 import { ActorsService } from './service.ts';
 
 export const block = defineBlock({
   name: 'actors',
-  uses: ['internalJobs'],
+  uses: ['internalJobs', 'internalPort'],
   provides: ['actors'],
   async setup(ctx) {
     const log = ctx.log.child({ scope: 'rt.actors' });
-    const placement = new LocalPlacement(ctx.options.appId);
+    const o = ctx.options;
+    const port = ctx.services.internalPort;
+    let placement: ActorPlacement = new LocalPlacement(o.appId);
+    let peers: ActorPeers | undefined;
+    let peerCalls: typeof import('./peer-calls.ts') | undefined;
+    if (o.placementAddresses?.length && !port) log.error('actors: --placement-host-address is given but the internal invocation port is not running: actors are served locally only');
+    else if (o.placementAddresses?.length && port) {
+      placement = connectPlacement({ addresses: o.placementAddresses, appId: o.appId, namespace: o.namespace, mode: o.mode, listenAddress: o.listenAddress, port: port.listening, log, identity: ctx.identity });
+      peerCalls = await import('./peer-calls.ts');
+      const { HttpTransport } = await import('../invoke/internal-http.ts');
+      peers = new peerCalls.PeerActors(new HttpTransport(ctx.identity), { app_id: o.appId, namespace: o.namespace, trust_domain: ctx.identity?.id.trustDomain ?? '' }, o.namespace);
+    }
     const jobs = ctx.services.internalJobs;
     const actors = new ActorsService({
       appId: ctx.options.appId,
@@ -28,7 +44,9 @@ export const block = defineBlock({
       placement,
       app: new ActorApp(ctx.app),
       reminders: jobs ? new ActorReminders(jobs) : undefined,
+      peers,
     });
+    if (peerCalls && port) port.serveActorCalls(peerCalls.peerCallHandler(actors));
     await actorRoutes(ctx.http, actors);
     ctx.metadata.addActorProvider(() => actors.activeCounts());
     ctx.onAppReady(async () => {
@@ -42,6 +60,7 @@ export const block = defineBlock({
     ctx.onClose(async () => {
       await actors.close();
       await placement.close();
+      await peers?.close();
     });
     return { actors };
   },

@@ -16,32 +16,17 @@ import type { ComponentRegistry } from '../components/registry.ts';
 import type { StateStore, StateTransactionOperation } from '../components/types.ts';
 import { ApiError, malformed } from '../http/errors.ts';
 import { REENTRANCY_HEADERS, type ActorApp } from './app-calls.ts';
-import { DEFAULTS, type ActorsConfig, type ActorTypeConfig } from './config.ts';
-import type { ActorPlacement } from './placement/types.ts';
+import { DEFAULTS, reminderPartitionsNote, type ActorsConfig, type ActorTypeConfig } from './config.ts';
+import { HostUnreachable, NOT_HOSTED_HERE, type ActorPeers, type ActorStateOperation, type ScheduleRequest, type TimerRequest } from './calls.ts';
+import type { ActorHost, ActorPlacement } from './placement/types.ts';
+import type { ReminderOptions } from './reminder-request.ts';
 import type { ActorReminders, StoredReminder } from './reminders.ts';
-import { parseSchedule } from './schedule.ts';
+import { parseSchedule, type FireSchedule } from './schedule.ts';
 import { ActorTable } from './table.ts';
 import { startTimer, stopTimer } from './timers.ts';
 import { StackDepthError } from './turns.ts';
 
-export interface ActorStateOperation {
-  operation: string;
-  key: string;
-  /** upsert: the value's bytes. */
-  value?: Uint8Array;
-  metadata?: Record<string, string>;
-}
-
-export interface ScheduleRequest {
-  dueTime?: string;
-  period?: string;
-  ttl?: string;
-  data?: unknown;
-}
-
-export interface TimerRequest extends ScheduleRequest {
-  callback?: string;
-}
+export type { ActorStateOperation, ScheduleRequest, TimerRequest } from './calls.ts';
 
 export interface ActorsServiceOptions {
   appId: string;
@@ -51,7 +36,15 @@ export interface ActorsServiceOptions {
   app: ActorApp;
   /** Absent when no scheduler is configured: reminders answer so. */
   reminders?: ActorReminders;
+  /** The other hosts' sidecars (with a placement service): operations of actors hosted there go to them. */
+  peers?: ActorPeers;
+  /** How long a call waits for placement (a table being disseminated, a host being replaced); default 30 s. */
+  placementWaitMs?: number;
 }
+
+type HostRow = typeof ERRORS.ACTOR_INVOKE_FAILED | typeof ERRORS.ACTOR_INSTANCE_MISSING | typeof ERRORS.ACTOR_STATE_GET_FAILED | typeof ERRORS.ACTOR_STATE_TRANSACTION_FAILED;
+/** A host that cannot be reached, or that does not host the actor yet, is tried again this often until the table changes. */
+const RETRY_MS = 200;
 
 const MAX_NAME = 1024;
 const SHUTDOWN_DRAIN_MS = 5000;
@@ -62,12 +55,14 @@ export class ActorsService {
   private config: ActorsConfig = { entities: [], scanIntervalMs: DEFAULTS.scanIntervalMs, types: new Map(), ignored: [] };
   readonly table: ActorTable;
   private configured!: () => void;
+  private readonly waitMs: number;
   /** Settles once the app's actor types are known (reminders that fire early wait for it). */
   readonly typesKnown = new Promise<void>((r) => (this.configured = r));
 
   constructor(opts: ActorsServiceOptions) {
     this.opts = opts;
     this.log = opts.log;
+    this.waitMs = opts.placementWaitMs ?? 30_000;
     this.table = new ActorTable(opts.app, opts.log, (t) => this.configOf(t));
     opts.reminders?.onFire((r) => this.fireReminder(r));
     // a new table: the actors that moved to another host end here
@@ -77,6 +72,8 @@ export class ActorsService {
   /** The app's actor settings (from its config discovery): placement learns the hosted types. */
   configure(config: ActorsConfig): void {
     this.config = config;
+    const partitions = reminderPartitionsNote(config);
+    if (partitions) this.log.debug(partitions);
     this.opts.placement.setHostedTypes(config.entities);
     if (config.entities.length > 0) this.table.startIdleScan(config.scanIntervalMs);
     this.configured();
@@ -100,12 +97,16 @@ export class ActorsService {
 
   /**
    * Calls a method of an actor through its turn. The app's answer comes back as it gave it
-   * (status, content type, body), as the reference passes it on.
+   * (status, content type, body), as the reference passes it on; from the host's sidecar when that
+   * is another. `forwarded`: another sidecar sent it here (it is not sent on again).
    */
-  async invoke(type: string, id: string, method: string, body: Uint8Array, headers: Record<string, string>): Promise<AppResponse> {
+  async invoke(type: string, id: string, method: string, body: Uint8Array, headers: Record<string, string>, forwarded = false): Promise<AppResponse> {
     checkActor(type, id);
     if (method === '') throw malformed('the actor method is empty: call /v1.0/actors/<type>/<id>/method/<method>');
-    await this.local(type, id, ERRORS.ACTOR_INVOKE_FAILED);
+    return this.at(type, id, ERRORS.ACTOR_INVOKE_FAILED, forwarded, () => this.invokeHere(type, id, method, body, headers), (peers, host) => peers.invoke(host, type, id, method, body, headers));
+  }
+
+  private async invokeHere(type: string, id: string, method: string, body: Uint8Array, headers: Record<string, string>): Promise<AppResponse> {
     const cfg = this.configOf(type);
     let chain = reentrancyIdOf(headers);
     const out: Record<string, string> = {};
@@ -133,11 +134,14 @@ export class ActorsService {
 
   // ------------------------------------------------------------ state
 
-  async getState(type: string, id: string, key: string): Promise<Uint8Array | undefined> {
+  async getState(type: string, id: string, key: string, forwarded = false): Promise<Uint8Array | undefined> {
     checkActor(type, id);
     checkName(key, 'state key');
     const store = this.stateStore();
-    await this.local(type, id, ERRORS.ACTOR_INSTANCE_MISSING);
+    return this.at(type, id, ERRORS.ACTOR_INSTANCE_MISSING, forwarded, () => this.getStateHere(store, type, id, key), (peers, host) => peers.getState(host, type, id, key));
+  }
+
+  private async getStateHere(store: StateStore, type: string, id: string, key: string): Promise<Uint8Array | undefined> {
     try {
       const item = await store.get(this.stateKey(type, id, key));
       return item && item.value.length > 0 ? item.value : undefined;
@@ -146,7 +150,7 @@ export class ActorsService {
     }
   }
 
-  async transact(type: string, id: string, ops: ActorStateOperation[]): Promise<void> {
+  async transact(type: string, id: string, ops: ActorStateOperation[], forwarded = false): Promise<void> {
     checkActor(type, id);
     const store = this.stateStore();
     const out: StateTransactionOperation[] = ops.map((o, i) => {
@@ -162,7 +166,10 @@ export class ActorsService {
           throw malformed(`operations[${i}]: operation "${o.operation.slice(0, 40)}" is not one of upsert, delete`);
       }
     });
-    await this.local(type, id, ERRORS.ACTOR_INSTANCE_MISSING);
+    await this.at(type, id, ERRORS.ACTOR_INSTANCE_MISSING, forwarded, () => this.transactHere(store, type, id, out), (peers, host) => peers.transact(host, type, id, ops));
+  }
+
+  private async transactHere(store: StateStore, type: string, id: string, out: StateTransactionOperation[]): Promise<void> {
     if (out.length === 0) return;
     try {
       if (!store.transact) throw new Error('the actor state store has no transactions');
@@ -185,31 +192,40 @@ export class ActorsService {
 
   // ------------------------------------------------------------ timers
 
-  async createTimer(type: string, id: string, name: string, req: TimerRequest): Promise<void> {
+  async createTimer(type: string, id: string, name: string, req: TimerRequest, forwarded = false): Promise<void> {
     checkActor(type, id);
     checkName(name, 'timer name');
     const s = parseSchedule(req, Date.now());
     if (!s.ok) throw failAs(ERRORS.ACTOR_SCHEDULE_INVALID, 'ERR_ACTOR_TIMER_CREATE', `timer ${name}: ${s.reason}`);
-    await this.local(type, id, ERRORS.ACTOR_INSTANCE_MISSING);
+    const schedule = s.value;
+    await this.at(type, id, ERRORS.ACTOR_INSTANCE_MISSING, forwarded, async () => this.createTimerHere(type, id, name, req, schedule), (peers, host) => peers.createTimer(host, type, id, name, req));
+  }
+
+  private createTimerHere(type: string, id: string, name: string, req: TimerRequest, schedule: FireSchedule): void {
     const act = this.table.active(type, id);
     if (!act) throw failAs(ERRORS.ACTOR_SCHEDULE_INVALID, 'ERR_ACTOR_TIMER_CREATE', `cannot create timer ${name} for actor ${type}/${id}: the actor is not active (timers live with an activation; call a method first, or use a reminder)`);
     startTimer(this.table, this.opts.app, this.log, act, {
       name,
-      schedule: s.value,
+      schedule,
       payload: { data: req.data ?? null, callback: req.callback ?? '', dueTime: req.dueTime ?? '', period: req.period ?? '' },
     });
   }
 
-  async deleteTimer(type: string, id: string, name: string): Promise<void> {
+  async deleteTimer(type: string, id: string, name: string, forwarded = false): Promise<void> {
     checkActor(type, id);
     checkName(name, 'timer name');
-    const act = this.table.active(type, id);
-    if (act) stopTimer(act, name);
+    const here = async () => {
+      const act = this.table.active(type, id);
+      if (act) stopTimer(act, name);
+    };
+    // timers live with the activation: without other hosts it can only be here
+    if (!this.opts.peers || forwarded) return here();
+    await this.at(type, id, ERRORS.ACTOR_INSTANCE_MISSING, forwarded, here, (peers, host) => peers.deleteTimer(host, type, id, name));
   }
 
   // ------------------------------------------------------------ reminders
 
-  async createReminder(type: string, id: string, name: string, req: ScheduleRequest): Promise<void> {
+  async createReminder(type: string, id: string, name: string, req: ScheduleRequest & ReminderOptions): Promise<void> {
     checkActor(type, id);
     checkName(name, 'reminder name');
     if (name.includes('||') || type.includes('||') || id.includes('||')) throw failAs(ERRORS.ACTOR_SCHEDULE_INVALID, 'ERR_ACTOR_REMINDER_CREATE', 'actor types, ids and reminder names may not contain "||" (it separates the parts of a reminder\'s key)');
@@ -217,7 +233,7 @@ export class ActorsService {
     if (!s.ok) throw failAs(ERRORS.ACTOR_SCHEDULE_INVALID, 'ERR_ACTOR_REMINDER_CREATE', `reminder ${name}: ${s.reason}`);
     const reminders = this.reminders('ERR_ACTOR_REMINDER_CREATE');
     const r: StoredReminder = { actorType: type, actorId: id, name, dueTime: req.dueTime ?? '', period: req.period ?? '', ttl: req.ttl ?? '', data: req.data ?? null };
-    await this.scheduler('ERR_ACTOR_REMINDER_CREATE', () => reminders.create(r, s.value));
+    await this.scheduler('ERR_ACTOR_REMINDER_CREATE', () => reminders.create(r, s.value, req));
   }
 
   async getReminder(type: string, id: string, name: string): Promise<StoredReminder> {
@@ -249,15 +265,22 @@ export class ActorsService {
     for (const r of await this.listReminders(type, id)) await this.scheduler('ERR_ACTOR_REMINDER_DELETE', () => reminders.delete(r.actorType, r.actorId, r.name));
   }
 
-  /** A reminder's fire: through the actor's turn (activating it), to the app. Rejects when the app did not take it. */
-  private async fireReminder(r: StoredReminder): Promise<void> {
+  /**
+   * A reminder's fire: at the actor's host (this sidecar's scheduler stream may get fires of
+   * actors hosted elsewhere), through the actor's turn (activating it), to the app. Rejects when
+   * the app did not take it, and the scheduler fires it again.
+   */
+  async fireReminder(r: StoredReminder, forwarded = false): Promise<void> {
     await Promise.race([this.typesKnown, new Promise((_, reject) => setTimeout(() => reject(new Error('the app has not said which actor types it hosts yet')), 60_000).unref())]);
-    const host = this.opts.placement.lookup(r.actorType, r.actorId);
-    if (!host) {
+    await this.placementReady(Date.now() + this.waitMs, ERRORS.ACTOR_INVOKE_FAILED);
+    if (!this.opts.placement.lookup(r.actorType, r.actorId)) {
       this.log.warn({ actorType: r.actorType, actorId: r.actorId, reminder: r.name }, 'a reminder fired for an actor type no host serves: dropped');
       return;
     }
-    if (!host.local) throw new Error(`reminder ${r.name} of ${r.actorType}/${r.actorId} belongs to ${host.appId} at ${host.address}: calls between hosts are not wired yet`);
+    await this.at(r.actorType, r.actorId, ERRORS.ACTOR_INVOKE_FAILED, forwarded, () => this.fireReminderHere(r), (peers, host) => peers.fireReminder(host, r));
+  }
+
+  private async fireReminderHere(r: StoredReminder): Promise<void> {
     const turn = await this.table.enter(r.actorType, r.actorId, undefined);
     try {
       const res = await this.opts.app.fireReminder(r.actorType, r.actorId, r.name, { data: r.data, dueTime: r.dueTime, period: r.period });
@@ -285,14 +308,63 @@ export class ActorsService {
 
   // ------------------------------------------------------------ placement
 
-  /** Waits for placement, then makes sure this host serves the actor; else the row's error. */
-  private async local(type: string, id: string, row: typeof ERRORS.ACTOR_INVOKE_FAILED | typeof ERRORS.ACTOR_INSTANCE_MISSING): Promise<void> {
-    await this.opts.placement.ready();
-    const host = this.opts.placement.lookup(type, id);
-    if (host?.local) return;
-    const hosted = this.config.entities.length > 0 ? `this app hosts ${this.config.entities.join(', ')}` : 'this app hosts no actor types (its /dapr/config lists none)';
-    if (!host) throw fail(row, `no host of actor type ${type} is known: ${hosted}`);
-    throw fail(row, `actor ${type}/${id} is hosted by app ${host.appId} at ${host.address}; calls between sidecars are not wired yet`);
+  /**
+   * Runs an operation where the actor is served: `here` when this sidecar hosts it, else `there`
+   * at its host's sidecar. Waits for placement (a table being disseminated) and, when the host
+   * cannot be reached or does not host the actor by its own table, for the table to change, up to
+   * the deadline; past it, or with no host known, the row's error.
+   */
+  private async at<T>(type: string, id: string, row: HostRow, forwarded: boolean, here: () => Promise<T>, there: (peers: ActorPeers, host: ActorHost) => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.waitMs;
+    for (;;) {
+      await this.placementReady(deadline, row);
+      const host = this.opts.placement.lookup(type, id);
+      if (host?.local) return here();
+      if (!host) {
+        const hosted = this.config.entities.length > 0 ? `this app hosts ${this.config.entities.join(', ')}` : 'this app hosts no actor types (its /dapr/config lists none)';
+        throw fail(row, `no host of actor type ${type} is known: ${hosted}`);
+      }
+      let why: string;
+      if (forwarded) {
+        // the caller's table says this sidecar, ours another: the caller waits for the tables to agree
+        throw new ApiError(409, NOT_HOSTED_HERE, `actor ${type}/${id} is hosted by app ${host.appId} at ${host.address} by the table of the sidecar of ${this.opts.appId}`);
+      }
+      if (!this.opts.peers) throw fail(row, `actor ${type}/${id} is hosted by app ${host.appId} at ${host.address}, and this sidecar has no internal invocation port to reach it`);
+      try {
+        return await there(this.opts.peers, host);
+      } catch (e) {
+        if (e instanceof ApiError && e.errorCode !== NOT_HOSTED_HERE) throw e; // the host's own answer
+        if (!(e instanceof HostUnreachable) && !(e instanceof ApiError)) throw fail(row, `actor ${type}/${id}: the call to its host, app ${host.appId} at ${host.address}, broke off: ${(e as Error).message}`);
+        why = e.message;
+      }
+      if (Date.now() >= deadline) throw fail(row, `actor ${type}/${id} could not be reached within ${this.waitMs} ms: ${why}`);
+      await this.tableChange(deadline);
+    }
+  }
+
+  /** Waits while placement holds lookups (a table being disseminated), up to the deadline. */
+  private async placementReady(deadline: number, row: HostRow): Promise<void> {
+    const placement = this.opts.placement;
+    if (!placement.locked) return;
+    try {
+      await placement.ready(AbortSignal.timeout(Math.max(1, deadline - Date.now())));
+    } catch (e) {
+      const why = (e as Error).name === 'TimeoutError' ? `the actor placement table was not ready within ${this.waitMs} ms (is the placement service reachable? see --placement-host-address)` : `actor placement: ${(e as Error).message}`;
+      throw fail(row, why);
+    }
+  }
+
+  /** Resolves when the table changes, after RETRY_MS, or at the deadline, whichever comes first. */
+  private tableChange(deadline: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        off();
+        resolve();
+      };
+      const timer = setTimeout(done, Math.max(0, Math.min(RETRY_MS, deadline - Date.now())));
+      const off = this.opts.placement.onChange(done);
+    });
   }
 
   /** Shutdown: every actor ended, a call in flight waited for 5 s at most (the HTTP server's own grace). */

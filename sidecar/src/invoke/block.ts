@@ -2,4 +2,4 @@
 import { defineBlock } from '../block-graph.ts';
 import { setup } from './setup.ts';
 
-export const block = defineBlock({ name: 'invoke', uses: ['resiliency', 'tracing'], provides: ['invoke'], setup });
+export const block = defineBlock({ name: 'invoke', uses: ['resiliency', 'tracing'], provides: ['invoke', 'internalPort'], setup });

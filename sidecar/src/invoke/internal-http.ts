@@ -29,6 +29,11 @@ const ERROR = 'rt-invoke-error';
 const GRPC_STATUS = 'rt-invoke-grpc-status';
 const GRPC_MESSAGE = 'rt-invoke-grpc-message';
 const GRPC_DETAILS = 'rt-invoke-grpc-details';
+/**
+ * On a request: a call of the actor runtime between sidecars (actors/peer-calls.ts), not one for
+ * the app. A hop header, so an app's own invocation can never carry it.
+ */
+export const ACTOR_CALL = 'rt-invoke-actor';
 
 /** An app's headers this hop does not carry (`expect`: undici refuses it; the body just follows). */
 const notSentOnHop = (name: string): boolean => isHopHeader(name) || name === 'expect';
@@ -95,9 +100,11 @@ export class HttpTransport {
     }
   }
 
-  async call(t: AppTarget, address: string, caller: Caller, c: InvokeCall): Promise<InvokeAnswer> {
+  /** `hop`: headers of this hop only (rt-invoke-…), beside the call's own. */
+  async call(t: AppTarget, address: string, caller: Caller, c: InvokeCall, hop?: Record<string, string>): Promise<InvokeAnswer> {
     const appId = t.appId;
     const headers = headerObject(c.headers, notSentOnHop);
+    if (hop) Object.assign(headers, hop);
     headers[TARGET] = appId;
     headers[CALLER_APP] = caller.app_id;
     headers[CALLER_NS] = caller.namespace;

@@ -8,6 +8,7 @@ export class LocalPlacement implements ActorPlacement {
   private hosted = new Set<string>();
   private readonly self: ActorHost;
   private readonly listeners = new Set<() => void>();
+  readonly locked = false;
 
   /** `address`: this sidecar's internal invocation address, when it has one. */
   constructor(appId: string, address = '') {

@@ -17,6 +17,8 @@ export interface ActorPlacement {
   setHostedTypes(types: string[]): void;
   /** Who serves this actor now; undefined when no host of the type is known. */
   lookup(actorType: string, actorId: string): ActorHost | undefined;
+  /** True while lookups are held (ready() would wait): callers skip the wait otherwise. */
+  readonly locked: boolean;
   /** Resolves when lookups may be answered (the table is known and not being updated). */
   ready(signal?: AbortSignal): Promise<void>;
   /** Called after every table change: the runtime deactivates local actors that moved away. */
