@@ -1,7 +1,7 @@
 /**
  * A private Jaeger (v2, built from the Go module proxy: see jaeger/binary.ts) for the tracing
  * suites: each suite starts its own, so the traces one suite finds are its own. It takes OTLP
- * over gRPC and HTTP and keeps spans in memory; its config travels in an environment variable
+ * over gRPC and HTTP and Zipkin v2 over HTTP, and keeps spans in memory; its config travels in an environment variable
  * (the collector's env: provider), so it has no files and leaves no folder. It runs under
  * `setpriv --pdeathsig KILL`, so a test worker that dies without stop() takes it along.
  */
@@ -20,6 +20,8 @@ export interface Jaeger {
   otlpGrpcEndpoint: string;
   /** "http://127.0.0.1:port" (the OTLP/HTTP path is /v1/traces below it). */
   otlpHttpEndpoint: string;
+  /** "http://127.0.0.1:port/api/v2/spans": the Zipkin receiver, as spec.tracing.zipkin.endpointAddress takes it. */
+  zipkinEndpoint: string;
   /** "http://127.0.0.1:port": the query API (/api/traces/<id>) and UI. */
   queryUrl: string;
   /** The spans Jaeger has of the trace now; [] when it has none. */
@@ -36,7 +38,7 @@ const SETPRIV = '/usr/bin/setpriv';
 const CONFIG_ENV = 'RT_JAEGER_CONFIG';
 
 async function launch(bin: string): Promise<{ server: StartedServer; ports: JaegerPorts }> {
-  const ports: JaegerPorts = { otlpGrpc: await freePort(), otlpHttp: await freePort(), queryHttp: await freePort(), queryGrpc: await freePort() };
+  const ports: JaegerPorts = { otlpGrpc: await freePort(), otlpHttp: await freePort(), queryHttp: await freePort(), queryGrpc: await freePort(), zipkin: await freePort() };
   const args = [`--config=env:${CONFIG_ENV}`];
   const server = await startServerProcess({
     name: 'jaeger',
@@ -50,7 +52,7 @@ async function launch(bin: string): Promise<{ server: StartedServer; ports: Jaeg
     spawnOptions: { env: { ...process.env, [CONFIG_ENV]: jaegerConfig(ports) } },
   });
   try {
-    await Promise.all([waitForPort('127.0.0.1', ports.otlpGrpc, 5000), waitForPort('127.0.0.1', ports.queryHttp, 5000)]);
+    await Promise.all([waitForPort('127.0.0.1', ports.otlpGrpc, 5000), waitForPort('127.0.0.1', ports.queryHttp, 5000), waitForPort('127.0.0.1', ports.zipkin, 5000)]);
   } catch (e) {
     await server.stop();
     throw e;
@@ -80,6 +82,7 @@ export async function startJaeger(): Promise<Jaeger> {
   return {
     otlpGrpcEndpoint: `127.0.0.1:${ports.otlpGrpc}`,
     otlpHttpEndpoint: `http://127.0.0.1:${ports.otlpHttp}`,
+    zipkinEndpoint: `http://127.0.0.1:${ports.zipkin}/api/v2/spans`,
     queryUrl,
     getTrace,
     async waitForTrace(traceId, minSpans, timeoutMs = 10_000) {

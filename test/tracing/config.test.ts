@@ -51,14 +51,23 @@ describe('spec.tracing', () => {
     );
   });
 
-  it('refuses a bad protocol, a missing endpoint, a bad isSecure, credentials in the address, zipkin', () => {
+  it('refuses a bad protocol, a missing endpoint, a bad isSecure, credentials in the address, a bad zipkin address', () => {
     expect(() => parseTracing({ samplingRate: '1', otel: { endpointAddress: 'c:4317', protocol: 'thrift' } }, fail)).toThrow(/^spec\.tracing\.otel\.protocol must be grpc or http/);
     expect(() => parseTracing({ samplingRate: '1', otel: { protocol: 'grpc' } }, fail)).toThrow(/^spec\.tracing\.otel\.endpointAddress is required/);
     expect(() => parseTracing({ samplingRate: '1', otel: { endpointAddress: 'c:4317', isSecure: 'yes' } }, fail)).toThrow(/^spec\.tracing\.otel\.isSecure/);
     expect(() => parseTracing({ samplingRate: '1', otel: { endpointAddress: 'http://u:p@c:4317' } }, fail)).toThrow(/credentials/);
     expect(() => parseTracing({ samplingRate: '1', otel: { endpointAddress: 'ftp://c:21' } }, fail)).toThrow(/^spec\.tracing\.otel\.endpointAddress/);
-    expect(() => parseTracing({ samplingRate: '1', zipkin: { endpointAddress: 'http://z:9411/api/v2/spans' } }, fail)).toThrow(/^spec\.tracing\.zipkin is not supported/);
+    expect(() => parseTracing({ samplingRate: '1', zipkin: {} }, fail)).toThrow(/^spec\.tracing\.zipkin\.endpointAddress is required/);
+    expect(() => parseTracing({ samplingRate: '1', zipkin: { endpointAddress: 'z:9411' } }, fail)).toThrow(/^spec\.tracing\.zipkin\.endpointAddress must be an http\(s\) URL/);
+    expect(() => parseTracing({ samplingRate: '1', zipkin: { endpointAddress: 'http://u:p@z:9411/api/v2/spans' } }, fail)).toThrow(/^spec\.tracing\.zipkin\.endpointAddress must not hold credentials/);
+    expect(() => parseTracing({ samplingRate: '1', zipkin: 'http://z:9411' }, fail)).toThrow(/^spec\.tracing\.zipkin must be a mapping/);
     expect(() => parseTracing('on', fail)).toThrow(/^spec\.tracing must be a mapping/);
+  });
+
+  it("reads zipkin.endpointAddress as the reference's Zipkin exporter takes it (a whole URL), beside otel or alone", () => {
+    expect(parseTracing({ samplingRate: '1', zipkin: { endpointAddress: 'http://localhost:9411/api/v2/spans' } }, fail)).toEqual({ samplingRate: 1, stdout: false, zipkin: { url: 'http://localhost:9411/api/v2/spans' } });
+    expect(parseTracing({ samplingRate: '0.5', otel: { endpointAddress: 'c:4317' }, zipkin: { endpointAddress: 'https://z.example/api/v2/spans' } }, fail)).toMatchObject({ otel: { url: 'http://c:4317' }, zipkin: { url: 'https://z.example/api/v2/spans' } });
+    expect(parseTracing({ samplingRate: '0', zipkin: { endpointAddress: 'http://localhost:9411/api/v2/spans' } }, fail)).toBeUndefined();
   });
 
   it('a Configuration with a bad samplingRate is refused at load with its file and field', () => {

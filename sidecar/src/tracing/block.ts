@@ -1,5 +1,6 @@
 /**
- * The tracing block: when the Configuration's spec.tracing has a samplingRate above 0, it loads the
+ * The tracing block: when the Configuration's spec.tracing has a samplingRate above 0 (or the
+ * OTEL_EXPORTER_OTLP_* environment names an endpoint), it loads the
  * OpenTelemetry SDK (sdk.ts), puts a SERVER span on every HTTP and gRPC API call (http.ts,
  * grpc.ts) and provides `tracing` to the blocks that pass context on (invocation, pub/sub). It
  * starts in the catalog phase, before the other blocks add their routes. With tracing off it
@@ -7,16 +8,19 @@
  * turn tracing on or off: docs/observability.md).
  */
 import { defineBlock } from '../block-graph.ts';
-import { parseTracing } from './config.ts';
+import { readTracingSpec } from './config.ts';
+import { withOtelEnv } from './env.ts';
 
 export const block = defineBlock({
   name: 'tracing',
   phase: 'catalog',
   provides: ['tracing'],
   async setup(ctx) {
-    const config = parseTracing(ctx.resources.configuration?.spec.tracing, (field, message) => {
+    const spec = readTracingSpec(ctx.resources.configuration?.spec.tracing, (field, message) => {
       throw new Error(`Configuration ${ctx.resources.configuration?.name}: ${field} ${message}`);
     });
+    // the OTEL_EXPORTER_OTLP_* environment may add OTLP export (and turn tracing on): env.ts
+    const config = withOtelEnv(spec, process.env);
     if (!config) return;
     const log = ctx.log.child({ block: 'tracing' });
     const [{ loadSdk }, { TracingService }, { traceHttpServer }, { grpcTracingInterceptor }] = await Promise.all([import('./sdk.ts'), import('./service.ts'), import('./http.ts'), import('./grpc.ts')]);
@@ -24,7 +28,7 @@ export const block = defineBlock({
     traceHttpServer(ctx.http, tracing);
     ctx.grpc.addInterceptor(grpcTracingInterceptor(tracing));
     ctx.onClose(() => tracing.shutdown().catch((e: unknown) => log.warn({ err: (e as Error).message }, 'spans could not be exported at shutdown')));
-    log.info({ samplingRate: config.samplingRate, protocol: config.otel?.protocol, endpoint: config.otel?.url }, 'tracing on');
+    log.info({ samplingRate: config.samplingRate, protocol: config.otel?.protocol, endpoint: config.otel?.url, zipkin: config.zipkin?.url }, 'tracing on');
     return { tracing };
   },
 });

@@ -5,22 +5,35 @@
  *     samplingRate: "1"          # "0".."1"; "0" or absent: tracing off
  *     stdout: true               # also log each ended span (at info)
  *     otel: { endpointAddress: "collector:4317", isSecure: false, protocol: grpc }   # or http
+ *     zipkin: { endpointAddress: "http://zipkin:9411/api/v2/spans" }
  *
  * Parsed at load (a bad field is refused with its name, like other resource mistakes) and read by
- * the tracing block at start.
+ * the tracing block at start, where the OTEL_EXPORTER_OTLP_* environment may add to it (env.ts).
  */
 
 export type OtlpProtocol = 'grpc' | 'http';
+
+export interface OtlpExport {
+  /** The exporter's URL: http(s)://host:port for gRPC, http(s)://host:port/v1/traces for HTTP. */
+  url: string;
+  protocol: OtlpProtocol;
+  /** Sent with each export (OTEL_EXPORTER_OTLP_HEADERS); never logged, they may be secrets. */
+  headers?: Record<string, string>;
+  timeoutMillis?: number;
+}
 
 export interface TracingConfig {
   /** 0 < samplingRate <= 1 (a config with rate 0 is `off`). */
   samplingRate: number;
   stdout: boolean;
-  otel?: {
-    /** The exporter's URL: http(s)://host:port for gRPC, http(s)://host:port/v1/traces for HTTP. */
-    url: string;
-    protocol: OtlpProtocol;
-  };
+  otel?: OtlpExport;
+  /** Zipkin v2 JSON over HTTP: the collector's full URL (…/api/v2/spans). */
+  zipkin?: { url: string };
+}
+
+/** spec.tracing as written: `samplingRate` undefined when the Configuration gives none. */
+export interface TracingSpec extends Omit<TracingConfig, 'samplingRate'> {
+  samplingRate?: number;
 }
 
 /** What the parser reports a bad field with (the loader's `fail`, which throws). */
@@ -41,10 +54,17 @@ function bool(v: unknown, field: string, fail: FieldFail): boolean {
  * Throws through `fail` naming the field (spec.tracing.samplingRate, spec.tracing.otel.protocol, ...).
  */
 export function parseTracing(raw: unknown, fail: FieldFail): TracingConfig | undefined {
+  const spec = readTracingSpec(raw, fail);
+  if (!spec?.samplingRate) return undefined;
+  return { ...spec, samplingRate: spec.samplingRate };
+}
+
+/** Reads `spec.tracing` as written (undefined when absent); throws through `fail` naming the field. */
+export function readTracingSpec(raw: unknown, fail: FieldFail): TracingSpec | undefined {
   if (raw === undefined || raw === null) return undefined;
   if (!isObject(raw)) return fail('spec.tracing', 'must be a mapping');
   const rateRaw = raw.samplingRate;
-  let samplingRate = 0;
+  let samplingRate: number | undefined;
   if (rateRaw !== undefined && rateRaw !== null && rateRaw !== '') {
     const text = typeof rateRaw === 'number' ? String(rateRaw) : rateRaw;
     if (typeof text !== 'string' || !/^\s*(\d+(\.\d*)?|\.\d+)(e[-+]?\d+)?\s*$/i.test(text)) return fail('spec.tracing.samplingRate', `must be a number from "0" to "1" (a string), not ${JSON.stringify(rateRaw)}`);
@@ -62,12 +82,27 @@ export function parseTracing(raw: unknown, fail: FieldFail): TracingConfig | und
     const secure = bool(o.isSecure, 'spec.tracing.otel.isSecure', fail);
     otel = { url: exporterUrl(o.endpointAddress.trim(), secure, protocol, fail), protocol };
   }
-  for (const key of Object.keys(raw)) {
-    // zipkin is the reference runtime's too; rt does not export to it (docs/observability.md)
-    if (key === 'zipkin') return fail('spec.tracing.zipkin', 'is not supported by rt: export over OTLP (spec.tracing.otel); Zipkin accepts OTLP through a collector');
+  let zipkin: TracingConfig['zipkin'];
+  if (raw.zipkin !== undefined && raw.zipkin !== null) {
+    if (!isObject(raw.zipkin)) return fail('spec.tracing.zipkin', 'must be a mapping');
+    zipkin = { url: zipkinUrl(raw.zipkin.endpointAddress, fail) };
   }
-  if (samplingRate === 0) return undefined;
-  return { samplingRate, stdout, otel };
+  return { samplingRate, stdout, otel, zipkin };
+}
+
+/** The reference hands the address to Zipkin's exporter as a whole URL (…/api/v2/spans). */
+function zipkinUrl(address: unknown, fail: FieldFail): string {
+  const field = 'spec.tracing.zipkin.endpointAddress';
+  if (typeof address !== 'string' || address.trim() === '') return fail(field, 'is required (the URL Zipkin takes spans at, e.g. http://zipkin:9411/api/v2/spans)');
+  let url: URL;
+  try {
+    url = new URL(address.trim());
+  } catch {
+    return fail(field, `must be an http(s) URL such as http://zipkin:9411/api/v2/spans, not ${JSON.stringify(address)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return fail(field, `must be an http(s) URL such as http://zipkin:9411/api/v2/spans, not ${JSON.stringify(address)}`);
+  if (url.username || url.password) return fail(field, 'must not hold credentials');
+  return url.href;
 }
 
 /**

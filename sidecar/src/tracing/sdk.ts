@@ -1,11 +1,11 @@
 /**
  * The OpenTelemetry JS SDK, loaded with import() only when a Configuration turns tracing on: a
  * sidecar with tracing off never loads a byte of it (idle RSS and start time stay as they were).
- * Parent-based sampling with the trace-id ratio of samplingRate, a batch processor toward the OTLP
- * exporter (gRPC or HTTP/protobuf), service.name = the app id.
+ * Parent-based sampling with the trace-id ratio of samplingRate, a batch processor toward each
+ * exporter (OTLP over gRPC or HTTP/protobuf, Zipkin), service.name = the app id.
  */
 import type { Logger } from 'pino';
-import type { TracingConfig } from './config.ts';
+import type { OtlpExport, TracingConfig } from './config.ts';
 import type { TraceParent } from './context.ts';
 
 export type SpanKindName = 'server' | 'client' | 'producer' | 'consumer' | 'internal';
@@ -37,18 +37,17 @@ export interface SdkOptions {
 export async function loadSdk(config: TracingConfig, appId: string, log: Logger, opts: SdkOptions = {}): Promise<SpanStarter> {
   const [api, sdk, resources] = await Promise.all([import('@opentelemetry/api'), import('@opentelemetry/sdk-trace'), import('@opentelemetry/resources')]);
   type Exporter = InstanceType<typeof sdk.InMemorySpanExporter>;
-  let exporter = opts.exporter as Exporter | undefined;
-  if (!exporter && config.otel?.protocol === 'http') {
-    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto');
-    exporter = new OTLPTraceExporter({ url: config.otel.url }) as unknown as Exporter;
-  } else if (!exporter && config.otel) {
-    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-grpc');
-    const grpc = await import('@grpc/grpc-js');
-    const secure = config.otel.url.startsWith('https:');
-    exporter = new OTLPTraceExporter({ url: config.otel.url, credentials: secure ? grpc.credentials.createSsl() : grpc.credentials.createInsecure() }) as unknown as Exporter;
+  const exporters: Exporter[] = [];
+  if (opts.exporter) exporters.push(opts.exporter as Exporter);
+  else {
+    if (config.otel) exporters.push((await otlpExporter(config.otel)) as Exporter);
+    if (config.zipkin) {
+      // loaded only when a Configuration names Zipkin: most sidecars never need it
+      const { ZipkinExporter } = await import('@opentelemetry/exporter-zipkin');
+      exporters.push(new ZipkinExporter({ url: config.zipkin.url, serviceName: appId }) as unknown as Exporter);
+    }
   }
-  const processors = [];
-  if (exporter) processors.push(opts.simple ? new sdk.SimpleSpanProcessor({ exporter }) : new sdk.BatchSpanProcessor({ exporter }));
+  const processors = exporters.map((exporter) => (opts.simple ? new sdk.SimpleSpanProcessor({ exporter }) : new sdk.BatchSpanProcessor({ exporter })));
   if (config.stdout) processors.push(new sdk.SimpleSpanProcessor({ exporter: new LogExporter(log) as unknown as Exporter }));
   const provider = new sdk.TracerProvider({
     resource: resources.resourceFromAttributes({ 'service.name': appId }),
@@ -78,6 +77,23 @@ export async function loadSdk(config: TracingConfig, appId: string, log: Logger,
       await provider.shutdown();
     },
   };
+}
+
+/** The OTLP exporter of `otel` (gRPC or HTTP/protobuf), with its headers and timeout when given. */
+async function otlpExporter(otel: OtlpExport): Promise<unknown> {
+  const timeout = otel.timeoutMillis ? { timeoutMillis: otel.timeoutMillis } : {};
+  if (otel.protocol === 'http') {
+    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto');
+    return new OTLPTraceExporter({ url: otel.url, ...timeout, ...(otel.headers ? { headers: otel.headers } : {}) });
+  }
+  const [{ OTLPTraceExporter }, grpc] = await Promise.all([import('@opentelemetry/exporter-trace-otlp-grpc'), import('@grpc/grpc-js')]);
+  const credentials = otel.url.startsWith('https:') ? grpc.credentials.createSsl() : grpc.credentials.createInsecure();
+  let metadata: InstanceType<typeof grpc.Metadata> | undefined;
+  if (otel.headers) {
+    metadata = new grpc.Metadata();
+    for (const [k, v] of Object.entries(otel.headers)) metadata.set(k, v);
+  }
+  return new OTLPTraceExporter({ url: otel.url, credentials, ...timeout, ...(metadata ? { metadata } : {}) });
 }
 
 /** spec.tracing.stdout: each ended span as one log line (the reference writes them to stdout). */

@@ -1,7 +1,7 @@
 /**
  * The configuration a test Jaeger runs with (Jaeger v2 is an OpenTelemetry collector, so this is
- * a collector config): OTLP in over gRPC and HTTP, spans kept in memory, the query API out; every
- * listener on 127.0.0.1 at a port the caller chose. The collector's own metrics are off (they
+ * a collector config): OTLP in over gRPC and HTTP, Zipkin v2 over HTTP, spans kept in memory, the
+ * query API out; every listener on 127.0.0.1 at a port the caller chose. The collector's own metrics are off (they
  * would listen on :8888) and no health, pprof, zpages or sampling extension runs, so nothing else
  * listens. No batch processor either: a span is queryable as soon as the receiver has it.
  */
@@ -11,6 +11,8 @@ export interface JaegerPorts {
   queryHttp: number;
   /** The query service's gRPC API: unused by the suites, but it always listens (default :16685). */
   queryGrpc: number;
+  /** Zipkin v2 JSON/protobuf over HTTP (POST /api/v2/spans), a second receiver of the same pipeline. */
+  zipkin: number;
 }
 
 /** A gRPC and an HTTP server block (both have an `endpoint`), indented by `pad`. */
@@ -35,6 +37,8 @@ receivers:
   otlp:
     protocols:
 ${grpcAndHttp('      ', ports.otlpGrpc, ports.otlpHttp)}
+  zipkin:
+    endpoint: "127.0.0.1:${ports.zipkin}"
 exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
@@ -42,7 +46,7 @@ service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
     traces:
-      receivers: [otlp]
+      receivers: [otlp, zipkin]
       exporters: [jaeger_storage_exporter]
   telemetry:
     metrics:
