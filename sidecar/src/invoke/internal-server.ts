@@ -29,7 +29,9 @@ import { invokeGrpcApp } from './grpc-app-invoke.ts';
 import { calleeProxy, Channels, type PeerCall } from './grpc-proxy.ts';
 import { DispatchedAnswer } from './answer.ts';
 import { headerObject } from './headers.ts';
-import { grpcStatusHeaders, headOf, sendAnswer, sendError } from './internal-http.ts';
+import { ACTOR_CALL, grpcStatusHeaders, headOf, sendAnswer, sendError } from './internal-http.ts';
+import { ApiError } from '../http/errors.ts';
+import type { ActorCallHandler } from './internal-actors.ts';
 import type { InvokeAnswer } from './call.ts';
 import { internalService, type InvokeChunk, type RequestHead, type ResponseHead } from './proto.ts';
 import { splitHead, writeBody } from './stream.ts';
@@ -74,15 +76,21 @@ export class InternalServer {
   private readonly peers = new WeakMap<object, WorkloadId | null>();
   private stopRotation?: () => void;
   private closed = false;
+  private actorCalls?: ActorCallHandler;
 
   constructor(o: InternalServerOptions) {
     this.o = o;
     this.grpc = new GrpcServer(o.log);
     this.grpc.addService(() => ({ definition: internalService(), implementation: { CallStream: (call: grpc.ServerDuplexStream<InvokeChunk, InvokeChunk>) => void this.serveStream(call) } }));
     // gRPC calls of any other method are proxied calls for this sidecar's gRPC app
-    this.grpc.setFallback(calleeProxy({ appId: o.appId, appAddress: o.grpcApp, appApiToken: o.appApiToken, slot: () => o.app.slot(), refuse: (h, call) => this.refuse(h, this.callPeer(call)) }, this.channels));
+    this.grpc.setFallback(calleeProxy({ appId: o.appId, appAddress: o.grpcApp, appApiToken: o.appApiToken, slot: () => o.app.slot(), refuse: (h, call) => this.refuse(h, this.callPeer(call)), tracing: o.tracing }, this.channels));
     this.net = createNetServer({ noDelay: true }, (s) => this.accept(s));
     this.http1.on('clientError', answerClientError(o.log));
+  }
+
+  /** Calls marked ACTOR_CALL go to `handler` rather than the app (the actor runtime's calls between hosts). */
+  serveActorCalls(handler: ActorCallHandler): void {
+    this.actorCalls = handler;
   }
 
   /** With mTLS, waits for the identity's first certificate: the port does not serve without one. */
@@ -262,6 +270,7 @@ export class InternalServer {
   private async serveHttp(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const head = headOf(req);
     if (!head) return sendError(res, 400, 'ERR_MALFORMED_REQUEST', 'not a call between rt sidecars: the rt-invoke-target header is missing');
+    if (req.headers[ACTOR_CALL] !== undefined) return this.serveActorCall(head, req, res);
     const refused = this.refuse(head, this.socketPeer(req.socket));
     if (refused) return sendError(res, refused.status, refused.error_code, refused.message);
     const answer = new DispatchedAnswer();
@@ -284,6 +293,27 @@ export class InternalServer {
     sendAnswer(res, a, (err) => {
       if (!gone) this.failure(err);
     });
+  }
+
+  /**
+   * A forwarded actor call: from a sidecar of this trust domain (with mTLS, its certificate says
+   * so) meaning this app. Not the app's accessControl: that rules calls of the app's methods.
+   */
+  private async serveActorCall(head: RequestHead, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const peer = this.socketPeer(req.socket);
+    const refused = this.verifyCaller(head, peer);
+    if (refused) return sendError(res, refused.status, refused.error_code, refused.message);
+    const td = this.o.identity?.id.trustDomain;
+    if (peer && td !== undefined && peer.trustDomain !== td) return sendError(res, 403, 'ERR_DIRECT_INVOKE', `actor calls come from sidecars of trust domain "${td}", not "${peer.trustDomain}": call refused`);
+    if (head.target_app_id !== this.o.appId) return sendError(res, 500, 'ERR_DIRECT_INVOKE', `this sidecar serves app id "${this.o.appId}", not "${head.target_app_id}"`);
+    if (!this.actorCalls) return sendError(res, 500, 'ERR_ACTOR_RUNTIME_NOT_FOUND', `the sidecar of app "${this.o.appId}" runs no actor runtime`);
+    try {
+      const a = await this.actorCalls(head, head.has_body ? req : undefined);
+      sendAnswer(res, a, (err) => void this.failure(err));
+    } catch (e) {
+      if (e instanceof ApiError) sendError(res, e.status, e.errorCode, e.message);
+      else sendError(res, 500, 'ERR_ACTOR_INVOKE_METHOD', this.failure(e));
+    }
   }
 
   /** The same call over the gRPC stream (CallStream), for gRPC clients of this port. */

@@ -8,6 +8,7 @@ import { checkAccess, parseAccessControl, type AccessControl } from './access-co
 import { invokeServiceDefinition, invokeServiceHandler } from './grpc-service.ts';
 import { callerProxy, Channels } from './grpc-proxy.ts';
 import { InternalServer, type AccessCheck } from './internal-server.ts';
+import type { InternalPort } from './internal-actors.ts';
 import { Invoker } from './invoker.ts';
 import { LocalRegistry, register, socketPath } from './registry/local.ts';
 import { DnsResolver, INTERNAL_GRPC_PORT, LocalResolver } from './resolve.ts';
@@ -15,8 +16,9 @@ import { invokeRoutes } from './routes.ts';
 import { parseAppTarget } from './target.ts';
 import { directInvokeError, type InvokeCall } from './call.ts';
 import { resilientDispatch } from './resilient.ts';
+import { tracedDispatch } from '../tracing/outbound.ts';
 
-export async function setup(ctx: SidecarContext): Promise<{ invoke: Invoker }> {
+export async function setup(ctx: SidecarContext): Promise<{ invoke: Invoker; internalPort: InternalPort }> {
   const o = ctx.options;
   const standalone = o.mode !== 'kubernetes';
   const grpcApp = o.appProtocol === 'grpc' && o.appPort > 0 ? `${o.appChannelAddress.includes(':') ? `[${o.appChannelAddress}]` : o.appChannelAddress}:${o.appPort}` : undefined;
@@ -58,14 +60,17 @@ export async function setup(ctx: SidecarContext): Promise<{ invoke: Invoker }> {
     if (!app) throw directInvokeError(target, `"${target}" is neither an app id (optionally .<namespace>) nor an HTTPEndpoint`);
     return invoker.invoke(app, call);
   };
+  // tracing on: a CLIENT span per try, whose context the next hop gets
+  const tracing = ctx.services.tracing;
+  const traced = tracing ? tracedDispatch(tracing, direct, (target) => !!endpointTarget(target, ctx.resources.httpEndpoints)) : direct;
   // resiliency policies by app id (or HTTPEndpoint name), for HTTP and gRPC callers alike
-  const dispatch = ctx.services.resiliency ? resilientDispatch(direct, ctx.services.resiliency, (target) => parseAppTarget(target, o.namespace)?.appId ?? target) : direct;
+  const dispatch = ctx.services.resiliency ? resilientDispatch(traced, ctx.services.resiliency, (target) => parseAppTarget(target, o.namespace)?.appId ?? target) : traced;
   await invokeRoutes(ctx.http, dispatch);
   ctx.grpc.addService(() => ({ definition: invokeServiceDefinition(), implementation: { InvokeService: invokeServiceHandler(ctx.grpc, dispatch) } }));
   // gRPC proxying: any method this port does not implement, sent with rt-app-id, goes to that app
   const channels = new Channels(identity);
   ctx.onClose(() => channels.close());
-  ctx.grpc.setFallback(callerProxy(ctx.grpc, resolver, caller, channels));
+  ctx.grpc.setFallback(callerProxy(ctx.grpc, resolver, caller, channels, tracing));
 
   if (registry) {
     let entry: ReturnType<typeof register> | undefined;
@@ -101,7 +106,7 @@ export async function setup(ctx: SidecarContext): Promise<{ invoke: Invoker }> {
     ctx.onAppReady(() => entry?.update({ grpcPort: ctx.grpc.port || o.grpcPort }));
     ctx.onClose(() => entry?.remove());
   }
-  return { invoke: invoker };
+  return { invoke: invoker, internalPort: { listening, serveActorCalls: (h) => server.serveActorCalls(h) } };
 }
 
 /** accessControl of the Configuration in force now (hot updates included), parsed once per version. */
