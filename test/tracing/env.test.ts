@@ -48,6 +48,7 @@ describe('the rules (withOtelEnv)', () => {
     });
     // and with tracing off nothing of the env is read, however malformed
     expect(withOtelEnv(spec({ samplingRate: '0' }), { [`${E}HEADERS`]: 'garbage' })).toBeUndefined();
+    expect(withOtelEnv(spec({ samplingRate: '0' }), { [`${E}ENDPOINT`]: 'ftp://x', [`${E}PROTOCOL`]: 'x', [`${E}INSECURE`]: 'x' })).toBeUndefined();
     expect(withOtelEnv(undefined, { [`${E}HEADERS`]: 'garbage', [`${E}PROTOCOL`]: 'x' })).toBeUndefined();
   });
 

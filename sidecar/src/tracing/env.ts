@@ -31,6 +31,8 @@ function refuse(name: string, message: string): never {
 
 /** The tracing the sidecar runs with: the Configuration's, with what the environment adds. */
 export function withOtelEnv(spec: TracingSpec | undefined, env: Env): TracingConfig | undefined {
+  // "0" keeps tracing off: nothing of the environment is read, however it is set
+  if (spec?.samplingRate === 0) return undefined;
   let otel = spec?.otel;
   let samplingRate = spec?.samplingRate;
   if (!otel) {
