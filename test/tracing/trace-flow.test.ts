@@ -1,8 +1,9 @@
 /**
  * One trace across two sidecars, their apps and pub/sub, as Jaeger (a real one) receives it:
- * the test → sidecar A (HTTP API, SERVER span) → sidecar B's internal port (SERVER span) → app B,
- * which publishes through sidecar B (SERVER span, the event's traceparent) → Redis → sidecar A's
- * delivery (CONSUMER span) → app A. Sidecar A exports over OTLP/gRPC, sidecar B over OTLP/HTTP,
+ * the test → sidecar A (HTTP API, SERVER span; the call out, CLIENT span) → sidecar B's internal
+ * port (SERVER span; the call to the app, CLIENT span) → app B, which publishes through sidecar B
+ * (SERVER span; PRODUCER span, the event's traceparent) → Redis → sidecar A's delivery (CONSUMER
+ * span) → app A. Sidecar A exports over OTLP/gRPC, sidecar B over OTLP/HTTP,
  * so one trace proves both protocols. A third sidecar with samplingRate "0" exports nothing; a
  * call without traceparent and one with a bad traceparent start new traces and answer normally;
  * a job trigger starts a trace of its own and the app gets its context.
@@ -142,20 +143,28 @@ describe.skipIf(!available)('trace context across sidecars, apps and pub/sub, ex
     expect(toApp?.traceId).toBe(traceId);
     expect(atSubscriber?.traceId).toBe(traceId);
 
-    const spans = await jaeger.waitForTrace(traceId, 4, 20_000);
+    // a span per hop: A's API (SERVER) → A's call (CLIENT) → B's internal port (SERVER) → B's call
+    // to app B (CLIENT) → app B's publish through B (SERVER) → B's PRODUCER → A's CONSUMER
+    const spans = await jaeger.waitForTrace(traceId, 7, 20_000);
     const byId = new Map(spans.map((s) => [s.spanId, s]));
     // sidecar A's API span: its parent is the caller's span (not exported: it is the test's)
     const apiA = spans.find((s) => s.serviceName === A && s.kind === 'server');
     expect(apiA).toMatchObject({ parentSpanId: rootSpan, tags: expect.objectContaining({ 'http.request.method': 'POST', 'rt.app_id': A, 'http.response.status_code': 200 }) });
-    // sidecar B's span of the call handed to app B: child of A's, and app B got its context
-    const callee = byId.get(toApp!.spanId);
-    expect(callee).toMatchObject({ serviceName: B, kind: 'server', parentSpanId: apiA!.spanId, tags: expect.objectContaining({ 'rt.operation': 'invoke', 'rt.caller_app_id': A }) });
-    // app B's publish through sidecar B: child of the span app B was given
-    const publish = spans.find((s) => s.serviceName === B && s.parentSpanId === callee!.spanId);
+    const clientA = spans.find((s) => s.serviceName === A && s.kind === 'client');
+    expect(clientA).toMatchObject({ parentSpanId: apiA!.spanId, operationName: `POST app ${B}`, tags: expect.objectContaining({ 'rt.operation': 'invoke', 'rt.target_app_id': B, 'http.response.status_code': 200 }) });
+    const serverB = spans.find((s) => s.serviceName === B && s.kind === 'server' && s.parentSpanId === clientA!.spanId);
+    expect(serverB?.tags).toMatchObject({ 'rt.operation': 'invoke', 'rt.caller_app_id': A });
+    // sidecar B's call to app B: app B got its context
+    const toAppB = byId.get(toApp!.spanId);
+    expect(toAppB).toMatchObject({ serviceName: B, kind: 'client', parentSpanId: serverB!.spanId, tags: expect.objectContaining({ 'rt.target_app_id': B }) });
+    // app B's publish through sidecar B: child of the span app B was given, then the PRODUCER span
+    const publish = spans.find((s) => s.serviceName === B && s.parentSpanId === toAppB!.spanId);
     expect(publish?.tags).toMatchObject({ 'http.route': '/v1.0/publish/:pubsub/*', 'http.request.method': 'POST' });
-    // delivery on sidecar A: a CONSUMER child of the publish span, whose context app A got
+    const producer = spans.find((s) => s.parentSpanId === publish!.spanId);
+    expect(producer).toMatchObject({ serviceName: B, kind: 'producer', operationName: 'publish orders', tags: expect.objectContaining({ 'messaging.operation.type': 'publish', 'messaging.destination.name': 'orders', 'rt.component': 'bus' }) });
+    // delivery on sidecar A: a CONSUMER child of the PRODUCER span, whose context app A got
     const consumer = byId.get(atSubscriber!.spanId);
-    expect(consumer).toMatchObject({ serviceName: A, kind: 'consumer', parentSpanId: publish!.spanId, tags: expect.objectContaining({ 'messaging.destination.name': 'orders', 'messaging.operation.type': 'process', 'rt.component': 'bus' }) });
+    expect(consumer).toMatchObject({ serviceName: A, kind: 'consumer', parentSpanId: producer!.spanId, tags: expect.objectContaining({ 'messaging.destination.name': 'orders', 'messaging.operation.type': 'process', 'rt.component': 'bus' }) });
   }, 60_000);
 
   it('a call without traceparent, and one with a bad traceparent, start new traces and answer normally', async () => {
@@ -191,8 +200,11 @@ describe.skipIf(!available)('trace context across sidecars, apps and pub/sub, ex
     const res = await fetch(`http://127.0.0.1:${off.httpPort}/v1.0/invoke/${OFF}/method/work`, { method: 'POST', headers: { traceparent }, body: `off-${hex(4)}` });
     // app B publishes through sidecar B (the bus is not OFF's), so its answer may be 502; what it was given is the point
     expect(((await res.json()) as { traceparent: string }).traceparent).toBe(traceparent);
-    // a's and b's exporters flush within a second or two; OFF has none to flush
-    await new Promise((r) => setTimeout(r, 3000));
+    // once a span sidecar A starts after that call is in Jaeger (A's exporter batches, as OFF's
+    // would), a span of OFF's would be there too: it has none, having no exporter
+    const marker = hex(16);
+    await fetch(`http://127.0.0.1:${a.httpPort}/v1.0/metadata`, { headers: { traceparent: `00-${marker}-${hex(8)}-01` } });
+    await jaeger.waitForTrace(marker, 1, 20_000);
     expect(await jaeger.findTraces(OFF)).toEqual([]);
   }, 30_000);
 });
