@@ -45,9 +45,15 @@ class SayActor extends AbstractActor {
   }
 }
 
-/** A timer adds its state (100) to the counter; periodic, once, or with a ttl. */
+/**
+ * A timer adds its state (100) to the counter and notes when it fired; periodic, once, or with a
+ * ttl. `mark` registers a one-shot timer of another name: the timers of one activation fire in
+ * due order through its turn, so once the marker has fired, any fire due before it has come.
+ */
 abstract class TimerActorBase extends AbstractActor {
   counter = 0;
+  fires: number[] = [];
+  marked = false;
   abstract start(): Promise<void>;
   async init(): Promise<string> {
     await this.start();
@@ -55,12 +61,25 @@ abstract class TimerActorBase extends AbstractActor {
   }
   async onTimer(by: number): Promise<void> {
     this.counter += by;
+    this.fires.push(Date.now());
   }
   async getCounter(): Promise<number> {
     return this.counter;
   }
+  async getFires(): Promise<number[]> {
+    return this.fires;
+  }
   async removeTimer(): Promise<void> {
     await this.unregisterActorTimer('my-timer-name');
+  }
+  async mark(dueMs: number): Promise<void> {
+    await this.registerActorTimer('marker', 'onMarker', ms(dueMs));
+  }
+  async onMarker(): Promise<void> {
+    this.marked = true;
+  }
+  async isMarked(): Promise<boolean> {
+    return this.marked;
   }
 }
 class TimerActor extends TimerActorBase {
@@ -80,9 +99,13 @@ class TimerTtlActor extends TimerActorBase {
   }
 }
 
-/** A reminder adds its state (123) to the counter. */
+/** The marker reminder's state: any other state is added to the counter. */
+const MARKER = 1;
+
+/** A reminder adds its state (123) to the counter; `mark` registers a one-shot marker reminder. */
 abstract class ReminderActorBase extends AbstractActor {
   counter = 0;
+  marked = false;
   abstract start(): Promise<void>;
   async init(): Promise<string> {
     await this.start();
@@ -94,8 +117,15 @@ abstract class ReminderActorBase extends AbstractActor {
   async removeReminder(): Promise<void> {
     await this.unregisterActorReminder('my-reminder-name');
   }
+  async mark(dueMs: number): Promise<void> {
+    await this.registerActorReminder('marker', ms(dueMs), undefined, undefined, MARKER);
+  }
+  async isMarked(): Promise<boolean> {
+    return this.marked;
+  }
   override async receiveReminder(data: string): Promise<void> {
-    this.counter += Number(data);
+    if (Number(data) === MARKER) this.marked = true;
+    else this.counter += Number(data);
   }
 }
 class ReminderActor extends ReminderActorBase {
@@ -230,57 +260,74 @@ describe('the JS SDK suite actor cases (HTTP)', () => {
   });
 });
 
+/** Waits (at most `timeout`) until `check` holds: the fires come on the sidecar's clock. */
+const until = (check: () => Promise<boolean>, timeout: number) => expect.poll(check, { timeout, interval: 50 }).toBe(true);
+
+/**
+ * No fixed sleeps: each case waits for what must happen, and proves that nothing more happens
+ * with a marker (a one-shot timer or reminder due after the fire that must not come): once the
+ * marker has fired, that fire would have come before it.
+ */
 describe('the JS SDK suite timer and reminder cases (HTTP)', () => {
-  it('fires a periodic timer, and stops when it is removed', async () => {
+  it('fires a periodic timer every period, and stops when it is removed', async () => {
     const actor = new ActorProxyBuilder<TimerActor>(TimerActor, client).build(ActorId.createRandomId());
+    const t0 = Date.now();
     await actor.init();
     expect(await actor.getCounter()).toEqual(0);
-    await sleep(2250);
-    expect(await actor.getCounter()).toEqual(100);
-    await sleep(1000);
-    expect(await actor.getCounter()).toEqual(200);
-    await sleep(1000);
-    expect(await actor.getCounter()).toEqual(300);
+    await until(async () => (await actor.getCounter()) >= 300, 8000);
     await actor.removeTimer();
-    await sleep(1000);
-    expect(await actor.getCounter()).toEqual(300);
-  }, 10_000);
+    const fires = await actor.getFires();
+    // due 2 s after registration, then every 1 s: fire k never comes before 2 s + k periods
+    fires.forEach((at, k) => expect(at).toBeGreaterThanOrEqual(t0 + 2000 + k * 1000 - 5));
+    expect(await actor.getCounter()).toEqual(100 * fires.length);
+    // a fire still due would be due within a period of the last one: the marker is due later
+    await actor.mark(1200);
+    await until(() => actor.isMarked(), 5000);
+    expect(await actor.getFires()).toEqual(fires);
+  }, 15_000);
 
   it('applies a timer ttl', async () => {
     const actor = new ActorProxyBuilder<TimerTtlActor>(TimerTtlActor, client).build(ActorId.createRandomId());
     await actor.init();
-    await sleep(2250);
+    // due 3.5 s from now: after the fire at 3 s the ttl of 2.5 s must stop
+    await actor.mark(3500);
+    await until(() => actor.isMarked(), 8000);
     expect(await actor.getCounter()).toEqual(100);
-    await sleep(1500);
-    expect(await actor.getCounter()).toEqual(100);
-  }, 10_000);
+  }, 15_000);
 
   it('fires a timer without a period once', async () => {
     const actor = new ActorProxyBuilder<TimerOnceActor>(TimerOnceActor, client).build(ActorId.createRandomId());
     await actor.init();
-    await sleep(2250);
+    // due 1 s after the only fire (2 s)
+    await actor.mark(3000);
+    await until(() => actor.isMarked(), 8000);
     expect(await actor.getCounter()).toEqual(100);
-    await sleep(1000);
-    expect(await actor.getCounter()).toEqual(100);
-  }, 10_000);
+  }, 15_000);
 
+  /**
+   * The scheduler's engine takes due jobs off a min-heap and dispatches them in due order; the
+   * sidecar's hop from a trigger to the actor's turn is asynchronous, so the marker reminder is
+   * due half a second after the fire that must not come, not just after it.
+   */
   it('fires a reminder, and not after it is unregistered', async () => {
     const actor = new ActorProxyBuilder<ReminderActor>(ReminderActor, client).build(ActorId.createRandomId());
     await actor.init();
     expect(await actor.getCounter()).toEqual(0);
-    await sleep(1750);
-    expect(await actor.getCounter()).toEqual(123);
+    await until(async () => (await actor.getCounter()) >= 123, 8000);
     await actor.removeReminder();
-    await sleep(1250);
-    expect(await actor.getCounter()).toEqual(123);
-  }, 10_000);
+    const counted = await actor.getCounter();
+    // a fire still due would be due within a period (1 s) of the last one
+    await actor.mark(1500);
+    await until(() => actor.isMarked(), 8000);
+    expect(await actor.getCounter()).toEqual(counted);
+  }, 15_000);
 
   it('fires a reminder without a period once', async () => {
     const actor = new ActorProxyBuilder<ReminderOnceActor>(ReminderOnceActor, client).build(ActorId.createRandomId());
     await actor.init();
-    await sleep(1750);
+    // due 1 s after the only fire (1.5 s), and half a second more for the hop (above)
+    await actor.mark(3000);
+    await until(() => actor.isMarked(), 8000);
     expect(await actor.getCounter()).toEqual(123);
-    await sleep(1250);
-    expect(await actor.getCounter()).toEqual(123);
-  }, 10_000);
+  }, 15_000);
 });

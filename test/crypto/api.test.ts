@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SEGMENT_SIZE } from '../../sidecar/src/crypto/scheme.ts';
 import { componentYaml, startRuntimeSidecar, type RuntimeSidecar } from '../grpc/harness.ts';
 import { chunked, collect } from './chunks.ts';
@@ -297,7 +297,8 @@ describe('gRPC', () => {
     const duplex = await client.crypto.encrypt({ componentName: 'crypto-local', keyName: 'symmetric256', keyWrapAlgorithm: 'AES' });
     const big = Buffer.concat(Array.from({ length: 20 }, () => PLAIN));
     const piped = Readable.from(chunked(big, 64 * 1024)).pipe(duplex);
-    await new Promise((r) => setTimeout(r, 300));
+    // the reader starts once answers wait unread past the stream's high-water mark
+    await vi.waitFor(() => expect(piped.readableLength).toBeGreaterThan(piped.readableHighWaterMark), { timeout: 10_000, interval: 20 });
     const out = await collect(piped as AsyncIterable<Buffer>);
     expect(out.length).toBe(big.length + 16 * Math.ceil(big.length / SEGMENT_SIZE) + out.indexOf('\n', out.indexOf('\n', out.indexOf('\n') + 1) + 1) + 1);
     await client.stop().catch(() => undefined);

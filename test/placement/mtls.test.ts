@@ -3,8 +3,10 @@
  * from the trust bundle to connect, and report as the app of their certificate.
  */
 import { writeFileSync } from 'node:fs';
+import { checkServerIdentity } from 'node:tls';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePlacementArgs, startPlacementProcess, type RunningPlacement } from '../../placement/src/main.ts';
 import { createRemotePlacement, type RemotePlacement } from '../../sidecar/src/actors/placement/remote.ts';
@@ -24,6 +26,9 @@ describe('rt placement with mutual TLS', () => {
   let placement: RunningPlacement;
   let address: string;
   const hosts: RemotePlacement[] = [];
+  /** Host reports the service refused (it logs each). */
+  let refusedReports = 0;
+  const placementLog = pino({ level: 'warn' }, { write: (line: string) => void (line.includes('refused a host report') && refusedReports++) });
 
   beforeAll(async () => {
     serving = makeTestCa();
@@ -35,7 +40,7 @@ describe('rt placement with mutual TLS', () => {
     const port = await freePort();
     const o = parsePlacementArgs(['--port', String(port), '--tls-cert-file', join(dir.path, 'tls.crt'), '--tls-key-file', join(dir.path, 'tls.key'), '--identity-trust-bundle-file', join(dir.path, 'bundle.pem')]);
     if (o === 'help') throw new Error('help');
-    placement = await startPlacementProcess(o, quiet);
+    placement = await startPlacementProcess(o, placementLog);
     address = `127.0.0.1:${port}`;
   });
   afterAll(async () => {
@@ -62,13 +67,20 @@ describe('rt placement with mutual TLS', () => {
     const billing = host('billing', await credentialsOf('shop', 'billing'));
     // a certificate of "orders", reporting as "billing"
     const liar = host('billing', await credentialsOf('shop', 'orders'));
-    // server-side TLS only: no client certificate
-    const anonymous = host('anonymous');
+    // server-side TLS only: no client certificate; each TLS handshake it starts is one try
+    let anonymousTries = 0;
+    const counting = grpc.credentials.createSsl(Buffer.from(serving.caPem), null, null, {
+      checkServerIdentity: (name, cert) => {
+        anonymousTries++;
+        return checkServerIdentity(name, cert);
+      },
+    });
+    const anonymous = host('anonymous', counting);
     await waitFor(() => [orders, billing].every((h) => !h.locked) && orders.version === billing.version && placement.service.snapshot().hosts === 2, 10_000, 'two hosts');
     const apps = new Set(Array.from({ length: 200 }, (_, i) => orders.lookup('cart', `c-${i}`)!.appId));
     expect([...apps].sort()).toEqual(['billing', 'orders']);
-    // give the other two time to have tried (and been refused) more than once
-    await new Promise((r) => setTimeout(r, 1000));
+    // the other two have tried (and been refused) more than once
+    await waitFor(() => refusedReports >= 2 && anonymousTries >= 2, 10_000, 'refused twice');
     expect(liar.locked && anonymous.locked).toBe(true);
     expect(placement.service.snapshot().hosts).toBe(2);
   });
