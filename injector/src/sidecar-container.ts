@@ -68,6 +68,8 @@ export function sidecarContainer(s: SidecarSettings): Container {
   const env: EnvVar[] = [
     { name: 'NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
     { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    // the address other sidecars reach this one's internal port at, as placement hands it out
+    { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
     { name: 'RT_CONTROL_PLANE_ADDRESS', value: s.controlPlaneAddress },
     { name: 'RT_OPERATOR_TOKEN_FILE', value: TOKEN_FILE },
   ];

@@ -135,6 +135,7 @@ describe('injector: the sidecar container', () => {
     expect(arg(s, 'control-plane-address')).toBe('rt-operator.rt-system.svc:6500');
     expect(envOf(s, 'NAMESPACE')?.valueFrom?.fieldRef?.fieldPath).toBe('metadata.namespace');
     expect(envOf(s, 'POD_NAME')?.valueFrom?.fieldRef?.fieldPath).toBe('metadata.name');
+    expect(envOf(s, 'POD_IP')?.valueFrom?.fieldRef?.fieldPath).toBe('status.podIP');
     expect(envOf(s, 'RT_CONTROL_PLANE_ADDRESS')?.value).toBe('rt-operator.rt-system.svc:6500');
     expect(envOf(s, 'RT_OPERATOR_TOKEN_FILE')?.value).toBe('/var/run/secrets/rt.io/token');
     expect(s.volumeMounts).toContainEqual({ name: 'rt-identity-token', mountPath: '/var/run/secrets/rt.io', readOnly: true });
