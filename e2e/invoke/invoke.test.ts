@@ -270,7 +270,7 @@ describe('service invocation between rt run apps', () => {
     const empty = runRt(['list'], { RT_HOME: join(home, 'nobody') });
     expect(await empty.exit).toBe(0);
     expect(empty.out()).toContain('No rt instances found.');
-  });
+  }, 120_000); // three CLI starts from the sources: ~6 s on a quiet machine, 30 s was too short beside load 16
 
   it('answers a clear 500 at once when the target app is down, and reaches it again once it is back', async () => {
     // a sidecar whose app port has nothing listening
