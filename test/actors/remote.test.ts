@@ -193,10 +193,19 @@ describe.runIf(haveRedis)('actors on two hosts with placement', () => {
     }
     expect((await a.log()).timers.some((x) => x.id === id)).toBe(false);
     expect((await fetch(`${a.base}/v1.0/actors/Counter/${id}/timers/tick`, { method: 'DELETE' })).status).toBe(204);
-    await new Promise((r) => setTimeout(r, 300));
-    const fired = (await b.log()).timers.filter((x) => x.id === id).length;
-    await new Promise((r) => setTimeout(r, 400));
-    expect((await b.log()).timers.filter((x) => x.id === id).length).toBe(fired);
+    // 'no more fires', shown with markers: one-shot timers of other names on the same actor. An
+    // activation's timers fire in due order, each through the actor's turn, so a tick already in
+    // the app when DELETE came is logged before mark-0 fires; mark-1 is due after three more ticks
+    // would have come, had the timer gone on.
+    const ticks = async () => (await b.log()).timers.filter((x) => x.id === id && x.name === 'tick').length;
+    const marked = async (name: string, dueTime: string) => {
+      expect((await fetch(`${a.base}/v1.0/actors/Counter/${id}/timers/${name}`, { method: 'POST', body: JSON.stringify({ dueTime }) })).status).toBe(204);
+      await expect.poll(async () => (await b.log()).timers.some((x) => x.id === id && x.name === name), { timeout: 10_000, interval: 50, message: `marker ${name} never fired` }).toBe(true);
+    };
+    await marked('mark-0', '0s');
+    const fired = await ticks();
+    await marked('mark-1', '350ms');
+    expect(await ticks(), 'the deleted timer fired again').toBe(fired);
   });
 
   it('an app invoking its peer with the actor-call header reaches the app, not the actor runtime', async () => {
