@@ -240,8 +240,18 @@ describe.skipIf(!available)('the operator issues workload certificates', () => {
     const nextCert = new X509Certificate(next.certPem);
     await vi.waitFor(async () => expect(new X509Certificate((await sign({ token, appId: 'rotate' })).res.workloadCertificate).checkIssued(nextCert)).toBe(true), { timeout: 10_000, interval: 300 });
     // a half-written pair (key of one CA, certificate of the other) is not taken: it keeps signing with the last good one
-    writeFileSync(bed.issuerFiles.caKeyFile, root.keyPem);
-    await new Promise((r) => setTimeout(r, 1200));
+    // the marker: the issuer re-reads its files at most once a second; it says when it refuses them
+    const issuer = bed.operator.issuer as unknown as { log: { warn(msg: string): void }; settings: unknown };
+    const warn = vi.spyOn(issuer.log, 'warn');
+    try {
+      writeFileSync(bed.issuerFiles.caKeyFile, root.keyPem);
+      await vi.waitFor(() => {
+        void issuer.settings;
+        expect(warn.mock.calls.some(([m]) => /identity CA files cannot be loaded.*do not belong together/.test(String(m)))).toBe(true);
+      }, { timeout: 10_000, interval: 100 });
+    } finally {
+      warn.mockRestore();
+    }
     expect(new X509Certificate((await sign({ token, appId: 'rotate' })).res.workloadCertificate).checkIssued(nextCert)).toBe(true);
     writeFileSync(bed.issuerFiles.caKeyFile, next.keyPem);
   });
