@@ -61,7 +61,7 @@ describe('the bundled rt command (npm run build)', () => {
     [httpPort, grpcPort, metricsPort] = [await freePort(), await freePort(), await freePort()];
     const proc = start(['sidecar', '--app-id', 'bundled', '--http-port', String(httpPort), '--grpc-port', String(grpcPort), '--metrics-port', String(metricsPort), '--resources-path', resources, '--data-dir', join(work, 'data'), '--log-level', 'warn']);
     await waitReady(proc, httpPort);
-  }, 120_000);
+  }, 300_000); // the build: over 120 s beside load 16
 
   afterAll(async () => {
     for (const c of children) {

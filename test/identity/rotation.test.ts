@@ -1,5 +1,5 @@
 /**
- * Certificates that live 3 s, with real sidecars in this process and a test issuer (a real CA
+ * Certificates that live 8 s, with real sidecars in this process and a test issuer (a real CA
  * gRPC server): steady invocation over HTTP/1.1 and the gRPC stream through at least 3 rotations
  * of both sidecars without a failed call, a new connection served the new certificate; the issuer
  * down at renewal (the current certificate keeps serving, `rt_identity_cert_expiry_seconds` counts
@@ -66,7 +66,7 @@ describe('certificate rotation and the issuer down', () => {
   };
 
   it('rotates both sidecars at least 3 times under steady invocation without a failed call; the issuer down at renewal leaves the current certificate serving', async () => {
-    const issuer = await startTestIssuer({ ttlMs: 3_000 });
+    const issuer = await startTestIssuer({ ttlMs: 8_000 });
     issuers.push(issuer);
     const target = await start({ appId: 'rot-target', enableMetrics: true, metricsPort: 0 }, issuer);
     const caller = await start({ appId: 'rot-caller' }, issuer);
@@ -93,7 +93,7 @@ describe('certificate rotation and the issuer down', () => {
       }
     };
     const running = [load(caller, 'rot-target', 'rot-caller'), load(grpcCaller, 'rot-target', 'rot-caller-grpc'), load(target, 'rot-caller', 'rot-target')];
-    await until(() => [...rotations.values()].length === 3 && [...rotations.values()].every((n) => n >= 3), '3 rotations of each sidecar', 30_000);
+    await until(() => [...rotations.values()].length === 3 && [...rotations.values()].every((n) => n >= 3), '3 rotations of each sidecar', 60_000);
     stop = true;
     await Promise.all(running);
     expect(failures).toEqual([]);
@@ -122,12 +122,12 @@ describe('certificate rotation and the issuer down', () => {
     const metrics = await (await fetch(`http://127.0.0.1:${target.ctx.metrics!.port}/metrics`)).text();
     const left = Number(/^rt_identity_cert_expiry_seconds\{[^}]*\} (\S+)$/m.exec(metrics)?.[1]);
     expect(left).toBeGreaterThan(-1);
-    expect(left).toBeLessThan(3);
+    expect(left).toBeLessThan(8);
     await until(() => Date.now() > held.notAfter + 100, 'the certificate to expire');
     const expired = await healthz(target);
     expect(expired.status).toBe(503);
     expect(JSON.parse(expired.text)).toMatchObject({ errorCode: 'ERR_HEALTH_NOT_READY', message: expect.stringMatching(/workload certificate expired at .* identity issuer at 127\.0\.0\.1:\d+ has not renewed it/) });
-  }, 60_000);
+  }, 120_000); // certificates of 8 s: 3 s ones expired before their renewal came back beside load 16
 
   it('with the issuer down at start: /v1.0/healthz answers 503 with the reason and the internal port waits; once the issuer is up it serves', async () => {
     const issuer = await startTestIssuer({ ttlMs: 60_000 });

@@ -23,8 +23,8 @@ spec:
     timeouts:
       quick: 300ms
     circuitBreakers:
-      cfgCB: { maxRequests: 1, timeout: 2s, trip: consecutiveFailures >= 2 }
-      lockCB: { maxRequests: 1, timeout: 2s, trip: consecutiveFailures >= 2 }
+      cfgCB: { maxRequests: 1, timeout: 6s, trip: consecutiveFailures >= 2 }
+      lockCB: { maxRequests: 1, timeout: 6s, trip: consecutiveFailures >= 2 }
   targets:
     components:
       cfg:
@@ -127,13 +127,14 @@ describe('configuration and lock calls under outbound policies, Redis paused', (
       process.kill(redis!.pid, 'SIGCONT');
     }
 
-    // after the breakers' 2 s, a trial call goes through and closes each
-    await vi.waitFor(async () => expect((await get()).status).toBe(204), { timeout: 10_000, interval: 200 });
-    await vi.waitFor(async () => expect((await lock('lock')).body).toBe('{"success":true}'), { timeout: 10_000, interval: 200 });
+    // after the breakers' 6 s (long enough that both still read open above beside a CPU load: 2 s
+    // did not, at load 16), a trial call goes through and closes each
+    await vi.waitFor(async () => expect((await get()).status).toBe(204), { timeout: 20_000, interval: 200 });
+    await vi.waitFor(async () => expect((await lock('lock')).body).toBe('{"success":true}'), { timeout: 20_000, interval: 200 });
     expect((await httpField())?.circuitBreakers.filter((b) => b.state !== 'closed')).toEqual([]);
     // the subscription that timed out was not left listening
     expect(s!.sidecar.ctx.services.configuration!.ids()).toEqual([]);
-  });
+  }, 60_000);
 
   it.skipIf(!ok)('refuses an attribute named rt.resiliency: the runtime sets that key', async () => {
     const r = await fetch(`${base}/v1.0/metadata/rt.resiliency`, { method: 'PUT', body: 'x' });

@@ -88,7 +88,7 @@ describe('state API under random input', () => {
       }),
       { numRuns: 1200 },
     );
-  });
+  }, 120_000); // 1,200-1,500 HTTP requests each: 30 s was too short beside load 16
 
   it('GET and DELETE with random keys, headers and query strings', async () => {
     const query = fc.dictionary(fc.oneof(fc.constantFrom('metadata.ttlInSeconds', 'consistency', 'concurrency', 'metadata.x'), fc.string({ maxLength: 8 })), fc.string({ maxLength: 8 }), { maxKeys: 3 });
@@ -109,7 +109,7 @@ describe('state API under random input', () => {
       }),
       { numRuns: 1200 },
     );
-  });
+  }, 120_000); // 1,200-1,500 HTTP requests each: 30 s was too short beside load 16
 
   it('POST bulk, transaction and query with random bodies', async () => {
     const bulk = fc.record({ keys: fc.oneof(fc.array(key, { maxLength: 6 }), fc.anything()), parallelism: fc.oneof(fc.integer(), fc.anything()), metadata }, { requiredKeys: [] });
@@ -132,5 +132,5 @@ describe('state API under random input', () => {
       }),
       { numRuns: 1500 },
     );
-  });
+  }, 120_000); // 1,200-1,500 HTTP requests each: 30 s was too short beside load 16
 });
