@@ -1,6 +1,7 @@
 /**
  * HTTP and gRPC answer alike: one table of cases (valid, invalid, missing, conflict, failure)
- * for every state, bindings, jobs, configuration get and lock operation that both APIs serve,
+ * for every state, bindings, jobs, configuration get, lock and workflow management operation
+ * that both APIs serve,
  * each sent over both to one real sidecar. Both must succeed, or both fail with the same
  * errorCode (the HTTP body's, the gRPC status's `rt-error-code`), and with the HTTP status and
  * gRPC code of that case's row in the error table (sidecar/src/api/errors.ts). A sidecar without a scheduler answers the jobs
@@ -37,6 +38,48 @@ const STALE = '987654321'; // a well-formed etag that no item has
 const bytes = (v: unknown) => Buffer.from(JSON.stringify(v));
 const item = (key: string, extra: Record<string, unknown> = {}) => ({ key, value: bytes('v'), ...extra });
 const ctrl = 'x\u0001';
+
+/** Workflow management over both APIs; p-wf-* instances are started (and some terminated) in beforeAll. */
+function workflowCases(): Case[] {
+  const path = (rest: string) => `/v1.0-beta1/workflows/rt/${rest}`;
+  const bad = 'a%20b'; // "a b", not an instance id
+  const inst = (id: string, extra: Record<string, unknown> = {}) => ({ instance_id: id, workflow_component: 'rt', ...extra });
+  const invalid = errAs(ERRORS.WORKFLOW_INSTANCE_INVALID, 'ERR_INSTANCE_ID_INVALID');
+  const missing = err(ERRORS.WORKFLOW_INSTANCE_NOT_FOUND);
+  const post = (rest: string): Case['http'] => ({ method: 'POST', path: path(rest) });
+  const byOp: [op: string, method: string, rest: (id: string) => string][] = [
+    ['workflows.terminate', 'TerminateWorkflowBeta1', (id) => `${id}/terminate`],
+    ['workflows.pause', 'PauseWorkflowBeta1', (id) => `${id}/pause`],
+    ['workflows.resume', 'ResumeWorkflowBeta1', (id) => `${id}/resume`],
+    ['workflows.purge', 'PurgeWorkflowBeta1', (id) => `${id}/purge`],
+  ];
+  const common = byOp.flatMap(([op, method, rest]): Case[] => [
+    { op, kind: 'invalid', what: 'an id that cannot be one', http: post(rest(bad)), grpc: [method, inst('a b')], want: invalid },
+    { op, kind: 'missing', what: 'an unknown instance', http: post(rest('p-wf-none')), grpc: [method, inst('p-wf-none')], want: missing },
+    { op, kind: 'missing', what: 'an unknown workflow component', http: { method: 'POST', path: `/v1.0-beta1/workflows/nope/${rest('p-wf-run')}` }, grpc: [method, { instance_id: 'p-wf-run', workflow_component: 'nope' }], want: err(ERRORS.WORKFLOW_COMPONENT_NOT_FOUND) },
+  ]);
+  return [
+    { op: 'workflows.start', kind: 'valid', what: 'a new instance, id chosen by the sidecar', http: post('p-flow/start'), grpc: ['StartWorkflowBeta1', { workflow_component: 'rt', workflow_name: 'p-flow' }] },
+    { op: 'workflows.start', kind: 'invalid', what: 'an id that cannot be one', http: post('p-flow/start?instanceID=a.b'), grpc: ['StartWorkflowBeta1', inst('a.b', { workflow_name: 'p-flow' })], want: invalid },
+    { op: 'workflows.start', kind: 'invalid', what: 'an id over 64 characters', http: post(`p-flow/start?instanceID=${'i'.repeat(65)}`), grpc: ['StartWorkflowBeta1', inst('i'.repeat(65), { workflow_name: 'p-flow' })], want: errAs(ERRORS.WORKFLOW_INSTANCE_INVALID, 'ERR_INSTANCE_ID_TOO_LONG') },
+    { op: 'workflows.start', kind: 'missing', what: 'an unknown workflow component', http: { method: 'POST', path: '/v1.0-beta1/workflows/nope/p-flow/start' }, grpc: ['StartWorkflowBeta1', { workflow_component: 'nope', workflow_name: 'p-flow' }], want: err(ERRORS.WORKFLOW_COMPONENT_NOT_FOUND) },
+    { op: 'workflows.start', kind: 'conflict', what: 'the id of a running instance', http: post('p-flow/start?instanceID=p-wf-run'), grpc: ['StartWorkflowBeta1', inst('p-wf-run', { workflow_name: 'p-flow' })], want: errAs(ERRORS.WORKFLOW_EXISTS, 'ERR_START_WORKFLOW') },
+    { op: 'workflows.get', kind: 'valid', what: 'a running instance', http: { method: 'GET', path: path('p-wf-run') }, grpc: ['GetWorkflowBeta1', inst('p-wf-run')] },
+    { op: 'workflows.get', kind: 'invalid', what: 'an id that cannot be one', http: { method: 'GET', path: path(bad) }, grpc: ['GetWorkflowBeta1', inst('a b')], want: invalid },
+    { op: 'workflows.get', kind: 'missing', what: 'an unknown instance', http: { method: 'GET', path: path('p-wf-none') }, grpc: ['GetWorkflowBeta1', inst('p-wf-none')], want: missing },
+    { op: 'workflows.raiseEvent', kind: 'valid', what: 'an event for a running instance', http: { method: 'POST', path: path('p-wf-run/raiseEvent/ping'), body: { n: 1 } }, grpc: ['RaiseEventWorkflowBeta1', inst('p-wf-run', { event_name: 'ping', event_data: bytes({ n: 1 }) })] },
+    { op: 'workflows.raiseEvent', kind: 'invalid', what: 'an id that cannot be one', http: post(`${bad}/raiseEvent/ping`), grpc: ['RaiseEventWorkflowBeta1', inst('a b', { event_name: 'ping' })], want: invalid },
+    { op: 'workflows.raiseEvent', kind: 'missing', what: 'an unknown instance', http: post('p-wf-none/raiseEvent/ping'), grpc: ['RaiseEventWorkflowBeta1', inst('p-wf-none', { event_name: 'ping' })], want: missing },
+    { op: 'workflows.terminate', kind: 'valid', what: 'a running instance (then a terminated one)', http: post('p-wf-term/terminate'), grpc: ['TerminateWorkflowBeta1', inst('p-wf-term')] },
+    { op: 'workflows.pause', kind: 'valid', what: 'a running instance (then a suspended one)', http: post('p-wf-pause/pause'), grpc: ['PauseWorkflowBeta1', inst('p-wf-pause')] },
+    { op: 'workflows.pause', kind: 'conflict', what: 'a terminated instance', http: post('p-wf-done-1/pause'), grpc: ['PauseWorkflowBeta1', inst('p-wf-done-1')], want: errAs(ERRORS.WORKFLOW_STATE_REFUSES, 'ERR_PAUSE_WORKFLOW') },
+    { op: 'workflows.resume', kind: 'valid', what: 'a running instance', http: post('p-wf-run/resume'), grpc: ['ResumeWorkflowBeta1', inst('p-wf-run')] },
+    { op: 'workflows.resume', kind: 'conflict', what: 'a terminated instance', http: post('p-wf-done-1/resume'), grpc: ['ResumeWorkflowBeta1', inst('p-wf-done-1')], want: errAs(ERRORS.WORKFLOW_STATE_REFUSES, 'ERR_RESUME_WORKFLOW') },
+    { op: 'workflows.purge', kind: 'valid', what: 'a terminated instance (one for each API)', http: post('p-wf-done-2/purge'), grpc: ['PurgeWorkflowBeta1', inst('p-wf-done-3')] },
+    { op: 'workflows.purge', kind: 'conflict', what: 'a running instance', http: post('p-wf-run/purge'), grpc: ['PurgeWorkflowBeta1', inst('p-wf-run')], want: errAs(ERRORS.WORKFLOW_STATE_REFUSES, 'ERR_PURGE_WORKFLOW') },
+    ...common,
+  ];
+}
 
 /** The one table. Names prefixed p- are this suite's. */
 const CASES: Case[] = [
@@ -171,6 +214,11 @@ const CASES: Case[] = [
   { op: 'lock.unlock', kind: 'invalid', what: 'an empty resource id', http: { method: 'POST', path: '/v1.0-alpha1/unlock/locks', body: { resourceId: '', lockOwner: 'o1' } }, grpc: ['UnlockAlpha1', { store_name: 'locks', resource_id: '', lock_owner: 'o1' }], want: err(ERRORS.MALFORMED) },
   { op: 'lock.unlock', kind: 'missing', what: 'an unknown store', http: { method: 'POST', path: '/v1.0-alpha1/unlock/nostore', body: { resourceId: 'p-l1', lockOwner: 'o1' } }, grpc: ['UnlockAlpha1', { store_name: 'nostore', resource_id: 'p-l1', lock_owner: 'o1' }], want: err(ERRORS.LOCK_STORE_NOT_FOUND) },
   { op: 'lock.unlock', kind: 'failure', what: 'a failing store', http: { method: 'POST', path: '/v1.0-alpha1/unlock/locks-broken', body: { resourceId: 'p-l1', lockOwner: 'o1' } }, grpc: ['UnlockAlpha1', { store_name: 'locks-broken', resource_id: 'p-l1', lock_owner: 'o1' }], want: errAs(ERRORS.LOCK_FAILED, 'ERR_UNLOCK') },
+
+  // ---- workflows (no worker connected: the instances stay as the management calls leave them;
+  // with a worker: test/grpc/workflows.test.ts, test/workflows/http.test.ts)
+  ...workflowCases(),
+
 ];
 
 /** Every jobs operation on a sidecar with no scheduler. */
@@ -324,6 +372,8 @@ beforeAll(async () => {
   const { get, delete: del } = client;
   client.get = async (key) => (failFor(key), get.call(client, key));
   client.delete = async (key) => (failFor(key), del.call(client, key));
+  for (const id of ['p-wf-run', 'p-wf-term', 'p-wf-pause', 'p-wf-done-1', 'p-wf-done-2', 'p-wf-done-3']) await s.call('StartWorkflowBeta1', { workflow_component: 'rt', workflow_name: 'p-flow', instance_id: id });
+  for (const id of ['p-wf-done-1', 'p-wf-done-2', 'p-wf-done-3']) await s.call('TerminateWorkflowBeta1', { workflow_component: 'rt', instance_id: id });
   bare = await startRuntimeSidecar({ mode: 'kubernetes', internalGrpcPort: 0 });
 });
 afterAll(async () => {
@@ -393,6 +443,11 @@ describe('HTTP and gRPC answer every case alike', () => {
       ERRORS.ACTOR_REMINDER_NOT_FOUND,
       ERRORS.ACTOR_REMINDER_EXISTS,
       ERRORS.ACTOR_OPERATION_FAILED,
+      // a failing engine store; a missing name is an unregistered route over HTTP (a 404), an
+      // empty string over gRPC: test/grpc/workflows.test.ts, test/workflows/http.test.ts
+      ERRORS.WORKFLOW_FAILED,
+      ERRORS.WORKFLOW_NAME_MISSING,
+      ERRORS.WORKFLOW_EVENT_NAME_MISSING,
     ];
     const missing = Object.entries(ERRORS).filter(([, row]) => !used.has(row) && !unreachable.includes(row));
     expect(missing.map(([name]) => name)).toEqual([]);

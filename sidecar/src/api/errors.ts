@@ -104,6 +104,17 @@ export const ERRORS = {
   JOB_NO_SCHEDULER: { http: 500, grpc: FAILED_PRECONDITION, when: 'no scheduler is configured' },
   JOB_SCHEDULER_UNAVAILABLE: { http: 500, grpc: UNAVAILABLE, when: 'the scheduler does not answer' },
   JOB_FAILED: { http: 500, grpc: INTERNAL, when: 'the scheduler failed' },
+
+  // workflows (HTTP /v1.0*/workflows and the gRPC *WorkflowBeta1/Alpha1 methods): ERR_START_WORKFLOW,
+  // _GET_, _TERMINATE_, _RAISE_EVENT_, _PAUSE_, _RESUME_, _PURGE_WORKFLOW name the operation
+  WORKFLOW_COMPONENT_NOT_FOUND: { code: 'ERR_WORKFLOW_COMPONENT_NOT_FOUND', http: 400, grpc: INVALID_ARGUMENT, when: 'a workflow component other than "rt" (or "dapr")' },
+  WORKFLOW_NAME_MISSING: { code: 'ERR_WORKFLOW_NAME_MISSING', http: 400, grpc: INVALID_ARGUMENT, when: 'starting without a workflow name' },
+  WORKFLOW_EVENT_NAME_MISSING: { code: 'ERR_WORKFLOW_EVENT_NAME_MISSING', http: 400, grpc: INVALID_ARGUMENT, when: 'raising an event without its name' },
+  WORKFLOW_INSTANCE_INVALID: { http: 400, grpc: INVALID_ARGUMENT, when: 'an instance id that cannot be one (ERR_INSTANCE_ID_INVALID, ERR_INSTANCE_ID_TOO_LONG)' },
+  WORKFLOW_INSTANCE_NOT_FOUND: { code: 'ERR_INSTANCE_ID_NOT_FOUND', http: 404, grpc: NOT_FOUND, when: 'no workflow instance with that id' },
+  WORKFLOW_EXISTS: { http: 409, grpc: ALREADY_EXISTS, when: 'starting an id whose instance still runs' },
+  WORKFLOW_FAILED: { http: 500, grpc: INTERNAL, when: 'the engine or its store failed' },
+  WORKFLOW_STATE_REFUSES: { http: 409, grpc: FAILED_PRECONDITION, when: 'the instance\'s state does not allow it: purging a running one, pausing or resuming a finished one' },
 } as const satisfies Record<string, ErrorRow>;
 
 type RowWithCode = ErrorRow & { readonly code: string };

@@ -4,7 +4,8 @@
  * Start input and raised event data are taken raw, as the body's text.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, badRequest } from '../http/errors.ts';
+import { ERRORS, fail, failAs } from '../api/errors.ts';
+import { ApiError } from '../http/errors.ts';
 import { rawBodyRoutes } from '../http/server.ts';
 import type { Engine } from './engine.ts';
 import { WorkflowError, errorCodeOf, type WorkflowOperation } from './errors.ts';
@@ -16,17 +17,19 @@ const COMPONENTS = new Set(['rt', 'dapr']);
 
 type Params = Record<string, string>;
 
-/** Maps engine errors to the HTTP statuses and codes of the contract and ARCHITECTURE. */
-const HTTP_STATUS: Record<WorkflowError['code'], number> = { NOT_FOUND: 404, INVALID: 400, CONFLICT: 409, PRECONDITION: 409 };
+/** The engine's error kinds on the rows of the one error table (api/errors.ts). */
+const ROWS = { INVALID: ERRORS.WORKFLOW_INSTANCE_INVALID, CONFLICT: ERRORS.WORKFLOW_EXISTS, PRECONDITION: ERRORS.WORKFLOW_STATE_REFUSES } as const;
 
-function httpError(e: unknown, op: WorkflowOperation): unknown {
-  if (!(e instanceof WorkflowError)) return e instanceof ApiError ? e : new ApiError(500, `ERR_${op}_WORKFLOW`, (e as Error)?.message ?? String(e));
-  return new ApiError(HTTP_STATUS[e.code], errorCodeOf(e, op), e.message);
+/** An error of `op` as both transports answer it: engine errors on their rows, anything unknown ERR_<op>_WORKFLOW. */
+export function workflowApiError(e: unknown, op: WorkflowOperation): unknown {
+  if (e instanceof WorkflowError) return e.code === 'NOT_FOUND' ? fail(ERRORS.WORKFLOW_INSTANCE_NOT_FOUND, e.message) : failAs(ROWS[e.code], errorCodeOf(e, op), e.message);
+  if (e instanceof ApiError) return e;
+  return failAs(ERRORS.WORKFLOW_FAILED, `ERR_${op}_WORKFLOW`, (e as Error)?.message ?? String(e));
 }
 
 function component(p: Params): void {
   if (!COMPONENTS.has(p.component)) {
-    throw badRequest('ERR_WORKFLOW_COMPONENT_NOT_FOUND', `workflow component "${p.component}" does not exist: use "rt" (or its alias "dapr")`);
+    throw fail(ERRORS.WORKFLOW_COMPONENT_NOT_FOUND, `workflow component "${p.component}" does not exist: use "rt" (or its alias "dapr")`);
   }
 }
 
@@ -34,7 +37,7 @@ function lookupId(p: Params): string {
   try {
     checkInstanceId(p.instanceId, 'lookup');
   } catch (e) {
-    throw httpError(e, 'GET');
+    throw workflowApiError(e, 'GET');
   }
   return p.instanceId;
 }
@@ -82,17 +85,17 @@ export async function registerRoutes(http: FastifyInstance, engine: Engine): Pro
       scope.post(`${base}/:workflowName/start`, async (req: FastifyRequest, reply: FastifyReply) => {
         const p = req.params as Params;
         component(p);
-        if (!p.workflowName) throw badRequest('ERR_WORKFLOW_NAME_MISSING', 'the workflow name is missing from the path');
+        if (!p.workflowName) throw fail(ERRORS.WORKFLOW_NAME_MISSING, 'the workflow name is missing from the path');
         const q = req.query as Record<string, unknown>;
         const raw = q.instanceID;
-        if (raw !== undefined && typeof raw !== 'string') throw badRequest('ERR_INSTANCE_ID_INVALID', 'instanceID must be given once');
+        if (raw !== undefined && typeof raw !== 'string') throw failAs(ERRORS.WORKFLOW_INSTANCE_INVALID, 'ERR_INSTANCE_ID_INVALID', 'instanceID must be given once');
         const instanceId = raw || undefined;
         try {
           if (instanceId) checkInstanceId(instanceId, 'start');
           const id = await engine.start({ instanceId, name: p.workflowName, input: bodyText(req), trace: req.headers });
           return reply.status(202).send({ instanceID: id });
         } catch (e) {
-          throw httpError(e, 'START');
+          throw workflowApiError(e, 'START');
         }
       });
 
@@ -104,7 +107,7 @@ export async function registerRoutes(http: FastifyInstance, engine: Engine): Pro
           try {
             await fn(id, req);
           } catch (e) {
-            throw httpError(e, code);
+            throw workflowApiError(e, code);
           }
           return reply.status(202).send();
         });
@@ -117,7 +120,7 @@ export async function registerRoutes(http: FastifyInstance, engine: Engine): Pro
       op('purge', 'PURGE', (id) => engine.purge(id, true));
       op('raiseEvent/:eventName', 'RAISE_EVENT', (id, req) => {
         const name = (req.params as Params).eventName;
-        if (!name) throw badRequest('ERR_WORKFLOW_EVENT_NAME_MISSING', 'the event name is missing from the path');
+        if (!name) throw fail(ERRORS.WORKFLOW_EVENT_NAME_MISSING, 'the event name is missing from the path');
         return engine.raiseEvent(id, name, bodyText(req));
       });
 
@@ -126,9 +129,9 @@ export async function registerRoutes(http: FastifyInstance, engine: Engine): Pro
         component(p);
         const id = lookupId(p);
         const rec = await engine.get(id).catch((e) => {
-          throw httpError(e, 'GET');
+          throw workflowApiError(e, 'GET');
         });
-        if (!rec) throw new ApiError(404, 'ERR_INSTANCE_ID_NOT_FOUND', `no workflow instance with id "${id}"`);
+        if (!rec) throw fail(ERRORS.WORKFLOW_INSTANCE_NOT_FOUND, `no workflow instance with id "${id}"`);
         return toHttpInstance(rec);
       });
     }

@@ -2,18 +2,17 @@
  * Workflow management methods (Beta1 names, Alpha1 aliases) on the workflow block's engine —
  * the same one the HTTP API and TaskHubSidecarService drive. Instance id rules are the block's
  * (workflows/ids.ts); the answer of GetWorkflow carries the HTTP API's properties.
- * Engine errors: NOT_FOUND → NOT_FOUND, INVALID → INVALID_ARGUMENT, CONFLICT (start of an id
- * that still runs) → ALREADY_EXISTS, PRECONDITION (purge of a running instance, pause of a
- * finished one) → FAILED_PRECONDITION; the errorCode is the one HTTP answers
- * (ERR_PURGE_WORKFLOW, ERR_PAUSE_WORKFLOW, …: workflows/errors.ts).
+ * Errors are the HTTP API's, from the rows of the one error table (api/errors.ts, through
+ * workflows/routes.ts's workflowApiError): the same errorCode, the row's gRPC code.
  */
 import * as grpc from '@grpc/grpc-js';
 import type { SidecarContext } from '../../context.ts';
 import type { Engine } from '../../workflows/engine.ts';
-import { WorkflowError, errorCodeOf, type WorkflowOperation } from '../../workflows/errors.ts';
+import { ERRORS, fail } from '../../api/errors.ts';
+import type { WorkflowOperation } from '../../workflows/errors.ts';
 import { checkInstanceId } from '../../workflows/ids.ts';
 import { toTimestamp } from '../../workflows/proto.ts';
-import { toHttpInstance } from '../../workflows/routes.ts';
+import { toHttpInstance, workflowApiError } from '../../workflows/routes.ts';
 import { GrpcError } from './errors.ts';
 import { bytesOf } from './handler.ts';
 
@@ -24,26 +23,18 @@ interface InstanceReq {
   workflow_component: string;
 }
 
-const CODES: Record<WorkflowError['code'], grpc.status> = {
-  NOT_FOUND: grpc.status.NOT_FOUND,
-  INVALID: grpc.status.INVALID_ARGUMENT,
-  CONFLICT: grpc.status.ALREADY_EXISTS,
-  PRECONDITION: grpc.status.FAILED_PRECONDITION,
-};
-
-/** Engine errors with the errorCode HTTP answers for the same operation (workflows/errors.ts). */
+/** Errors of `op` as HTTP answers them (an ApiError on its row; GrpcErrors pass). */
 async function run<T>(op: WorkflowOperation, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (e) {
-    if (e instanceof WorkflowError) throw new GrpcError(CODES[e.code], errorCodeOf(e, op), e.message);
-    throw e;
+    throw e instanceof GrpcError ? e : workflowApiError(e, op);
   }
 }
 
 function component(name: string): void {
   if (!COMPONENTS.has(name ?? '')) {
-    throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'ERR_WORKFLOW_COMPONENT_NOT_FOUND', `workflow component "${String(name).slice(0, 80)}" does not exist: use "rt" (or its alias "dapr")`);
+    throw fail(ERRORS.WORKFLOW_COMPONENT_NOT_FOUND, `workflow component "${String(name).slice(0, 80)}" does not exist: use "rt" (or its alias "dapr")`);
   }
 }
 
@@ -73,7 +64,7 @@ export function workflowMethods(ctx: SidecarContext) {
     StartWorkflowBeta1: async (req: InstanceReq & { workflow_name: string; input: Buffer }, call?: { metadata: grpc.Metadata }) =>
       run('START', async () => {
         component(req.workflow_component);
-        if (!req.workflow_name) throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'ERR_WORKFLOW_NAME_MISSING', 'workflow_name is required');
+        if (!req.workflow_name) throw fail(ERRORS.WORKFLOW_NAME_MISSING, 'workflow_name is required');
         const instanceId = req.instance_id || undefined;
         if (instanceId) checkInstanceId(instanceId, 'start');
         const trace = call && { traceparent: call.metadata.get('traceparent')[0], tracestate: call.metadata.get('tracestate')[0] };
@@ -85,7 +76,7 @@ export function workflowMethods(ctx: SidecarContext) {
       run('GET', async () => {
         const id = lookup(req);
         const rec = await engine().get(id);
-        if (!rec) throw new GrpcError(grpc.status.NOT_FOUND, 'ERR_INSTANCE_ID_NOT_FOUND', `no workflow instance with id "${id}"`);
+        if (!rec) throw fail(ERRORS.WORKFLOW_INSTANCE_NOT_FOUND, `no workflow instance with id "${id}"`);
         const view = toHttpInstance(rec);
         return {
           instance_id: rec.id,
@@ -105,7 +96,7 @@ export function workflowMethods(ctx: SidecarContext) {
     RaiseEventWorkflowBeta1: async (req: InstanceReq & { event_name: string; event_data: Buffer }) => {
       await run('RAISE_EVENT', async () => {
         const id = lookup(req);
-        if (!req.event_name) throw new GrpcError(grpc.status.INVALID_ARGUMENT, 'ERR_WORKFLOW_EVENT_NAME_MISSING', 'event_name is required');
+        if (!req.event_name) throw fail(ERRORS.WORKFLOW_EVENT_NAME_MISSING, 'event_name is required');
         await engine().raiseEvent(id, req.event_name, text(req.event_data));
       });
       return {};
