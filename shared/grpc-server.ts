@@ -1,10 +1,10 @@
 /**
- * The one grpc-js server setup of rt's three gRPC servers (the sidecar's API port, the scheduler,
- * the operator): the server's options and interceptors, its credentials (plaintext, TLS, or TLS
+ * The one grpc-js server setup of rt's gRPC servers (the sidecar's API port, the scheduler,
+ * placement, the operator): the server's options and interceptors, its credentials (plaintext, TLS, or TLS
  * asking for / requiring a client certificate: grpc-server-credentials.ts), binding to host:port,
  * and shutdown with a grace period. What differs between them is passed in (docs/ARCHITECTURE.md,
  * "gRPC servers"): message sizes, the grace period, and whether the server binds a port itself
- * (scheduler, operator) or is handed connections (the sidecar's net.Server in front, which
+ * (scheduler, placement, operator) or is handed connections (the sidecar's net.Server in front, which
  * listens before grpc-js loads).
  *
  * grpc-js is read only when a function here runs: the sidecar's bundle loads it on first use.
@@ -102,7 +102,7 @@ export interface StartGrpcServerOptions extends GrpcServerOptions, GrpcServerCre
   shutdownGraceMs: number;
 }
 
-/** Makes, fills and binds a server (the scheduler's, the operator's). */
+/** Makes, fills and binds a server (the scheduler's, placement's, the operator's). */
 export async function startGrpcServer(opts: StartGrpcServerOptions): Promise<StartedGrpcServer> {
   // credentials first: unreadable TLS files fail before anything is bound
   const credentials = grpcServerCredentials(opts);

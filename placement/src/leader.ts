@@ -48,13 +48,24 @@ export async function startLeadership(o: LeadershipOptions): Promise<Leadership>
   // the observer's own value can name a later campaign when two start at once (it takes the last
   // put it sees); each change is read again as etcd orders it: the oldest campaign key leads
   let leader: string | undefined;
-  const refresh = () =>
-    election.leader().then(
-      (v) => (leader = v),
+  let asked = 0;
+  let answered = 0;
+  const refresh = () => {
+    const n = ++asked;
+    return election.leader().then(
+      (v) => {
+        // reads may answer out of order: an older one must not undo a newer one
+        if (n < answered) return;
+        answered = n;
+        leader = v;
+      },
       () => undefined,
     );
-  await refresh();
+  };
+  // listen before the first read: a campaign put while it is under way (replicas starting at
+  // once) would otherwise go unseen, and this follower would name no leader until the next change
   observer.on('change', () => void refresh());
+  await refresh();
   observer.on('error', (e: Error) => o.log.warn({ err: e.message }, 'placement: watching the election failed'));
   let closed = false;
   let campaign: Campaign | undefined;

@@ -1,7 +1,8 @@
 /** The placement service over gRPC: one ReportDaprStatus stream per host. */
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { reloadingServerCredentials, verifiedPeerCertificate, type TlsSource } from '../../../shared/grpc-server-credentials.ts';
+import { verifiedPeerCertificate, type TlsSource } from '../../../shared/grpc-server-credentials.ts';
+import { startGrpcServer } from '../../../shared/grpc-server.ts';
 import { certificateWorkload, type WorkloadId } from '../../../shared/spiffe.ts';
 import type { Order, PlacementService } from '../service.ts';
 import { placementService, type PbHost, type PbOrder } from './proto.ts';
@@ -95,19 +96,18 @@ export function placementImplementation(service: PlacementService, opts: Pick<Pl
   };
 }
 
-/** Serves the service on host:port (0 = a free port). */
+/** Serves the service on host:port (0 = a free port), through rt's one gRPC server setup. */
 export async function startPlacementServer(service: PlacementService, opts: PlacementServerOptions): Promise<PlacementServer> {
+  const { host, port, tls, log } = opts;
   const mtls = opts.requireClientCertificate === true;
-  if (mtls && !opts.tls) throw new Error('a client certificate can only be required over TLS');
-  const credentials = opts.tls ? reloadingServerCredentials(opts.tls, { clientCertificate: mtls ? 'require' : 'none', log: opts.log }) : grpc.ServerCredentials.createInsecure();
-  const server = new grpc.Server({ 'grpc.keepalive_permit_without_calls': 1, 'grpc.max_receive_message_length': 1024 * 1024 });
-  server.addService(placementService().service, placementImplementation(service, opts, mtls));
-  const host = opts.host.includes(':') && !opts.host.startsWith('[') ? `[${opts.host}]` : opts.host;
-  const port = await new Promise<number>((resolve, reject) => server.bindAsync(`${host}:${opts.port}`, credentials, (err, p) => (err ? reject(err) : resolve(p))));
-  return {
-    port,
-    address: `${host}:${port}`,
+  const started = await startGrpcServer({
+    host, port, tls, log,
+    clientCertificate: mtls ? 'require' : 'none',
+    // a host report is a few names and types; 1 MiB is far above any real one
+    maxReceiveBytes: 1024 * 1024,
+    services: (server) => server.addService(placementService().service, placementImplementation(service, opts, mtls)),
     // host streams never end by themselves: cut them (their hosts lock and reconnect elsewhere)
-    close: async () => server.forceShutdown(),
-  };
+    shutdownGraceMs: 0,
+  });
+  return { port: started.port, address: started.address, close: started.close };
 }
