@@ -25,9 +25,6 @@ interface Doc {
   paths: Record<string, Record<string, Operation>>;
 }
 
-/** Routes whose blocks have not declared schemas yet (their owners' folders): the document lists them without. */
-const WITHOUT_SCHEMA = [/^\/v1\.0(-alpha1|-beta1)?\/workflows\//, /^\/v1\.0\/metadata/, /^\/v1\.0\/shutdown$/];
-
 const DOC_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 /** `/v1.0/state/{storename}`, `/v1.0/state/:storename`, `/v1.0/jobs/*` → one form: every parameter `:`. */
@@ -88,7 +85,6 @@ describe('GET /v1.0/openapi.json', () => {
 
   it("declares every route's path parameters, query and body, from schemas the build compiles", () => {
     for (const [path, ops] of Object.entries(doc.paths)) {
-      if (WITHOUT_SCHEMA.some((re) => re.test(path))) continue;
       for (const [method, op] of Object.entries(ops)) {
         const where = `${method.toUpperCase()} ${path}`;
         expect(op.summary, where).not.toBe('no schema declared yet');
@@ -100,10 +96,8 @@ describe('GET /v1.0/openapi.json', () => {
     // each part a route validates is one the build compiles (images/validators.ts): the same object
     const compiled = new Set(validatedSchemas());
     for (const r of routesOf(sidecar.ctx.http)) {
-      if (!WITHOUT_SCHEMA.some((re) => re.test(r.url))) {
-        const declared = { route: r.url, schema: !!r.schema, query: !!r.schema?.querystring, params: /[:*]/.test(r.url) ? !!r.schema?.params : true };
-        expect(declared).toEqual({ route: r.url, schema: true, query: true, params: true });
-      }
+      const declared = { route: r.url, schema: !!r.schema, query: !!r.schema?.querystring, params: /[:*]/.test(r.url) ? !!r.schema?.params : true };
+      expect(declared).toEqual({ route: r.url, schema: true, query: true, params: true });
       for (const part of [r.schema?.params, r.schema?.querystring, r.schema?.body, r.schema?.['x-body']]) {
         if (part && typeof part.$id === 'string') expect({ route: r.url, id: part.$id, compiled: compiled.has(part) }).toEqual({ route: r.url, id: part.$id, compiled: true });
       }

@@ -11,9 +11,11 @@ import { CRYPTO_SCHEMAS } from '../crypto/schemas.ts';
 import { INVOKE_SCHEMAS } from '../invoke/schemas.ts';
 import { JOBS_SCHEMAS } from '../jobs/schemas.ts';
 import { LOCK_SCHEMAS } from '../lock/schemas.ts';
+import { METADATA_SCHEMAS } from '../metadata/schemas.ts';
 import { PUBSUB_SCHEMAS } from '../pubsub/schemas.ts';
 import { SECRETS_SCHEMAS } from '../secrets/schemas.ts';
 import { STATE_SCHEMAS } from '../state/schemas.ts';
+import { WORKFLOWS_SCHEMAS } from '../workflows/schemas.ts';
 import { route, type JsonSchema, type RouteSchema } from './schema.ts';
 
 export const HEALTHZ = route('health.up', 'Is the sidecar up (answers without the API token)', {
@@ -26,7 +28,7 @@ export const HEALTHZ_OUTBOUND = route('health.outbound', "Do the sidecar's compo
 
 export const OPENAPI = route('meta.openapi', 'This document: the OpenAPI 3.1 description of the HTTP API', { responses: { '200': 'the OpenAPI document' } });
 
-export const ROUTE_SCHEMAS: RouteSchema[] = [HEALTHZ, HEALTHZ_OUTBOUND, OPENAPI, ...STATE_SCHEMAS, ...BINDINGS_SCHEMAS, ...JOBS_SCHEMAS, ...PUBSUB_SCHEMAS, ...SECRETS_SCHEMAS, ...INVOKE_SCHEMAS, ...CONFIGURATION_SCHEMAS, ...CRYPTO_SCHEMAS, ...LOCK_SCHEMAS, ...ACTORS_SCHEMAS];
+export const ROUTE_SCHEMAS: RouteSchema[] = [HEALTHZ, HEALTHZ_OUTBOUND, OPENAPI, ...STATE_SCHEMAS, ...BINDINGS_SCHEMAS, ...JOBS_SCHEMAS, ...PUBSUB_SCHEMAS, ...SECRETS_SCHEMAS, ...INVOKE_SCHEMAS, ...CONFIGURATION_SCHEMAS, ...CRYPTO_SCHEMAS, ...LOCK_SCHEMAS, ...ACTORS_SCHEMAS, ...WORKFLOWS_SCHEMAS, ...METADATA_SCHEMAS];
 
 /** The part schemas that are validated (those with an `$id`), once each. */
 export function validatedSchemas(routes: RouteSchema[] = ROUTE_SCHEMAS): JsonSchema[] {

@@ -3,9 +3,10 @@ import type { SidecarContext } from '../context.ts';
 import { ApiError } from '../http/errors.ts';
 import { rawBodyRoutes } from '../http/server.ts';
 import { requestShutdown } from '../shutdown.ts';
+import * as schemas from './schemas.ts';
 
 export async function metadataRoutes(ctx: SidecarContext): Promise<void> {
-  ctx.http.get('/v1.0/metadata', async () => {
+  ctx.http.get('/v1.0/metadata', { schema: schemas.METADATA_GET }, async () => {
     try {
       return ctx.metadata.snapshot();
     } catch (e) {
@@ -14,13 +15,13 @@ export async function metadataRoutes(ctx: SidecarContext): Promise<void> {
   });
 
   // the ecosystem's sidecar API: answer first, then stop gracefully
-  ctx.http.post('/v1.0/shutdown', async (_req, reply) => {
+  ctx.http.post('/v1.0/shutdown', { schema: schemas.SHUTDOWN }, async (_req, reply) => {
     requestShutdown(ctx, 'HTTP API');
     return reply.status(204).send();
   });
 
   await rawBodyRoutes(ctx.http, (scope) => {
-    scope.put<{ Params: { name: string } }>('/v1.0/metadata/:name', async (req, reply) => {
+    scope.put<{ Params: { name: string } }>('/v1.0/metadata/:name', { schema: schemas.METADATA_PUT }, async (req, reply) => {
       const name = req.params.name;
       const body = req.body === undefined || req.body === null ? Buffer.alloc(0) : (req.body as Buffer);
       ctx.metadata.checkAttribute(name, body.length);

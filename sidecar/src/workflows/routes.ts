@@ -11,6 +11,8 @@ import type { Engine } from './engine.ts';
 import { WorkflowError, errorCodeOf, type WorkflowOperation } from './errors.ts';
 import { checkInstanceId } from './ids.ts';
 import type { InstanceState } from './record.ts';
+import * as schemas from './schemas.ts';
+import type { RouteSchema } from '../http/schema.ts';
 
 export const API_VERSIONS = ['v1.0', 'v1.0-beta1', 'v1.0-alpha1'];
 const COMPONENTS = new Set(['rt', 'dapr']);
@@ -28,18 +30,18 @@ export function workflowApiError(e: unknown, op: WorkflowOperation): unknown {
 }
 
 function component(p: Params): void {
-  if (!COMPONENTS.has(p.component)) {
-    throw fail(ERRORS.WORKFLOW_COMPONENT_NOT_FOUND, `workflow component "${p.component}" does not exist: use "rt" (or its alias "dapr")`);
+  if (!COMPONENTS.has(p.workflowComponent)) {
+    throw fail(ERRORS.WORKFLOW_COMPONENT_NOT_FOUND, `workflow component "${p.workflowComponent}" does not exist: use "rt" (or its alias "dapr")`);
   }
 }
 
 function lookupId(p: Params): string {
   try {
-    checkInstanceId(p.instanceId, 'lookup');
+    checkInstanceId(p.instanceID, 'lookup');
   } catch (e) {
     throw workflowApiError(e, 'GET');
   }
-  return p.instanceId;
+  return p.instanceID;
 }
 
 function bodyText(req: FastifyRequest): string | undefined {
@@ -80,16 +82,15 @@ export function toHttpInstance(rec: InstanceState): Record<string, unknown> {
 export async function registerRoutes(http: FastifyInstance, engine: Engine): Promise<void> {
   await rawBodyRoutes(http, (scope) => {
     for (const v of API_VERSIONS) {
-      const base = `/${v}/workflows/:component`;
+      const base = `/${v}/workflows/:workflowComponent`;
 
-      scope.post(`${base}/:workflowName/start`, async (req: FastifyRequest, reply: FastifyReply) => {
+      scope.post(`${base}/:workflowName/start`, { schema: schemas.WORKFLOW_START }, async (req: FastifyRequest, reply: FastifyReply) => {
         const p = req.params as Params;
         component(p);
         if (!p.workflowName) throw fail(ERRORS.WORKFLOW_NAME_MISSING, 'the workflow name is missing from the path');
         const q = req.query as Record<string, unknown>;
-        const raw = q.instanceID;
-        if (raw !== undefined && typeof raw !== 'string') throw failAs(ERRORS.WORKFLOW_INSTANCE_INVALID, 'ERR_INSTANCE_ID_INVALID', 'instanceID must be given once');
-        const instanceId = raw || undefined;
+        // one string, else the schema's 400 ERR_INSTANCE_ID_INVALID
+        const instanceId = (q.instanceID as string | undefined) || undefined;
         try {
           if (instanceId) checkInstanceId(instanceId, 'start');
           const id = await engine.start({ instanceId, name: p.workflowName, input: bodyText(req), trace: req.headers });
@@ -99,8 +100,8 @@ export async function registerRoutes(http: FastifyInstance, engine: Engine): Pro
         }
       });
 
-      const op = (path: string, code: WorkflowOperation, fn: (id: string, req: FastifyRequest) => Promise<unknown>) =>
-        scope.post(`${base}/:instanceId/${path}`, async (req: FastifyRequest, reply: FastifyReply) => {
+      const op = (path: string, schema: RouteSchema, code: WorkflowOperation, fn: (id: string, req: FastifyRequest) => Promise<unknown>) =>
+        scope.post(`${base}/:instanceID/${path}`, { schema }, async (req: FastifyRequest, reply: FastifyReply) => {
           const p = req.params as Params;
           component(p);
           const id = lookupId(p);
@@ -114,17 +115,17 @@ export async function registerRoutes(http: FastifyInstance, engine: Engine): Pro
 
       // HTTP terminate and purge always take the sub-orchestrations along (contract; the
       // reference runtime's HTTP and Dapr-API purge is recursive too)
-      op('terminate', 'TERMINATE', (id) => engine.terminate(id, undefined, true));
-      op('pause', 'PAUSE', (id) => engine.suspend(id));
-      op('resume', 'RESUME', (id) => engine.resume(id));
-      op('purge', 'PURGE', (id) => engine.purge(id, true));
-      op('raiseEvent/:eventName', 'RAISE_EVENT', (id, req) => {
+      op('terminate', schemas.WORKFLOW_TERMINATE, 'TERMINATE', (id) => engine.terminate(id, undefined, true));
+      op('pause', schemas.WORKFLOW_PAUSE, 'PAUSE', (id) => engine.suspend(id));
+      op('resume', schemas.WORKFLOW_RESUME, 'RESUME', (id) => engine.resume(id));
+      op('purge', schemas.WORKFLOW_PURGE, 'PURGE', (id) => engine.purge(id, true));
+      op('raiseEvent/:eventName', schemas.WORKFLOW_RAISE_EVENT, 'RAISE_EVENT', (id, req) => {
         const name = (req.params as Params).eventName;
         if (!name) throw fail(ERRORS.WORKFLOW_EVENT_NAME_MISSING, 'the event name is missing from the path');
         return engine.raiseEvent(id, name, bodyText(req));
       });
 
-      scope.get(`${base}/:instanceId`, async (req: FastifyRequest) => {
+      scope.get(`${base}/:instanceID`, { schema: schemas.WORKFLOW_GET }, async (req: FastifyRequest) => {
         const p = req.params as Params;
         component(p);
         const id = lookupId(p);
