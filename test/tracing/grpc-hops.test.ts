@@ -6,19 +6,13 @@
  * proxy: it calls its own app id through its internal port, as a call to another app would.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
-import { pino } from 'pino';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROTO_DIR } from '../../sidecar/src/grpc/runtime/proto.ts';
-import { startSidecar, type Sidecar } from '../../sidecar/src/sidecar.ts';
+import type { Sidecar } from '../../sidecar/src/sidecar.ts';
 import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
+import { eventually, startCallbackApp, startTracedSidecar, tracingFolder } from './harness.ts';
 
 const why = jaegerUnavailable();
 const available = requireService('Jaeger', !why, why ?? '');
@@ -26,24 +20,13 @@ const APP = `grpc-hops-${process.pid}-${Date.now().toString(36)}`;
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 const raw = (b: Buffer) => b;
 
-/** Polls `get` until it gives a value (deadline, no fixed sleeps of 100 ms or more). */
-async function eventually<T>(get: () => T | undefined, what: string, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = get();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe.skipIf(!available)('spans of calls and deliveries to a gRPC app, exported to Jaeger', () => {
   let jaeger: Jaeger;
   let dir: string;
+  let remove: (() => Promise<void>) | undefined;
   let sidecar: Sidecar | undefined;
   let app: grpc.Server | undefined;
   let client: grpc.Client | undefined;
-  const prevHome = process.env.RT_HOME;
   /** The traceparent each proxied call brought to the app, by its body. */
   const proxied = new Map<string, string>();
   /** The traceparent each OnTopicEvent brought, by the event's data. */
@@ -51,44 +34,26 @@ describe.skipIf(!available)('spans of calls and deliveries to a gRPC app, export
 
   beforeAll(async () => {
     jaeger = await startJaeger();
-    dir = await mkdtemp(join(tmpdir(), 'rt-grpc-hops-'));
-    process.env.RT_HOME = join(dir, 'home');
-    await mkdir(join(dir, 'r'));
-    await writeFile(join(dir, 'r', 'bus.yaml'), stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Component', metadata: { name: 'bus' }, spec: { type: 'pubsub.in-memory', version: 'v1' } }));
-    await writeFile(
-      join(dir, 'config.yaml'),
-      stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Configuration', metadata: { name: 'tracing' }, spec: { tracing: { samplingRate: '1', otel: { endpointAddress: jaeger.otlpGrpcEndpoint, isSecure: false, protocol: 'grpc' } } } }),
-    );
-
-    const def = protoLoader.loadSync('appcallback.proto', { keepCase: true, longs: Number, enums: Number, defaults: true, oneofs: true, includeDirs: [join(import.meta.dirname, '../../sidecar/src/app/proto'), PROTO_DIR] });
-    app = new grpc.Server();
-    app.addService(def['dapr.proto.runtime.v1.AppCallback'] as grpc.ServiceDefinition, {
-      ListTopicSubscriptions: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { subscriptions: [{ pubsub_name: 'bus', topic: 'orders', routes: { rules: [], default: '/orders' } }] }),
-      OnTopicEvent: (call: grpc.ServerUnaryCall<{ data: Buffer }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
-        events.set(call.request.data.toString(), String(call.metadata.get('traceparent')[0] ?? ''));
-        cb(null, { status: 0 });
+    ({ dir, remove } = await tracingFolder('rt-grpc-hops-', jaeger, [{ apiVersion: 'dapr.io/v1alpha1', kind: 'Component', metadata: { name: 'bus' }, spec: { type: 'pubsub.in-memory', version: 'v1' } }]));
+    let appPort: number;
+    ({ server: app, port: appPort } = await startCallbackApp(
+      {
+        ListTopicSubscriptions: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { subscriptions: [{ pubsub_name: 'bus', topic: 'orders', routes: { rules: [], default: '/orders' } }] }),
+        OnTopicEvent: (call: grpc.ServerUnaryCall<{ data: Buffer }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+          events.set(call.request.data.toString(), String(call.metadata.get('traceparent')[0] ?? ''));
+          cb(null, { status: 0 });
+        },
       },
-    });
-    // any other service: what rt-app-id proxying reaches
-    app.addService({ Say: { path: '/rt.test.Echo/Say', requestStream: false, responseStream: false, requestSerialize: raw, requestDeserialize: raw, responseSerialize: raw, responseDeserialize: raw } } as grpc.ServiceDefinition, {
-      Say: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
-        proxied.set(call.request.toString(), String(call.metadata.get('traceparent')[0] ?? ''));
-        cb(null, call.request);
-      },
-    });
-    const appPort = await new Promise<number>((res, rej) => app!.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
-    sidecar = await startSidecar({
-      appId: APP,
-      appPort,
-      appProtocol: 'grpc',
-      httpPort: 0,
-      grpcPort: 0,
-      enableMetrics: false,
-      dataDir: join(dir, 'd'),
-      resourcesPaths: [join(dir, 'r')],
-      configFile: join(dir, 'config.yaml'),
-      logger: pino({ level: 'silent' }),
-    });
+      // any other service: what rt-app-id proxying reaches
+      (server) =>
+        server.addService({ Say: { path: '/rt.test.Echo/Say', requestStream: false, responseStream: false, requestSerialize: raw, requestDeserialize: raw, responseSerialize: raw, responseDeserialize: raw } } as grpc.ServiceDefinition, {
+          Say: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+            proxied.set(call.request.toString(), String(call.metadata.get('traceparent')[0] ?? ''));
+            cb(null, call.request);
+          },
+        }),
+    ));
+    sidecar = await startTracedSidecar(dir, APP, { port: appPort, protocol: 'grpc' });
     client = new grpc.Client(`127.0.0.1:${sidecar.grpcPort}`, grpc.credentials.createInsecure());
   }, 120_000);
 
@@ -97,9 +62,7 @@ describe.skipIf(!available)('spans of calls and deliveries to a gRPC app, export
     await sidecar?.close();
     app?.forceShutdown();
     await jaeger?.stop();
-    if (prevHome === undefined) delete process.env.RT_HOME;
-    else process.env.RT_HOME = prevHome;
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await remove?.();
   });
 
   it("a proxied call is a CLIENT span on the caller's sidecar and a SERVER span on the callee's, whose context the app gets", async () => {

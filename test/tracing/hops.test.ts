@@ -25,6 +25,7 @@ import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
 import { PROTO_PATH, type ActivityRequest, type WorkItem } from '../../sidecar/src/workflows/proto.ts';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
+import { eventually } from './harness.ts';
 import { componentYaml, ok, startTestServer } from '../pluggable/helpers.ts';
 
 const why = jaegerUnavailable();
@@ -34,17 +35,6 @@ const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 /** The context the input binding's event brings in its metadata. */
 const EVENT_TRACE = hex(16);
 const EVENT_SPAN = hex(8);
-
-/** Polls `get` until it gives a value (deadline, no fixed sleeps of 100 ms or more). */
-async function eventually<T>(get: () => T | undefined, what: string, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = get();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 type Unary = (req: unknown, cb: (err: grpc.ServiceError | null, res?: unknown) => void) => void;
 type TaskHub = grpc.Client & Record<string, Unary> & { GetWorkItems(req: unknown): grpc.ClientReadableStream<WorkItem> };

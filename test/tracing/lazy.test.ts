@@ -2,7 +2,7 @@
  * The OpenTelemetry SDK loads only when a Configuration turns tracing on: a sidecar without one,
  * or with samplingRate "0", never resolves an @opentelemetry module (idle RSS and start time stay
  * as they were), also when it serves the calls that make CLIENT / PRODUCER spans with tracing on
- * (an invocation toward a URL, a publish, a workflow start). Checked in a fresh Node process that
+ * (an invocation toward a URL, a publish, a workflow start, a state save). Checked in a fresh Node process that
  * records every module it resolves.
  */
 import { spawnSync } from 'node:child_process';
@@ -24,6 +24,7 @@ function otelModulesLoaded(tracing?: Record<string, unknown>): { modules: string
     if (tracing) writeFileSync(config, JSON.stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Configuration', metadata: { name: 'c' }, spec: { tracing } }));
     mkdirSync(join(dir, 'resources'));
     writeFileSync(join(dir, 'resources', 'bus.yaml'), JSON.stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Component', metadata: { name: 'bus' }, spec: { type: 'pubsub.in-memory', version: 'v1' } }));
+    writeFileSync(join(dir, 'resources', 'store.yaml'), JSON.stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Component', metadata: { name: 'store' }, spec: { type: 'state.in-memory', version: 'v1' } }));
     const script = `
       import { registerHooks } from 'node:module';
       const seen = new Set();
@@ -43,6 +44,7 @@ function otelModulesLoaded(tracing?: Record<string, unknown>): { modules: string
         ['/v1.0/invoke/' + encodeURIComponent('http://127.0.0.1:' + target.address().port) + '/method/x', 'POST', '{}'],
         ['/v1.0/publish/bus/t', 'POST', '{"a":1}'],
         ['/v1.0/workflows/dapr/w/start?instanceID=lazy-1', 'POST', '1'],
+        ['/v1.0/state/store', 'POST', '[{"key":"k","value":1}]'],
       ]) statuses.push((await fetch(base + path, { method, headers, body })).status);
       await s.close();
       target.close();
@@ -59,8 +61,8 @@ function otelModulesLoaded(tracing?: Record<string, unknown>): { modules: string
 
 describe('the OpenTelemetry SDK is loaded lazily', () => {
   it('not without tracing nor at samplingRate "0"; with tracing on, the SDK and the configured exporter only', () => {
-    // metadata, invoke toward a URL, publish, workflow start: each served
-    const served = [200, 200, 204, 202];
+    // metadata, invoke toward a URL, publish, workflow start, a state save (a component call): each served
+    const served = [200, 200, 204, 202, 204];
     expect(otelModulesLoaded()).toEqual({ modules: [], statuses: served });
     expect(otelModulesLoaded({ samplingRate: '0', otel: { endpointAddress: '127.0.0.1:4317' } })).toEqual({ modules: [], statuses: served });
     const { modules: on, statuses } = otelModulesLoaded({ samplingRate: '1', otel: { endpointAddress: '127.0.0.1:9', protocol: 'http' } });

@@ -53,14 +53,14 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
   /** One try under a policy: the app's status (gRPC: 200 when taken, else the error thrown with its code). */
   const sendOnce = (t: Trigger, signal: AbortSignal | undefined, timeoutMs: number | undefined, trace?: Record<string, string>): Promise<number> =>
     ctx.app.grpc
-      ? jobEventOverGrpc(ctx.app.grpc, t, timeoutMs).then(() => 200)
+      ? jobEventOverGrpc(ctx.app.grpc, t, timeoutMs, trace).then(() => 200)
       : ctx.app
           .invoke({ method: 'POST', path: `/job/${encodeURIComponent(t.key.name)}`, body: dataBody(t), headers: { 'content-type': 'application/json', [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString(), ...trace }, signal })
           .then((r) => r.status);
   const tracing = ctx.services.tracing;
-  /** Tracing on (an HTTP app): the trigger is a new trace, its span's context goes to the app. */
+  /** Tracing on (an HTTP or gRPC app): the trigger is a new trace, its span's context goes to the app. */
   const deliverTraced = async (t: Trigger, traced: TracingService): Promise<boolean> => {
-    const span = jobSpan(traced, t.key.name);
+    const span = jobSpan(traced, t.key.name, !!ctx.app.grpc);
     const trace = contextHeaders(span);
     const policy = resiliency?.forApp(appId);
     try {
@@ -71,7 +71,7 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
       }
       const status = await sendOnce(t, undefined, undefined, trace);
       const ok = (status >= 200 && status < 300) || status === 404;
-      span.setAttributes({ 'http.response.status_code': status });
+      if (!ctx.app.grpc) span.setAttributes({ 'http.response.status_code': status });
       span.end(ok ? undefined : `the app answered ${status}`);
       if (!ok) log.warn({ job: t.key.name, status, attempt: t.attempt }, 'app failed a job trigger');
       return ok;
@@ -86,7 +86,7 @@ export function makeDeliverer(ctx: SidecarContext, internal: InternalJobsService
   // one reaction to it (a burst delivers thousands per second; promise churn was a visible
   // share of the sidecar's CPU per trigger).
   const toApp = (t: Trigger): Promise<boolean> => {
-    if (tracing && !ctx.app.grpc) return deliverTraced(t, tracing).finally(release);
+    if (tracing) return deliverTraced(t, tracing).finally(release);
     // no Resiliency resource: one check, and the path below as it was
     const policy = resiliency?.forApp(appId);
     if (policy) return deliverUnderPolicy(resiliency!, policy, t, log, (signal, ms) => sendOnce(t, signal, ms)).finally(release);
@@ -159,7 +159,7 @@ async function deliverOverGrpc(app: GrpcApp, t: Trigger, log: SidecarContext['lo
 }
 
 /** One gRPC call of a trigger (the stable method, or the alpha one): resolves when the app took it, else throws its error. */
-async function jobEventOverGrpc(app: GrpcApp, t: Trigger, timeoutMs?: number): Promise<void> {
+async function jobEventOverGrpc(app: GrpcApp, t: Trigger, timeoutMs?: number, trace?: Record<string, string>): Promise<void> {
   const req = {
     name: t.key.name,
     data: anyOut(t),
@@ -167,7 +167,7 @@ async function jobEventOverGrpc(app: GrpcApp, t: Trigger, timeoutMs?: number): P
     content_type: 'application/json',
     http_extension: { verb: 3 /* POST */, querystring: '' },
   };
-  const headers = { [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString() };
+  const headers = { [DUE_TIME_HEADER]: new Date(t.dueAt).toISOString(), ...trace };
   try {
     if ((alphaOnlyApps.get(app) ?? 0) < Date.now()) {
       try {

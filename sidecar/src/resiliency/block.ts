@@ -8,9 +8,11 @@ import { ResiliencyService } from './service.ts';
 
 export const block = defineBlock({
   name: 'resiliency',
+  uses: ['tracing'],
   provides: ['resiliency'],
   async setup(ctx) {
     const resiliency = new ResiliencyService(ctx.resources, ctx.options.appId, ctx.log.child({ block: 'resiliency' }));
+    resiliency.tracing = ctx.services.tracing;
     ctx.metadata.setResiliencyProvider(() => resiliency.metadata());
     return { resiliency };
   },

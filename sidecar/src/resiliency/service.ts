@@ -11,6 +11,7 @@ import { SYSTEM_CLOCK, type Clock } from '../../../shared/clock.ts';
 import { Policies, type Direction } from './policies.ts';
 import { runPolicy, type Outcome, type ResolvedPolicy, type RunOptions } from './run.ts';
 import type { ResiliencySpec } from './spec.ts';
+import type { TracingService } from '../tracing/service.ts';
 
 export interface PolicyCount {
   target: string;
@@ -39,6 +40,8 @@ export class ResiliencyService {
   private seen: ResiliencySpec[] | undefined;
   private policies: Policies;
   private readonly counts = new Map<string, PolicyCount>();
+  /** Set by the resiliency block while tracing is on: component calls get CLIENT spans (tracing/components.ts). */
+  tracing?: TracingService;
 
   constructor(resources: Resources, appId: string, log: Logger, clock: Clock = SYSTEM_CLOCK) {
     this.resources = resources;
@@ -116,5 +119,7 @@ export interface ComponentTypes {
  */
 export function componentCall<T>(resiliency: ResiliencyService | undefined, components: ComponentTypes, name: string, dir: Direction, call: (signal?: AbortSignal) => Promise<T>, o: RunOptions<T> = {}): Promise<T> {
   if (!resiliency) return call();
-  return resiliency.run(resiliency.forComponent(name, components.get(name)?.spec.type ?? '', dir), call, { isRequestError: (e) => e instanceof ApiError, ...o });
+  const type = components.get(name)?.spec.type ?? '';
+  const run = () => resiliency.run(resiliency.forComponent(name, type, dir), call, { isRequestError: (e) => e instanceof ApiError, ...o });
+  return resiliency.tracing && dir === 'Outbound' ? resiliency.tracing.componentCall(name, type, undefined, run) : run();
 }

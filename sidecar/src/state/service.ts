@@ -186,7 +186,7 @@ export class StateService {
   /** The store call's result, or what it threw as the error table's row for `code`. */
   private async guarded<T>(ref: StoreRef, code: StateErrorCode, call: () => Promise<T>): Promise<T> {
     try {
-      return await this.outbound(ref, call);
+      return await this.outbound(ref, call, code);
     } catch (e) {
       throw storeFailure(e, code, ref.name);
     }
@@ -196,9 +196,16 @@ export class StateService {
    * A store call under the store's outbound policy. A request the store refused (an etag, a bad
    * query) is the caller's mistake: not retried, not held against the store's circuit.
    */
-  private outbound<T>(ref: StoreRef, call: () => Promise<T>): Promise<T> {
+  private outbound<T>(ref: StoreRef, call: () => Promise<T>, code: StateErrorCode = 'ERR_STATE_QUERY'): Promise<T> {
     if (!this.resiliency) return call();
-    return this.resiliency.run(this.resiliency.forComponent(ref.name, ref.type, 'Outbound'), call, { isRequestError: (e) => e instanceof ApiError || e instanceof EtagMismatchError || e instanceof EtagInvalidError || e instanceof StateRequestError });
+    // tracing on: a CLIENT span per store call (tracing/components.ts), named by the operation
+    if (this.resiliency.tracing) return this.resiliency.tracing.componentCall(ref.name, ref.type, code.slice(10).toLowerCase(), () => this.run(ref, call));
+    return this.run(ref, call);
+  }
+
+  private run<T>(ref: StoreRef, call: () => Promise<T>): Promise<T> {
+    const resiliency = this.resiliency!;
+    return resiliency.run(resiliency.forComponent(ref.name, ref.type, 'Outbound'), call, { isRequestError: (e) => e instanceof ApiError || e instanceof EtagMismatchError || e instanceof EtagInvalidError || e instanceof StateRequestError });
   }
 }
 

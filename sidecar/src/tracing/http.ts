@@ -9,6 +9,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setRawRequestHook } from '../http/server.ts';
 import { answerWithContext } from './answer.ts';
+import { apiContext } from './components.ts';
 import type { RtSpan } from './sdk.ts';
 import { contextHeaders, type TracingService } from './service.ts';
 
@@ -27,6 +28,12 @@ export function traceHttpServer(app: FastifyInstance, tracing: TracingService): 
     carryOn(req.raw, span);
     answerWithContext(reply.raw, span);
     done();
+  });
+  // the handler runs in the span's context: component calls it makes are its children (components.ts)
+  app.addHook('preHandler', (req, reply, done) => {
+    const span = spans.get(req);
+    if (span) apiContext.run(contextHeaders(span), done);
+    else done();
   });
   app.addHook('onResponse', (req, reply, done) => {
     const span = spans.get(req);

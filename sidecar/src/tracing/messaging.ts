@@ -21,11 +21,13 @@ export function consumerSpan(tracing: TracingService, event: CloudEvent, sub: Su
   return span;
 }
 
-/** A job trigger delivered to the app: a new trace (a trigger carries no context), its span's context to the app. */
-export function jobSpan(tracing: TracingService, job: string): RtSpan {
+/**
+ * A job trigger delivered to the app: a new trace (a trigger carries no context), its span's
+ * context to the app (HTTP headers, or the gRPC metadata of AppCallback.OnJobEvent).
+ */
+export function jobSpan(tracing: TracingService, job: string, grpc = false): RtSpan {
   return tracing.start(`job ${job}`, 'client', undefined, {
-    'http.request.method': 'POST',
-    'url.path': `/job/${encodeURIComponent(job)}`,
+    ...(grpc ? { 'rpc.system': 'grpc', 'rpc.service': 'dapr.proto.runtime.v1.AppCallback', 'rpc.method': 'OnJobEvent' } : { 'http.request.method': 'POST', 'url.path': `/job/${encodeURIComponent(job)}` }),
     'rt.component': 'scheduler',
     'rt.operation': 'jobs.trigger',
     'rt.job': job,

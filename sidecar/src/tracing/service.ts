@@ -5,6 +5,7 @@
  */
 import type { TracingConfig } from './config.ts';
 import { firstValue, formatTraceParent, keepTraceState, parseTraceParent } from './context.ts';
+import { tracedComponentCall } from './components.ts';
 import type { Attributes, RtSpan, SpanKindName, SpanStarter } from './sdk.ts';
 
 /** Where a call's incoming context is read from (HTTP headers or gRPC metadata, first values). */
@@ -34,6 +35,11 @@ export class TracingService {
     const state = parent ? keepTraceState(carried?.tracestate) : undefined;
     attrs['rt.app_id'] = this.appId;
     return this.starter.start(name, kind, parent, state, attrs);
+  }
+
+  /** A call to component `name` of `type` under a CLIENT span (state, secrets, configuration, lock: components.ts). */
+  componentCall<T>(name: string, type: string, operation: string | undefined, call: () => Promise<T>): Promise<T> {
+    return tracedComponentCall(this, name, type, operation, call);
   }
 
   shutdown(): Promise<void> {

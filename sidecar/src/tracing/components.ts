@@ -1,0 +1,37 @@
+/**
+ * CLIENT spans of component calls (state, secrets, configuration, lock), made by the component-call
+ * wrappers through `ResiliencyService.tracing` (set only while tracing is on). A call's parent is
+ * the API request being served: the HTTP server span puts its context in `apiContext` (an
+ * AsyncLocalStorage) for the handler, so the services need no context argument. State stores get
+ * the database client attributes of the OpenTelemetry semantic conventions.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Attributes } from './sdk.ts';
+import type { CarriedContext, TracingService } from './service.ts';
+
+/** The context of the API call being served (traceparent / tracestate of its SERVER span). */
+export const apiContext = new AsyncLocalStorage<CarriedContext>();
+
+/** The building block of a component type ("state.redis" → "state"); pub/sub and bindings have spans of their own. */
+const TRACED = new Set(['state', 'secretstores', 'configuration', 'lock']);
+
+/** `call` to component `name` of `type` under a CLIENT span; a failure marks the span's status error. */
+export async function tracedComponentCall<T>(tracing: TracingService, name: string, type: string, operation: string | undefined, call: () => Promise<T>): Promise<T> {
+  const kind = type.slice(0, type.indexOf('.'));
+  if (!TRACED.has(kind)) return call();
+  const attrs: Attributes = { 'rt.component': name, 'rt.component_type': type, 'rt.operation': operation ? `${kind}.${operation}` : kind };
+  if (kind === 'state') {
+    attrs['db.system'] = type.slice(type.indexOf('.') + 1);
+    attrs['db.namespace'] = name;
+    if (operation) attrs['db.operation.name'] = operation;
+  }
+  const span = tracing.start(operation ? `${kind}/${name} ${operation}` : `${kind}/${name}`, 'client', apiContext.getStore(), attrs);
+  try {
+    const r = await call();
+    span.end();
+    return r;
+  } catch (e) {
+    span.end((e as Error).message);
+    throw e;
+  }
+}
