@@ -7,13 +7,17 @@
  * call's metadata.
  */
 import { randomBytes } from 'node:crypto';
-import type * as grpc from '@grpc/grpc-js';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
 import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
 import type { JaegerSpan } from '../services/jaeger/query.ts';
+import { ok, startTestServer } from '../pluggable/helpers.ts';
 import { eventually, startCallbackApp, startTracedSidecar, tracingFolder } from './harness.ts';
 
 const why = jaegerUnavailable();
@@ -29,6 +33,9 @@ describe.skipIf(!available)('spans of component calls and gRPC job triggers, exp
   let remove: (() => Promise<void>) | undefined;
   let sidecar: Sidecar | undefined;
   let app: grpc.Server | undefined;
+  let plug: grpc.Server | undefined;
+  /** The traceparent each Get of the pluggable store brought, by key. */
+  const plugGets = new Map<string, string>();
   /** The traceparent each OnJobEvent brought, by job name. */
   const jobs = new Map<string, string>();
 
@@ -43,12 +50,28 @@ describe.skipIf(!available)('spans of component calls and gRPC job triggers, exp
         cb(null, {});
       },
     }));
-    sidecar = await startTracedSidecar(dir, APP, { port: appPort, protocol: 'grpc' });
+    // a pluggable state store in this process: it records the traceparent of each Get, and fails key "bad"
+    await mkdir(join(dir, 's'));
+    plug = await startTestServer(join(dir, 's', 'plug.sock'), {
+      StateStore: {
+        Init: ok({}),
+        Features: ok({ features: [] }),
+        Ping: ok({}),
+        Get: (call: grpc.ServerUnaryCall<{ key: string }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+          plugGets.set(call.request.key, String(call.metadata.get('traceparent')[0] ?? ''));
+          if (call.request.key.endsWith('bad')) cb({ code: grpc.status.INTERNAL, details: 'the store is broken' });
+          else cb(null, { data: Buffer.from('"v"'), etag: { value: '1' }, metadata: {}, content_type: 'application/json' });
+        },
+      },
+    });
+    await writeFile(join(dir, 'r', 'plug.yaml'), stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Component', metadata: { name: 'plug' }, spec: { type: 'state.plug', version: 'v1' } }));
+    sidecar = await startTracedSidecar(dir, APP, { port: appPort, protocol: 'grpc' }, { componentsSocketsFolder: join(dir, 's') });
   }, 120_000);
 
   afterAll(async () => {
     await sidecar?.close();
     app?.forceShutdown();
+    plug?.forceShutdown();
     await jaeger?.stop();
     await remove?.();
   });
@@ -86,6 +109,19 @@ describe.skipIf(!available)('spans of component calls and gRPC job triggers, exp
     expect(failed.children).toHaveLength(1);
     expect(failed.children[0]).toMatchObject({ kind: 'client', operationName: 'state/store save' });
     expect(isError(failed.children[0])).toBe(true);
+  }, 60_000);
+
+  it('a pluggable store gets the CLIENT span as traceparent metadata; its error answer marks the span', async () => {
+    const good = await traced('/v1.0/state/plug/k-good', { method: 'GET' }, 200);
+    expect(good.children).toHaveLength(1);
+    expect(good.children[0]).toMatchObject({ kind: 'client', operationName: 'state/plug get', tags: expect.objectContaining({ 'db.system': 'plug', 'db.namespace': 'plug' }) });
+    expect(isError(good.children[0])).toBe(false);
+    const sent = parseTraceParent([...plugGets].find(([k]) => k.endsWith('k-good'))?.[1]);
+    expect(sent).toMatchObject({ traceId: good.server.traceId, spanId: good.children[0].spanId });
+
+    const bad = await traced('/v1.0/state/plug/k-bad', { method: 'GET' }, 500);
+    expect(bad.children).toHaveLength(1);
+    expect(isError(bad.children[0])).toBe(true);
   }, 60_000);
 
   it('a job delivered through OnJobEvent: its CLIENT span, whose context the app gets in the metadata', async () => {

@@ -7,7 +7,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { pino } from 'pino';
 import { stringify } from 'yaml';
 import { PROTO_DIR } from '../../sidecar/src/grpc/runtime/proto.ts';
-import { startSidecar, type Sidecar } from '../../sidecar/src/sidecar.ts';
+import { startSidecar, type Sidecar, type StartOptions } from '../../sidecar/src/sidecar.ts';
 import type { Jaeger } from '../services/jaeger.ts';
 
 /** Polls `get` until it gives a value (deadline, no fixed sleeps of 100 ms or more). */
@@ -37,8 +37,9 @@ export async function startCallbackApp(callbacks: grpc.UntypedServiceImplementat
 }
 
 /** A sidecar of `appId` on free ports with the resources in `<dir>/r` and the Configuration at `<dir>/config.yaml`, quiet. */
-export function startTracedSidecar(dir: string, appId: string, app?: { port: number; protocol: 'grpc' | 'http' }): Promise<Sidecar> {
+export function startTracedSidecar(dir: string, appId: string, app?: { port: number; protocol: 'grpc' | 'http' }, extra: Partial<StartOptions> = {}): Promise<Sidecar> {
   return startSidecar({
+    ...extra,
     appId,
     ...(app ? { appPort: app.port, appProtocol: app.protocol } : {}),
     httpPort: 0,

@@ -8,6 +8,12 @@ import { socketAddress } from './discovery.ts';
 import { componentService, COMPONENTS_PACKAGE } from './protos.ts';
 
 export const INSTANCE_HEADER = 'x-component-instance';
+
+/**
+ * Set by the tracing block while tracing is on: the context of the component call's CLIENT span
+ * (tracing/components.ts), sent as `traceparent` / `tracestate` metadata. Unset: one check per call.
+ */
+export const callTrace: { current?: () => { traceparent: string; tracestate?: string } | undefined } = {};
 /** No call to a component may hang an API request forever. */
 export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
 
@@ -46,6 +52,13 @@ export class Connection {
     return md;
   }
 
+  private withTrace(trace: { traceparent: string; tracestate?: string }): grpc.Metadata {
+    const md = this.unaryMetadata.clone();
+    md.set('traceparent', trace.traceparent);
+    if (trace.tracestate) md.set('tracestate', trace.tracestate);
+    return md;
+  }
+
   /** `service` is the full name, e.g. dapr.proto.components.v1.StateStore. */
   private client(service: string): grpc.Client {
     let c = this.clients.get(service);
@@ -66,7 +79,8 @@ export class Connection {
       const limit = Error.stackTraceLimit;
       Error.stackTraceLimit = 0;
       try {
-        fn.call(client, req, this.unaryMetadata, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res as Res)));
+        const trace = callTrace.current?.();
+        fn.call(client, req, trace ? this.withTrace(trace) : this.unaryMetadata, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res as Res)));
       } finally {
         Error.stackTraceLimit = limit;
       }

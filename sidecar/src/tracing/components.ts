@@ -3,14 +3,18 @@
  * wrappers through `ResiliencyService.tracing` (set only while tracing is on). A call's parent is
  * the API request being served: the HTTP server span puts its context in `apiContext` (an
  * AsyncLocalStorage) for the handler, so the services need no context argument. State stores get
- * the database client attributes of the OpenTelemetry semantic conventions.
+ * the database client attributes of the OpenTelemetry semantic conventions; a pluggable component
+ * gets the span's context as `traceparent` / `tracestate` metadata (pluggable/connection.ts).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Attributes } from './sdk.ts';
-import type { CarriedContext, TracingService } from './service.ts';
+import { contextHeaders, type CarriedContext, type TracingService } from './service.ts';
 
 /** The context of the API call being served (traceparent / tracestate of its SERVER span). */
 export const apiContext = new AsyncLocalStorage<CarriedContext>();
+
+/** The context of the component call in progress (its CLIENT span): what a pluggable component gets as metadata. */
+export const componentContext = new AsyncLocalStorage<{ traceparent: string; tracestate?: string }>();
 
 /** The building block of a component type ("state.redis" → "state"); pub/sub and bindings have spans of their own. */
 const TRACED = new Set(['state', 'secretstores', 'configuration', 'lock']);
@@ -27,7 +31,7 @@ export async function tracedComponentCall<T>(tracing: TracingService, name: stri
   }
   const span = tracing.start(operation ? `${kind}/${name} ${operation}` : `${kind}/${name}`, 'client', apiContext.getStore(), attrs);
   try {
-    const r = await call();
+    const r = await componentContext.run(contextHeaders(span), call);
     span.end();
     return r;
   } catch (e) {
