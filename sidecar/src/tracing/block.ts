@@ -28,7 +28,7 @@ export const block = defineBlock({
     traceHttpServer(ctx.http, tracing);
     // pluggable components get the component call's context as metadata (one slot, unset while off)
     const [{ callTrace }, { componentContext }] = await Promise.all([import('../pluggable/connection.ts'), import('./components.ts')]);
-    callTrace.current = () => componentContext.getStore();
+    callTrace.current = () => componentContext().getStore();
     ctx.grpc.addInterceptor(grpcTracingInterceptor(tracing));
     ctx.onClose(() => tracing.shutdown().catch((e: unknown) => log.warn({ err: (e as Error).message }, 'spans could not be exported at shutdown')));
     log.info({ samplingRate: config.samplingRate, protocol: config.otel?.protocol, endpoint: config.otel?.url, zipkin: config.zipkin?.url }, 'tracing on');

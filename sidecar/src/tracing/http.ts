@@ -32,7 +32,7 @@ export function traceHttpServer(app: FastifyInstance, tracing: TracingService): 
   // the handler runs in the span's context: component calls it makes are its children (components.ts)
   app.addHook('preHandler', (req, reply, done) => {
     const span = spans.get(req);
-    if (span) apiContext.run(contextHeaders(span), done);
+    if (span) apiContext().run(contextHeaders(span), done);
     else done();
   });
   app.addHook('onResponse', (req, reply, done) => {

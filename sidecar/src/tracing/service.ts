@@ -4,16 +4,12 @@
  * `ctx.services.tracing` (undefined when off), so the off path is one check of that slot.
  */
 import type { TracingConfig } from './config.ts';
-import { firstValue, formatTraceParent, keepTraceState, parseTraceParent } from './context.ts';
+import type { CarriedContext } from './carried.ts';
+import { firstValue, keepTraceState, parseTraceParent } from './context.ts';
 import { tracedComponentCall } from './components.ts';
 import type { Attributes, RtSpan, SpanKindName, SpanStarter } from './sdk.ts';
 
-/** Where a call's incoming context is read from (HTTP headers or gRPC metadata, first values). */
-export interface CarriedContext {
-  traceparent?: unknown;
-  tracestate?: unknown;
-  [other: string]: unknown;
-}
+export { contextHeaders, type CarriedContext } from './carried.ts';
 
 export class TracingService {
   readonly config: TracingConfig;
@@ -45,11 +41,4 @@ export class TracingService {
   shutdown(): Promise<void> {
     return this.starter.shutdown();
   }
-}
-
-/** The headers that carry a span's context onward. */
-export function contextHeaders(span: RtSpan): { traceparent: string; tracestate?: string } {
-  const out: { traceparent: string; tracestate?: string } = { traceparent: formatTraceParent(span.context) };
-  if (span.traceState) out.tracestate = span.traceState;
-  return out;
 }
