@@ -402,6 +402,72 @@ describe.skipIf(!available)('the user path on Kubernetes', () => {
     expect((await list(asCheckout, { namespace: NS, appId: 'stock' }))?.code).toBe(grpc.status.PERMISSION_DENIED);
   });
 
+  it('4d. actors: placement from the chart, two annotated Deployments hosting the same actor type; each actor is active on one of them, reached through either sidecar', { timeout: 300_000 }, async () => {
+    const c = cluster!;
+    // the app counts the calls each actor id gets in this process: one activation per id means
+    // calls through either sidecar reach the same process and the count goes up by one each time
+    const HALL = `
+const seen = new Map();
+require('node:http').createServer((req, res) => {
+  const json = (v) => { res.setHeader('content-type', 'application/json'); res.end(JSON.stringify(v)); };
+  if (req.url === '/dapr/config') return json({ entities: ['Counter'], actorIdleTimeout: '1h' });
+  // /actors/Counter/<id>/method/hit (no backslashes: this text is a template literal)
+  const p = req.url.split('/');
+  const id = p.length === 6 && p[1] === 'actors' && p[2] === 'Counter' && p[4] === 'method' && p[5] === 'hit' ? p[3] : undefined;
+  req.resume();
+  req.on('end', () => {
+    if (id && req.method === 'PUT') { seen.set(id, (seen.get(id) || 0) + 1); return json({ me: process.env.ME, calls: seen.get(id) }); }
+    if (req.method === 'DELETE') return res.end();
+    res.statusCode = 404; res.end();
+  });
+}).listen(3000);
+process.on('SIGTERM', () => process.exit(0));`;
+    const halls = ['hall-a', 'hall-b'];
+    for (const h of halls) {
+      const template = podTemplate(h, { outName: h, annotations: { 'rt.io/pod-certificate': 'false' } });
+      template.spec.containers[0].command = ['node', '-e', HALL];
+      template.spec.containers[0].env.push({ name: 'ME', value: h });
+      await apply({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: h, namespace: NS }, spec: { replicas: 1, selector: { matchLabels: { app: h } }, template } });
+    }
+    try {
+      await actorsAcross(halls);
+    } finally {
+      await ok(c.kubectl(['delete', 'deployment', ...halls, '-n', NS, '--cascade=foreground', '--wait=true', '--timeout=60s']), 'delete the actor Deployments');
+      await vi.waitFor(async () => expect(await pods(NS, `app in (${halls.join(',')})`)).toEqual([]), { timeout: 60_000, interval: 500 });
+    }
+  });
+
+  /** Calls through both sidecars reach one activation per actor id, spread over both hosts. */
+  async function actorsAcross(halls: string[]): Promise<void> {
+    const hosts = await Promise.all(halls.map((h) => readyPod(h)));
+    const hit = async (via: Pod, id: string) => {
+      const r = await fetch(`${sidecarOf(via)}/v1.0/actors/Counter/${id}/method/hit`, { method: 'PUT', signal: AbortSignal.timeout(10_000) });
+      const body = await r.text();
+      expect(r.status, body).toBe(200);
+      return JSON.parse(body) as { me: string; calls: number };
+    };
+    // both sidecars have reported to placement and hold a table with both hosts
+    await vi.waitFor(async () => {
+      const owners = new Set<string>();
+      for (let i = 0; i < 20; i++) owners.add((await hit(hosts[i % 2], `warm-${i}`)).me);
+      expect([...owners].sort()).toEqual(halls);
+    }, { timeout: 120_000, interval: 1000 });
+    const owners: Record<string, number> = {};
+    for (let i = 0; i < 40; i++) {
+      const id = `c-${i}`;
+      const first = await hit(hosts[0], id);
+      const second = await hit(hosts[1], id);
+      const third = await hit(hosts[0], id);
+      // one activation: the same process answers each time, and its count goes 1, 2, 3
+      expect([first, second, third], id).toEqual([{ me: first.me, calls: 1 }, { me: first.me, calls: 2 }, { me: first.me, calls: 3 }]);
+      owners[first.me] = (owners[first.me] ?? 0) + 1;
+    }
+    // consistent hashing spreads 40 ids over both hosts
+    expect(Object.keys(owners).sort(), JSON.stringify(owners)).toEqual(halls);
+    const meta = (await (await fetch(`${sidecarOf(hosts[0])}/v1.0/metadata`)).json()) as { actors?: Array<{ type: string; count: number }>; actorRuntime?: { placement?: string } };
+    expect(meta.actors?.find((a) => a.type === 'Counter')?.count).toBeGreaterThan(0);
+  }
+
   it('5. a changed Component reaches the running sidecar within a second; a deleted one leaves it; a fixed one is hot-loaded', { timeout: 300_000 }, async () => {
     const sidecar = sidecarOf(appPod);
     await apply(brokenComponent(true));
