@@ -86,12 +86,28 @@ describe('rt placement (a real process)', () => {
     });
     const follower = 1 - leader;
     expect(await ready(follower)).toBe(false);
-    // a follower refuses a host, naming the leader
-    const refused = new RawHost(`127.0.0.1:${ports[follower]}`, { name: '127.0.0.1:40001', id: 'x' });
-    refused.send();
-    await waitFor(() => refused.ended, 5000, 'refused');
-    expect(refused.ended).toMatchObject({ code: grpc.status.FAILED_PRECONDITION, details: expect.stringContaining(`the leader is 127.0.0.1:${ports[leader]}`) });
-    refused.close();
+    // a follower refuses a host, naming the leader once it has seen the election's result (the
+    // leader can answer /readyz before the follower's watch on etcd brings it: until then it
+    // refuses without a name, which a host meets by trying the next address; a run beside a CPU
+    // load saw that answer once)
+    const refusal = async () => {
+      const refused = new RawHost(`127.0.0.1:${ports[follower]}`, { name: '127.0.0.1:40001', id: 'x' });
+      try {
+        refused.send();
+        await waitFor(() => refused.ended, 5000, 'refused');
+        return refused.ended!;
+      } finally {
+        refused.close();
+      }
+    };
+    let ended = await refusal();
+    expect(ended).toMatchObject({ code: grpc.status.FAILED_PRECONDITION, details: expect.stringContaining('this placement replica is not the leader') });
+    const deadline = Date.now() + 15_000;
+    while (!ended.details.includes('the leader is') && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      ended = await refusal();
+    }
+    expect(ended).toMatchObject({ code: grpc.status.FAILED_PRECONDITION, details: expect.stringContaining(`the leader is 127.0.0.1:${ports[leader]}`) });
 
     const addresses = ports.map((p) => `127.0.0.1:${p}`);
     const hs = [host(addresses, 'a', ['cat']), host(addresses, 'b', ['cat'])];
