@@ -16,6 +16,19 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { redisClient } from '../configuration/helpers.ts';
+import type { RedisTarget } from '../services/redis.ts';
+
+/** Removes an app's actor state (keys `<appId>||…`) from the test Redis database after a suite. */
+export async function dropActorKeys(redis: RedisTarget, db: number, appId: string): Promise<void> {
+  const r = await redisClient(redis, db);
+  try {
+    const keys = await r.keys(`${appId}||*`);
+    if (keys.length) await r.del(...keys);
+  } finally {
+    r.disconnect();
+  }
+}
 
 export interface ActorAppLog {
   calls: { type: string; id: string; method: string; reentrancyId?: string }[];

@@ -18,6 +18,7 @@ import { redisClient } from '../configuration/helpers.ts';
 import { startPlacement, type RunningPlacement } from '../placement/harness.ts';
 import { requireService } from '../services/ci.ts';
 import { redisMetadata, redisTarget } from '../services/redis.ts';
+import { dropActorKeys } from './app.ts';
 import { startHost, type Host } from './hosts.ts';
 
 const redis = await redisTarget();
@@ -84,12 +85,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(hosts.map((h) => h.stop()));
   await placement?.close();
-  if (haveRedis) {
-    const r = await redisClient(redis, DB);
-    const keys = await r.keys(`${appId}||*`);
-    if (keys.length) await r.del(...keys);
-    r.disconnect();
-  }
+  if (haveRedis) await dropActorKeys(redis, DB, appId);
   if (dir) await rm(dir, { recursive: true, force: true });
 }, 60_000);
 

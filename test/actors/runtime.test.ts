@@ -15,7 +15,7 @@ import { componentYaml } from '../grpc/harness.ts';
 import { eventually, redisClient } from '../configuration/helpers.ts';
 import { requireService } from '../services/ci.ts';
 import { redisMetadata, redisTarget } from '../services/redis.ts';
-import { startActorApp, type ActorTestApp } from './app.ts';
+import { dropActorKeys, startActorApp, type ActorTestApp } from './app.ts';
 
 const redis = await redisTarget();
 const haveRedis = requireService('Redis', redis.available, `nothing answers at ${redis.url}`);
@@ -59,12 +59,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await sc?.close();
   await app?.close();
-  if (haveRedis) {
-    const r = await redisClient(redis, DB);
-    const keys = await r.keys(`${appId}||*`);
-    if (keys.length) await r.del(...keys);
-    r.disconnect();
-  }
+  if (haveRedis) await dropActorKeys(redis, DB, appId);
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
