@@ -91,6 +91,17 @@ describe.skipIf(!available)('workload identity under load on a real node', () =>
     const k: KubeCluster = cluster!.kube;
     await ok(k.helm(['install', 'rt', CHART, ...BASE, '--create-namespace', '--wait', '--timeout', '4m']), 'helm install');
     await k.createNamespace(NS);
+    // the injector's pod can be Ready before the API server reaches it through its Service; with
+    // failurePolicy Ignore a pod made meanwhile starts without its sidecar (a run saw both apps so):
+    // apply the apps once a server-side dry run comes back injected
+    const probe = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'probe', namespace: NS, annotations: { 'rt.io/enabled': 'true', 'rt.io/app-id': 'probe' } }, spec: { containers: [{ name: 'app', image: 'rt:dev', imagePullPolicy: 'Never' }] } };
+    await vi.waitFor(
+      async () => {
+        const spec = (JSON.parse(await ok(k.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { input: JSON.stringify(probe) }), 'dry-run pod')) as { spec: { initContainers?: Array<{ name: string }>; containers: Array<{ name: string }> } }).spec;
+        expect([...(spec.initContainers ?? []), ...spec.containers].map((x) => x.name)).toContain('rt-sidecar');
+      },
+      { timeout: 120_000, interval: 1000 },
+    );
     await ok(k.kubectl(['apply', '-f', '-'], { input: APPS.map((a) => JSON.stringify(deployment(a))).join('\n') }), 'apply apps');
     type Pod = { metadata: { name: string; uid: string; labels: Record<string, string> }; status: { podIP?: string; containerStatuses?: Array<{ name: string; ready: boolean; restartCount: number }> } };
     const ips: Record<string, string> = {};
