@@ -2,7 +2,8 @@
  * CLIENT spans of component calls and job triggers to a gRPC app, as a real Jaeger receives them:
  * a state save and get through the HTTP API each show the API's SERVER span with a CLIENT child
  * per store call (the database client attributes: db.system, db.namespace = the store,
- * db.operation.name); a store call that fails (an etag mismatch) has an error status; a job
+ * db.operation.name); a gRPC SaveState and GetState each show the gRPC SERVER span with the store
+ * call's CLIENT span as its child; a store call that fails (an etag mismatch) has an error status; a job
  * delivered through AppCallback.OnJobEvent has its CLIENT span, whose context the app gets in the
  * call's metadata.
  */
@@ -12,6 +13,7 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runtimeClient } from '../../sidecar/src/grpc/runtime/proto.ts';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
 import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
 import { requireService } from '../services/ci.ts';
@@ -102,6 +104,33 @@ describe.skipIf(!available)('spans of component calls and gRPC job triggers, exp
     const get = await traced('/v1.0/state/store/k1', { method: 'GET' }, 200);
     expect(get.children).toHaveLength(1);
     expect(get.children[0]).toMatchObject({ kind: 'client', operationName: 'state/store get', tags: expect.objectContaining({ 'db.namespace': 'store', 'db.operation.name': 'get' }) });
+  }, 60_000);
+
+  it('a gRPC SaveState and GetState: the store call is a CLIENT child of the gRPC SERVER span', async () => {
+    const client = new (runtimeClient())(`127.0.0.1:${sidecar!.grpcPort}`, grpc.credentials.createInsecure());
+    try {
+      const call = (method: string, req: unknown, traceId: string, root: string) => {
+        const md = new grpc.Metadata();
+        md.set('traceparent', `00-${traceId}-${root}-01`);
+        return new Promise<unknown>((resolve, reject) => (client[method] as (r: unknown, m: grpc.Metadata, cb: (e: Error | null, v?: unknown) => void) => void).call(client, req, md, (e, v) => (e ? reject(e) : resolve(v))));
+      };
+      for (const [method, req, operation] of [
+        ['SaveState', { store_name: 'store', states: [{ key: 'g1', value: Buffer.from('"v"') }] }, 'save'],
+        ['GetState', { store_name: 'store', key: 'g1' }, 'get'],
+      ] as const) {
+        const traceId = hex(16);
+        const root = hex(8);
+        await call(method, req, traceId, root);
+        const spans = await jaeger.waitForTrace(traceId, 2, 20_000);
+        const server = spans.find((s) => s.kind === 'server' && s.parentSpanId === root);
+        expect(server).toMatchObject({ operationName: `dapr.proto.runtime.v1.Dapr/${method}`, tags: expect.objectContaining({ 'rpc.method': method }) });
+        const children = spans.filter((s) => s.parentSpanId === server!.spanId);
+        expect(children).toHaveLength(1);
+        expect(children[0]).toMatchObject({ kind: 'client', traceId, operationName: `state/store ${operation}`, tags: expect.objectContaining({ 'db.namespace': 'store', 'db.operation.name': operation }) });
+      }
+    } finally {
+      client.close();
+    }
   }, 60_000);
 
   it('a store call that fails (an etag mismatch) has an error status', async () => {

@@ -2,7 +2,8 @@
  * The OpenTelemetry SDK loads only when a Configuration turns tracing on: a sidecar without one,
  * or with samplingRate "0", never resolves an @opentelemetry module (idle RSS and start time stay
  * as they were), also when it serves the calls that make CLIENT / PRODUCER spans with tracing on
- * (an invocation toward a URL, a publish, a workflow start, a state save). Checked in a fresh Node process that
+ * (an invocation toward a URL, a publish, a workflow start, a state save, a gRPC SaveState with a
+ * traceparent). Checked in a fresh Node process that
  * records every module it resolves.
  */
 import { spawnSync } from 'node:child_process';
@@ -12,6 +13,7 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const SIDECAR = resolve(import.meta.dirname, '../../sidecar/src/sidecar.ts');
+const PROTO = resolve(import.meta.dirname, '../../sidecar/src/grpc/runtime/proto.ts');
 
 /**
  * Starts a sidecar with this spec.tracing (none: no Configuration) in a child and makes its calls;
@@ -46,6 +48,14 @@ function otelModulesLoaded(tracing?: Record<string, unknown>): { modules: string
         ['/v1.0/workflows/dapr/w/start?instanceID=lazy-1', 'POST', '1'],
         ['/v1.0/state/store', 'POST', '[{"key":"k","value":1}]'],
       ]) statuses.push((await fetch(base + path, { method, headers, body })).status);
+      // a gRPC API call with a traceparent (a component call under it: a state save)
+      const grpc = await import('@grpc/grpc-js');
+      const { runtimeClient } = await import(${JSON.stringify(PROTO)});
+      const client = new (runtimeClient())('127.0.0.1:' + s.grpcPort, grpc.credentials.createInsecure());
+      const md = new grpc.Metadata();
+      md.set('traceparent', headers.traceparent);
+      statuses.push(await new Promise((r) => client.SaveState({ store_name: 'store', states: [{ key: 'g', value: Buffer.from('1') }] }, md, (e) => r(e ? e.code : 0))));
+      client.close();
       await s.close();
       target.close();
       console.log(JSON.stringify({ modules: [...seen].sort(), statuses }));
@@ -61,8 +71,8 @@ function otelModulesLoaded(tracing?: Record<string, unknown>): { modules: string
 
 describe('the OpenTelemetry SDK is loaded lazily', () => {
   it('not without tracing nor at samplingRate "0"; with tracing on, the SDK and the configured exporter only', () => {
-    // metadata, invoke toward a URL, publish, workflow start, a state save (a component call): each served
-    const served = [200, 200, 204, 202, 204];
+    // metadata, invoke toward a URL, publish, workflow start, a state save (a component call), a gRPC SaveState (0: OK): each served
+    const served = [200, 200, 204, 202, 204, 0];
     expect(otelModulesLoaded()).toEqual({ modules: [], statuses: served });
     expect(otelModulesLoaded({ samplingRate: '0', otel: { endpointAddress: '127.0.0.1:4317' } })).toEqual({ modules: [], statuses: served });
     const { modules: on, statuses } = otelModulesLoaded({ samplingRate: '1', otel: { endpointAddress: '127.0.0.1:9', protocol: 'http' } });

@@ -1,12 +1,14 @@
 /**
  * A SERVER span for each gRPC API call (a grpc-js server interceptor, added to the port only when
  * tracing is on): its parent is the call's traceparent / tracestate metadata, and the metadata the
- * handler sees carries the span's context instead, for the calls it passes on.
+ * handler sees carries the span's context instead, for the calls it passes on, and the handler
+ * runs inside `apiContext()` holding that context (the parent of its component calls' CLIENT spans).
  */
 import * as grpc from '@grpc/grpc-js';
 import { answersWithContext, putAnswerContext, withAnswerContext } from './answer.ts';
+import { apiContext } from './components.ts';
 import type { RtSpan } from './sdk.ts';
-import { contextHeaders, type TracingService } from './service.ts';
+import { contextHeaders, type CarriedContext, type TracingService } from './service.ts';
 
 /** "/pkg.Service/Method" → the RPC attributes of the semantic conventions. */
 export function rpcAttributes(path: string): { 'rpc.system': string; 'rpc.service': string; 'rpc.method': string } {
@@ -17,6 +19,7 @@ export function rpcAttributes(path: string): { 'rpc.system': string; 'rpc.servic
 export function grpcTracingInterceptor(tracing: TracingService): grpc.ServerInterceptor {
   return (method, call) => {
     let span: RtSpan | undefined;
+    let carried: CarriedContext | undefined;
     const answers = answersWithContext(method.path);
     let headSent = false;
     return new grpc.ServerInterceptingCall(call, {
@@ -29,7 +32,19 @@ export function grpcTracingInterceptor(tracing: TracingService): grpc.ServerInte
             metadata.set('traceparent', h.traceparent);
             if (h.tracestate) metadata.set('tracestate', h.tracestate);
             else metadata.remove('tracestate');
-            mdNext(metadata);
+            // the handler runs in the span's context: component calls it makes are its children
+            // (components.ts). Messages and the half-close may start the handler (unary calls do on
+            // the half-close), so each is handed on inside it.
+            carried = h;
+            apiContext().run(h, mdNext, metadata);
+          },
+          onReceiveMessage(message, msgNext) {
+            if (carried) apiContext().run(carried, msgNext, message);
+            else msgNext(message);
+          },
+          onReceiveHalfClose(hcNext) {
+            if (carried) apiContext().run(carried, hcNext);
+            else hcNext();
           },
         });
       },
