@@ -22,7 +22,7 @@ import { startPlacement, type RunningPlacement } from '../../test/placement/harn
 import { requireService } from '../../test/services/ci.ts';
 import { freePort, waitForPort } from '../../test/services/net.ts';
 import { dropStateTables, postgresTarget } from '../../test/services/postgres.ts';
-import { startHost, type Host } from '../../test/actors/hosts.ts';
+import { startHost, untilShared, type Host } from '../../test/actors/hosts.ts';
 import { runRt, type RtProcess } from '../rt-process.ts';
 
 const pg = await postgresTarget();
@@ -78,14 +78,8 @@ beforeAll(async () => {
   });
   [a, b] = await Promise.all([startHost('a', settings('a')), startHost('b', settings('b'))]);
   hosts.push(a, b);
-  // both replicas are in the table once calls through one reach both apps
-  const end = Date.now() + 30_000;
-  for (let i = 0; ; i++) {
-    const r = await fetch(`${a.base}/v1.0/actors/Counter/warm-${i % 16}/method/echo`, { method: 'PUT', body: 'w' });
-    if (r.status === 200 && (await b.log()).calls.length > 0 && (await a.log()).calls.length > 0) break;
-    if (Date.now() > end) throw new Error(`the two replicas never shared the actors: last answer ${r.status} ${await r.text()}`);
-    await new Promise((res) => setTimeout(res, 50));
-  }
+  // both are in the table once calls through one reach both apps
+  await untilShared(a, [a, b]);
 }, 120_000);
 
 afterAll(async () => {

@@ -10,9 +10,13 @@
  *   count        reads "n" from the actor's state through the sidecar, adds 1, saves it back
  *   recurse      body {"n": k}: calls itself through the sidecar k more times, passing the
  *                reentrancy id it got (Dapr-Reentrancy-Id), and answers the depth reached
+ *   call         body {"type", "id", "method", "body"}: calls that actor through the sidecar,
+ *                passing the reentrancy id it got, and answers with that call's status and body
+ *   sleep        body {"ms": t}: answers {"slept": t} after t ms
  *   fail         answers 500
  *   hang         never answers
- * Reminders are logged and answered 200, those whose name starts with "fail" 500.
+ * Reminders are logged and answered 200, those whose name starts with "fail" 500. A DELETE
+ * (deactivation) is answered after `deactivateDelayMs` of the config when it has one.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -31,10 +35,12 @@ export async function dropActorKeys(redis: RedisTarget, db: number, appId: strin
 }
 
 export interface ActorAppLog {
-  calls: { type: string; id: string; method: string; reentrancyId?: string }[];
+  /** `at`: when the call reached the app (ms since epoch); `done`: when it answered. */
+  calls: { type: string; id: string; method: string; reentrancyId?: string; at: number; done?: number }[];
   timers: { type: string; id: string; name: string; body: unknown; at: number }[];
   reminders: { type: string; id: string; name: string; body: unknown; at: number }[];
-  deactivated: { type: string; id: string; at: number }[];
+  /** `at`: when the DELETE came; `done`: when the app answered it (the activation's end). */
+  deactivated: { type: string; id: string; at: number; done?: number }[];
   overlaps: number;
   /** The most calls in the app at once, over all actors (reset it to measure a stretch). */
   maxInFlight: number;
@@ -77,7 +83,11 @@ export async function startActorApp(config: Record<string, unknown>): Promise<Ac
     if (parts[0] !== 'actors') return send(404);
     const [, type, id] = parts as [string, string, string];
     if (req.method === 'DELETE' && parts.length === 3) {
-      log.deactivated.push({ type, id, at: Date.now() });
+      const entry: ActorAppLog['deactivated'][number] = { type, id, at: Date.now() };
+      log.deactivated.push(entry);
+      // an app that takes its time to deactivate (e.g. saving state): config.deactivateDelayMs, not a reference setting
+      if (typeof config.deactivateDelayMs === 'number') await new Promise((r) => setTimeout(r, config.deactivateDelayMs as number));
+      entry.done = Date.now();
       return send(200);
     }
     if (req.method !== 'PUT' || parts[3] !== 'method') return send(404);
@@ -91,7 +101,8 @@ export async function startActorApp(config: Record<string, unknown>): Promise<Ac
     }
     const method = parts[4]!;
     const reentrancyId = req.headers['dapr-reentrancy-id'] as string | undefined;
-    log.calls.push({ type, id, method, reentrancyId });
+    const entry: ActorAppLog['calls'][number] = { type, id, method, reentrancyId, at: Date.now() };
+    log.calls.push(entry);
     const key = `${type}/${id}`;
     const n = (inFlight.get(key) ?? 0) + 1;
     inFlight.set(key, n);
@@ -121,6 +132,23 @@ export async function startActorApp(config: Record<string, unknown>): Promise<Ac
           if (r.status !== 200) return send(r.status, await r.json());
           return send(200, ((await r.json()) as number) + 1);
         }
+        case 'call': {
+          const c = json() as { type: string; id: string; method: string; body?: unknown };
+          inFlight.set(key, (inFlight.get(key) ?? 1) - 1); // a nested call back into this actor is this call's own
+          const r = await sidecar(`/v1.0/actors/${c.type}/${c.id}/method/${c.method}`, {
+            method: 'POST',
+            body: JSON.stringify(c.body ?? null),
+            headers: { 'content-type': 'application/json', ...(reentrancyId ? { 'dapr-reentrancy-id': reentrancyId } : {}) },
+          });
+          inFlight.set(key, (inFlight.get(key) ?? 0) + 1);
+          res.writeHead(r.status, { 'content-type': 'application/json' });
+          return res.end(Buffer.from(await r.arrayBuffer()));
+        }
+        case 'sleep': {
+          const ms = (json() as { ms: number }).ms;
+          await new Promise((r) => setTimeout(r, ms));
+          return send(200, { slept: ms });
+        }
         case 'fail':
           return send(500, { error: 'the actor failed' });
         case 'hang':
@@ -129,6 +157,7 @@ export async function startActorApp(config: Record<string, unknown>): Promise<Ac
           return send(404, { error: `no method ${method}` });
       }
     } finally {
+      entry.done = Date.now();
       inFlight.set(key, (inFlight.get(key) ?? 1) - 1);
       allInFlight--;
     }

@@ -17,8 +17,8 @@ export interface Host {
 }
 
 /** Starts remote-host.ts; resolves with its ports once its sidecar serves. */
-export async function startHost(name: string, settings: Record<string, unknown>): Promise<Host> {
-  const proc = spawn(process.execPath, [HOST_SCRIPT], { env: { ...process.env, RT_TEST_HOST: JSON.stringify(settings) }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function startHost(name: string, settings: Record<string, unknown>, env: Record<string, string> = {}): Promise<Host> {
+  const proc = spawn(process.execPath, [HOST_SCRIPT], { env: { ...process.env, ...env, RT_TEST_HOST: JSON.stringify(settings) }, stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
@@ -55,4 +55,18 @@ export async function startHost(name: string, settings: Record<string, unknown>)
       }
     },
   };
+}
+
+/**
+ * Resolves once every host is in placement's table: echo calls of Counter actors through `via`
+ * (warm-0 … warm-15) have reached the app of each of `all`. 30 s at most.
+ */
+export async function untilShared(via: Host, all: Host[]): Promise<void> {
+  const end = Date.now() + 30_000;
+  for (let i = 0; ; i++) {
+    const r = await fetch(`${via.base}/v1.0/actors/Counter/warm-${i % 16}/method/echo`, { method: 'PUT', body: 'w' });
+    if (r.status === 200 && (await Promise.all(all.map(async (h) => (await h.log()).calls.length > 0))).every(Boolean)) return;
+    if (Date.now() > end) throw new Error(`the hosts never shared the actors: last answer ${r.status} ${await r.text()}`);
+    await new Promise((res) => setTimeout(res, 50));
+  }
 }

@@ -8,6 +8,7 @@
  * (module.registerHooks, before the sidecar's code is imported) and serves them at GET /modules.
  * SIGTERM stops it gracefully; SIGKILL is the crash the suites want.
  */
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { registerHooks } from 'node:module';
@@ -20,6 +21,8 @@ interface HostSettings {
   dataDir: string;
   config: Record<string, unknown>;
   modules?: boolean;
+  /** Where to write the app's log once the sidecar has stopped (SIGTERM): what it was asked to the end. */
+  logFile?: string;
   /** More of the sidecar's options (e.g. schedulerAddresses). */
   sidecar?: Record<string, unknown>;
 }
@@ -62,6 +65,7 @@ process.stdout.write(`${JSON.stringify({ http: sc.httpPort, grpc: sc.grpcPort, l
 process.once('SIGTERM', () => {
   void (async () => {
     await sc.close();
+    if (s.logFile) writeFileSync(s.logFile, JSON.stringify(app.log));
     await app.close();
     logs.closeAllConnections();
     logs.close();

@@ -19,12 +19,14 @@ import { startPlacement, type RunningPlacement } from '../placement/harness.ts';
 import { requireService } from '../services/ci.ts';
 import { redisMetadata, redisTarget } from '../services/redis.ts';
 import { dropActorKeys } from './app.ts';
-import { startHost, type Host } from './hosts.ts';
+import { startHost, untilShared, type Host } from './hosts.ts';
 
 const redis = await redisTarget();
 const haveRedis = requireService('Redis', redis.available, `nothing answers at ${redis.url}`);
 const DB = 12;
 const HEARTBEAT_TIMEOUT_MS = 2000;
+/** RT_ACTOR_TURN_TIMEOUT of both hosts: how long a cycle without reentrancy waits for itself. */
+const TURN_WAIT_MS = 3000;
 
 const CONFIG = {
   entities: ['Counter', 'Reentrant'],
@@ -53,11 +55,11 @@ async function servedBy(type: string, id: string): Promise<string[]> {
 }
 
 /** An actor id that placement gives to `owner` (found by calling echo through it and asking the apps). */
-async function idOn(owner: Host, prefix: string): Promise<string> {
+async function idOn(owner: Host, prefix: string, type = 'Counter'): Promise<string> {
   for (let i = 0; i < 64; i++) {
     const id = `${prefix}-${i}`;
-    expect((await call(owner, 'Counter', id, 'echo', 'x')).status).toBe(200);
-    const by = await servedBy('Counter', id);
+    expect((await call(owner, type, id, 'echo', 'x')).status).toBe(200);
+    const by = await servedBy(type, id);
     if (by.length === 1 && by[0] === owner.name) return id;
   }
   throw new Error(`no actor landed on ${owner.name}`);
@@ -70,16 +72,11 @@ beforeAll(async () => {
   await writeFile(join(dir, 'resources', 'store.yaml'), componentYaml('actorstore', 'state.redis', { ...redisMetadata(redis), redisDB: String(DB), actorStateStore: 'true' }));
   placement = await startPlacement({ heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS });
   const settings = (n: string) => ({ appId, placement: [placement.address], resourcesPath: join(dir, 'resources'), dataDir: join(dir, `data-${n}`), config: CONFIG });
-  [a, b] = await Promise.all([startHost('a', settings('a')), startHost('b', settings('b'))]);
+  const env = { RT_ACTOR_TURN_TIMEOUT: `${TURN_WAIT_MS}ms` };
+  [a, b] = await Promise.all([startHost('a', settings('a'), env), startHost('b', settings('b'), env)]);
   hosts.push(a, b);
-  // both hosts are in the table once calls through one reach both apps
-  const end = Date.now() + 30_000;
-  for (let i = 0; ; i++) {
-    const r = await call(a, 'Counter', `warm-${i % 16}`, 'echo', 'w');
-    if (r.status === 200 && (await b.log()).calls.length > 0 && (await a.log()).calls.length > 0) break;
-    if (Date.now() > end) throw new Error(`the two hosts never shared the actors: last answer ${r.status} ${await r.text()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  // both are in the table once calls through one reach both apps
+  await untilShared(a, [a, b]);
 }, 120_000);
 
 afterAll(async () => {
@@ -166,6 +163,51 @@ describe.runIf(haveRedis)('actors on two hosts with placement', () => {
     const deep = await call(other, 'Reentrant', id, 'recurse', { n: 4 });
     expect(deep.status).toBe(500);
     expect(JSON.stringify(await deep.json())).toContain('maximum stack depth exceeded');
+  });
+
+  it('a chain X → Y → X over two hosts enters X again with reentrancy; the depth counts across hosts; without reentrancy it is refused after the turn wait', async () => {
+    const x = await idOn(a, 'cycle-x', 'Reentrant');
+    const y = await idOn(b, 'cycle-y', 'Reentrant');
+    // the body of the call of chain[i], each one calling the next through its own sidecar; the last echoes
+    const link = (type: string, chain: string[], i: number): unknown => (i === chain.length - 1 ? { type, id: chain[i], method: 'echo', body: 'end' } : { type, id: chain[i], method: 'call', body: link(type, chain, i + 1) });
+    const loop = (n: number) => Array.from({ length: n }, (_, i) => (i % 2 === 0 ? x : y));
+    const xCalls = async () => (await a.log()).calls.filter((c) => c.id === x);
+    const before = (await xCalls()).length;
+    // X (at a) → Y (at b, forwarded) → X (forwarded back to a): the nested call enters X while X's first call holds its turn
+    const r = await call(a, 'Reentrant', x, 'call', link('Reentrant', [x, y, x], 1));
+    expect(r.status, await r.clone().text()).toBe(200);
+    expect(await r.json()).toBe('end');
+    const [outer, inner] = (await xCalls()).slice(before);
+    expect([outer!.method, inner!.method]).toEqual(['call', 'echo']);
+    expect(inner!.reentrancyId).toBeTruthy();
+    expect(inner!.reentrancyId).toBe(outer!.reentrancyId);
+    expect((await b.log()).calls.filter((c) => c.id === y).at(-1)!.reentrancyId).toBe(outer!.reentrancyId);
+    // maxStackDepth 4: X four times in one chain goes (through either sidecar), a fifth is refused at X's host
+    for (const via of [a, b]) {
+      const ok = await call(via, 'Reentrant', x, 'call', link('Reentrant', loop(8), 1));
+      expect(ok.status, await ok.clone().text()).toBe(200);
+    }
+    const deep = await call(b, 'Reentrant', x, 'call', link('Reentrant', loop(9), 1));
+    expect(deep.status).toBe(500);
+    expect(JSON.stringify(await deep.json())).toContain('maximum stack depth exceeded');
+
+    // Counter has no reentrancy: the nested call waits for X's own turn, and gives up after the turn wait
+    const cx = await idOn(a, 'cycle-cx');
+    const cy = await idOn(b, 'cycle-cy');
+    const echoes = async () => (await a.log()).calls.filter((c) => c.id === cx && c.method === 'echo').length;
+    const echoed = await echoes();
+    const started = Date.now();
+    const stuck = await call(a, 'Counter', cx, 'call', link('Counter', [cx, cy, cx], 1));
+    const took = Date.now() - started;
+    expect(stuck.status).toBe(500);
+    const why = (await stuck.json()) as { errorCode: string; message: string };
+    expect(why.errorCode).toBe('ERR_ACTOR_INVOKE_METHOD');
+    expect(why.message).toContain(`did not come within ${TURN_WAIT_MS} ms`);
+    expect(took).toBeGreaterThanOrEqual(TURN_WAIT_MS - 50);
+    expect(took).toBeLessThan(TURN_WAIT_MS + 5000);
+    // the call that gave up never reaches the app later, and X takes calls again
+    expect((await call(a, 'Counter', cx, 'echo', 'after')).status).toBe(200);
+    expect(await echoes()).toBe(echoed + 1);
   });
 
   it('gRPC InvokeActor and timers through the sidecar that is not the host', async () => {

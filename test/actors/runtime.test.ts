@@ -199,7 +199,8 @@ describe.runIf(haveRedis)('actor reminders', () => {
     expect((await fetch(`${base}/v1.0/actors/Counter/${id}/reminders/r1`, { method: 'DELETE' })).status).toBe(204);
     const gone = await fetch(`${base}/v1.0/actors/Counter/${id}/reminders/r1`);
     expect(gone.status).toBe(404);
-    expect(((await gone.json()) as { errorCode: string }).errorCode).toBe('ERR_ACTOR_REMINDER_GET');
+    // the reference's answer (dapr/dapr pkg/api/universal/actors.go GetActorReminder: ErrActorReminderNotFound)
+    expect(await gone.json()).toMatchObject({ errorCode: 'ERR_ACTOR_REMINDER_NOT_FOUND', message: 'actor reminder not found: r1' });
   });
 
   it('lists and removes reminders by type over gRPC', async () => {
@@ -281,7 +282,7 @@ describe.runIf(haveRedis)('bad input', () => {
       [{ path: `/v1.0/actors/Counter/${id}/state`, method: 'POST', body: JSON.stringify([{ operation: 'merge', request: { key: 'k' } }]) }, 'ExecuteActorStateTransaction', { actor_type: 'Counter', actor_id: id, operations: [{ operationType: 'merge', key: 'k' }] }, 'ERR_MALFORMED_REQUEST', 400, grpc.status.INVALID_ARGUMENT],
       [{ path: `/v1.0/actors/Counter/${id}/timers/t`, method: 'POST', body: JSON.stringify({ period: 'often' }) }, 'RegisterActorTimer', { actor_type: 'Counter', actor_id: id, name: 't', period: 'often' }, 'ERR_ACTOR_TIMER_CREATE', 400, grpc.status.INVALID_ARGUMENT],
       [{ path: `/v1.0/actors/Counter/${id}/reminders/r`, method: 'POST', body: JSON.stringify({ dueTime: 'later' }) }, 'RegisterActorReminder', { actor_type: 'Counter', actor_id: id, name: 'r', due_time: 'later' }, 'ERR_ACTOR_REMINDER_CREATE', 400, grpc.status.INVALID_ARGUMENT],
-      [{ path: `/v1.0/actors/Counter/${id}/reminders/none`, method: 'GET' }, 'GetActorReminder', { actor_type: 'Counter', actor_id: id, name: 'none' }, 'ERR_ACTOR_REMINDER_GET', 404, grpc.status.NOT_FOUND],
+      [{ path: `/v1.0/actors/Counter/${id}/reminders/none`, method: 'GET' }, 'GetActorReminder', { actor_type: 'Counter', actor_id: id, name: 'none' }, 'ERR_ACTOR_REMINDER_NOT_FOUND', 404, grpc.status.NOT_FOUND],
     ];
     for (const [req, method, msg, code, httpStatus, grpcStatus] of cases) {
       const r = await fetch(base + req.path, req);

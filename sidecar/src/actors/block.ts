@@ -16,6 +16,7 @@ import { LocalPlacement } from './placement/local.ts';
 import type { ActorPlacement } from './placement/types.ts';
 import { ActorReminders } from './reminders.ts';
 import { actorRoutes } from './routes.ts';
+import { parseAnyDuration } from './schedule.ts';
 import { ActorsService } from './service.ts';
 
 export const block = defineBlock({
@@ -45,6 +46,7 @@ export const block = defineBlock({
       app: new ActorApp(ctx.app),
       reminders: jobs ? new ActorReminders(jobs) : undefined,
       peers,
+      turnWaitMs: turnWaitMs(log),
     });
     if (peerCalls && port) port.serveActorCalls(peerCalls.peerCallHandler(actors));
     await actorRoutes(ctx.http, actors);
@@ -57,6 +59,11 @@ export const block = defineBlock({
       if (config.entities.length > 0) log.info({ types: config.entities }, `hosting actor types ${config.entities.join(', ')}`);
       actors.configure(config);
     });
+    // a shutdown leaves placement first, while the HTTP server still finishes its calls in flight
+    ctx.http.addHook('preClose', (done) => {
+      void actors.leave();
+      done();
+    });
     ctx.onClose(async () => {
       await actors.close();
       await placement.close();
@@ -65,3 +72,12 @@ export const block = defineBlock({
     return { actors };
   },
 });
+
+/** RT_ACTOR_TURN_TIMEOUT (a Go or ISO duration): how long a method call waits for its actor's turn. */
+function turnWaitMs(log: { warn(msg: string): void }): number | undefined {
+  const text = process.env.RT_ACTOR_TURN_TIMEOUT;
+  if (!text) return undefined;
+  const ms = parseAnyDuration(text);
+  if (ms === undefined || ms <= 0) log.warn(`RT_ACTOR_TURN_TIMEOUT "${text.slice(0, 40)}" is not a positive duration: the default (60s) applies`);
+  return ms && ms > 0 ? ms : undefined;
+}

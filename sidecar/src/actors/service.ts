@@ -24,7 +24,7 @@ import type { ActorReminders, StoredReminder } from './reminders.ts';
 import { parseSchedule, type FireSchedule } from './schedule.ts';
 import { ActorTable } from './table.ts';
 import { startTimer, stopTimer } from './timers.ts';
-import { StackDepthError } from './turns.ts';
+import { StackDepthError, TurnTimeoutError } from './turns.ts';
 
 export type { ActorStateOperation, ScheduleRequest, TimerRequest } from './calls.ts';
 
@@ -40,6 +40,12 @@ export interface ActorsServiceOptions {
   peers?: ActorPeers;
   /** How long a call waits for placement (a table being disseminated, a host being replaced); default 30 s. */
   placementWaitMs?: number;
+  /**
+   * How long a method call waits for its actor's turn behind other calls; default 60 s. The
+   * reference waits as long as the caller does; this bounds a cycle without reentrancy
+   * (X → Y → X) when no caller has a timeout.
+   */
+  turnWaitMs?: number;
 }
 
 type HostRow = typeof ERRORS.ACTOR_INVOKE_FAILED | typeof ERRORS.ACTOR_INSTANCE_MISSING | typeof ERRORS.ACTOR_STATE_GET_FAILED | typeof ERRORS.ACTOR_STATE_TRANSACTION_FAILED;
@@ -48,6 +54,9 @@ const RETRY_MS = 200;
 
 const MAX_NAME = 1024;
 const SHUTDOWN_DRAIN_MS = 5000;
+const TURN_WAIT_MS = 60_000;
+/** How long a stopping host waits for the table without it (a placement round: lock, update, unlock). */
+const LEAVE_WAIT_MS = 5000;
 
 export class ActorsService {
   private readonly opts: ActorsServiceOptions;
@@ -56,6 +65,7 @@ export class ActorsService {
   readonly table: ActorTable;
   private configured!: () => void;
   private readonly waitMs: number;
+  private leaving?: Promise<void>;
   /** Settles once the app's actor types are known (reminders that fire early wait for it). */
   readonly typesKnown = new Promise<void>((r) => (this.configured = r));
 
@@ -65,8 +75,11 @@ export class ActorsService {
     this.waitMs = opts.placementWaitMs ?? 30_000;
     this.table = new ActorTable(opts.app, opts.log, (t) => this.configOf(t));
     opts.reminders?.onFire((r) => this.fireReminder(r));
-    // a new table: the actors that moved to another host end here
-    opts.placement.onChange(() => void this.table.drain((act) => !opts.placement.lookup(act.type, act.id)?.local));
+    // a new table: the actors that moved to another host end here, before it is acknowledged
+    // (onTable) so that their new host gets no call while they are active here
+    const movedAway = () => this.table.drain((act) => !opts.placement.lookup(act.type, act.id)?.local);
+    opts.placement.onTable?.(movedAway);
+    opts.placement.onChange(() => void movedAway());
   }
 
   /** The app's actor settings (from its config discovery): placement learns the hosted types. */
@@ -74,7 +87,7 @@ export class ActorsService {
     this.config = config;
     const partitions = reminderPartitionsNote(config);
     if (partitions) this.log.debug(partitions);
-    this.opts.placement.setHostedTypes(config.entities);
+    this.opts.placement.setHostedTypes(this.leaving ? [] : config.entities);
     if (config.entities.length > 0) this.table.startIdleScan(config.scanIntervalMs);
     this.configured();
   }
@@ -118,9 +131,9 @@ export class ActorsService {
     }
     let turn;
     try {
-      turn = await this.table.enter(type, id, cfg.reentrancy.enabled ? chain : undefined);
+      turn = await this.table.enter(type, id, cfg.reentrancy.enabled ? chain : undefined, this.opts.turnWaitMs ?? TURN_WAIT_MS);
     } catch (e) {
-      if (e instanceof StackDepthError) throw fail(ERRORS.ACTOR_INVOKE_FAILED, `error invoking actor ${type}/${id} method ${method}: ${e.message}`);
+      if (e instanceof StackDepthError || e instanceof TurnTimeoutError) throw fail(ERRORS.ACTOR_INVOKE_FAILED, `error invoking actor ${type}/${id} method ${method}: ${e.message}`);
       throw e;
     }
     try {
@@ -241,7 +254,7 @@ export class ActorsService {
     checkName(name, 'reminder name');
     const reminders = this.reminders('ERR_ACTOR_REMINDER_GET');
     const r = await this.scheduler('ERR_ACTOR_REMINDER_GET', () => reminders.get(type, id, name));
-    if (!r) throw fail(ERRORS.ACTOR_REMINDER_NOT_FOUND, `actor ${type}/${id} has no reminder named ${name}`);
+    if (!r) throw fail(ERRORS.ACTOR_REMINDER_NOT_FOUND, `actor reminder not found: ${name}`); // the reference's message
     return r;
   }
 
@@ -367,10 +380,44 @@ export class ActorsService {
     });
   }
 
-  /** Shutdown: every actor ended, a call in flight waited for 5 s at most (the HTTP server's own grace). */
+  /**
+   * The first step of a shutdown, as the reference's: with other hosts, this one tells placement
+   * it hosts no types, so the next table gives its actors to the others and new calls go there
+   * (this sidecar forwards the ones it still gets); each actor here ends once its call in
+   * flight is over (drainOngoingCallTimeout, the table-change drain). Resolves once that table
+   * came, or after LEAVE_WAIT_MS. Standalone there is nowhere else: nothing to leave.
+   */
+  leave(): Promise<void> {
+    if (this.leaving) return this.leaving;
+    if (!this.opts.peers || this.config.entities.length === 0) return (this.leaving = Promise.resolve());
+    const placement = this.opts.placement;
+    this.leaving = new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        off();
+        resolve();
+      };
+      const timer = setTimeout(done, LEAVE_WAIT_MS);
+      // the table without this host: none of its types has a local actor
+      const off = placement.onChange(() => {
+        if (this.config.entities.every((t) => !placement.lookup(t, '')?.local)) done();
+      });
+      placement.setHostedTypes([]);
+    });
+    return this.leaving;
+  }
+
+  /**
+   * Shutdown: placement left first (leave()), then every actor still here ended, a call in
+   * flight waited for its type's drainOngoingCallTimeout (when drainRebalancedActors), 5 s at most.
+   */
   async close(): Promise<void> {
     this.table.close();
-    await this.table.drain(() => true, SHUTDOWN_DRAIN_MS);
+    await this.leave();
+    let timer: NodeJS.Timeout | undefined;
+    // the table-change drain waits drainOngoingCallTimeout; a shutdown no more than SHUTDOWN_DRAIN_MS
+    await Promise.race([this.table.drain(() => true, SHUTDOWN_DRAIN_MS), new Promise((r) => (timer = setTimeout(r, SHUTDOWN_DRAIN_MS)))]);
+    clearTimeout(timer);
     this.opts.app.abort();
   }
 }

@@ -50,8 +50,11 @@ export class ActorTable {
     this.configOf = configOf;
   }
 
-  /** Takes the actor's turn, activating it when it is not active. `chain`: the reentrancy id. */
-  async enter(type: string, id: string, chain: string | undefined): Promise<Turn> {
+  /**
+   * Takes the actor's turn, activating it when it is not active. `chain`: the reentrancy id;
+   * `waitMs`: how long to wait behind other calls at most (TurnTimeoutError past it).
+   */
+  async enter(type: string, id: string, chain: string | undefined, waitMs?: number): Promise<Turn> {
     const key = keyOf(type, id);
     for (;;) {
       let act = this.actors.get(key);
@@ -63,7 +66,7 @@ export class ActorTable {
         act = new Activation(type, id);
         this.actors.set(key, act);
       }
-      const release = await act.turns.enter(chain, this.configOf(type).reentrancy);
+      const release = await act.turns.enter(chain, this.configOf(type).reentrancy, waitMs);
       // the activation may have ended while this call waited behind a deactivation's turn
       if (this.actors.get(key) !== act) {
         release();

@@ -12,6 +12,14 @@ export class StackDepthError extends Error {
   }
 }
 
+/** A call waited for the actor's turn longer than the bound (a busy actor, or a cycle without reentrancy). */
+export class TurnTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`the actor's turn did not come within ${ms} ms: another call holds it (an actor that calls back into itself through another actor without reentrancy waits for itself)`);
+    this.name = 'TurnTimeoutError';
+  }
+}
+
 interface Holder {
   chain: string | undefined;
   depth: number;
@@ -32,7 +40,7 @@ export class Turns {
    * Takes a turn; resolves to its release. Synchronous up to the wait: a caller that got the
    * activation and calls this in the same tick is counted as busy before any timer runs.
    */
-  enter(chain: string | undefined, reentrancy: ReentrancyConfig): Promise<() => void> | (() => void) {
+  enter(chain: string | undefined, reentrancy: ReentrancyConfig, waitMs?: number): Promise<() => void> | (() => void) {
     const h = this.holder;
     if (!h) {
       this.holder = { chain, depth: 1 };
@@ -43,8 +51,24 @@ export class Turns {
       h.depth++;
       return this.releaser();
     }
-    return new Promise((resolve) => {
-      this.waiting.push({ chain, go: () => resolve(this.releaser()) });
+    return new Promise((resolve, reject) => {
+      const entry = {
+        chain,
+        go: () => {
+          clearTimeout(timer);
+          resolve(this.releaser());
+        },
+      };
+      this.waiting.push(entry);
+      // the queue forgets a call that gave up: it never runs later for a caller that is gone
+      const timer =
+        waitMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              const i = this.waiting.indexOf(entry);
+              if (i >= 0) this.waiting.splice(i, 1);
+              reject(new TurnTimeoutError(waitMs));
+            }, waitMs).unref();
     });
   }
 

@@ -93,7 +93,7 @@ export const ERRORS = {
   ACTOR_STATE_GET_FAILED: { code: 'ERR_ACTOR_STATE_GET', http: 500, grpc: INTERNAL, when: 'the actor state store failed a get' },
   ACTOR_STATE_TRANSACTION_FAILED: { code: 'ERR_ACTOR_STATE_TRANSACTION_SAVE', http: 500, grpc: INTERNAL, when: 'the actor state store failed the transaction' },
   ACTOR_SCHEDULE_INVALID: { http: 400, grpc: INVALID_ARGUMENT, when: "a timer's or reminder's dueTime, period or ttl that does not parse, or a timer for an actor that is not active" },
-  ACTOR_REMINDER_NOT_FOUND: { code: 'ERR_ACTOR_REMINDER_GET', http: 404, grpc: NOT_FOUND, when: 'getting a reminder that does not exist' },
+  ACTOR_REMINDER_NOT_FOUND: { code: 'ERR_ACTOR_REMINDER_NOT_FOUND', http: 404, grpc: NOT_FOUND, when: 'getting a reminder that does not exist (the reference: messages.ErrActorReminderNotFound)' },
   ACTOR_REMINDER_EXISTS: { code: 'ERR_ACTOR_REMINDER_ALREADY_EXISTS', http: 409, grpc: ALREADY_EXISTS, when: 'registering a reminder with overwrite false under a name that exists' },
   ACTOR_OPERATION_FAILED: { http: 500, grpc: INTERNAL, when: 'the scheduler (reminders) failed or is not configured' },
 

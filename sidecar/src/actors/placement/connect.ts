@@ -74,6 +74,7 @@ export class PendingPlacement implements ActorPlacement {
   private failed?: Error;
   private readonly made: Promise<ActorPlacement | undefined>;
   private readonly listeners = new Set<() => void>();
+  private readonly tableListeners = new Set<() => Promise<void>>();
 
   constructor(make: () => Promise<ActorPlacement>, log: Logger) {
     this.made = make().then(
@@ -87,6 +88,7 @@ export class PendingPlacement implements ActorPlacement {
         p.onChange(() => {
           for (const l of [...this.listeners]) l();
         });
+        p.onTable?.(() => Promise.all([...this.tableListeners].map((l) => l())).then(() => undefined));
         return p;
       },
       (e: unknown) => {
@@ -130,9 +132,15 @@ export class PendingPlacement implements ActorPlacement {
     return () => this.listeners.delete(listener);
   }
 
+  onTable(listener: () => Promise<void>): () => void {
+    this.tableListeners.add(listener);
+    return () => this.tableListeners.delete(listener);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     this.listeners.clear();
+    this.tableListeners.clear();
     await this.inner?.close();
   }
 }

@@ -40,6 +40,11 @@ export interface RemotePlacementOptions {
 
 /** Waits between attempts to reopen the stream: 100 ms doubling to 1 s, ±20%. */
 const STREAM_BACKOFF = { initialMs: 100, maxMs: 1000, jitter: 0.2 };
+/**
+ * How long a new table's acknowledgement waits for the onTable listeners (the runtime ending the
+ * actors that moved away): placement drops a host that does not acknowledge within 2 s.
+ */
+const TABLE_HOLD_MS = 1000;
 
 type Stream = grpc.ClientDuplexStream<PbHost, PbOrder>;
 
@@ -62,6 +67,10 @@ export class RemotePlacement implements ActorPlacement {
   private saidUnreachable = false;
   private readonly waiters = new Set<() => void>();
   private readonly listeners = new Set<() => void>();
+  private readonly tableListeners = new Set<() => Promise<void>>();
+  /** Orders not yet applied while an update waits for its listeners (applied in order). */
+  private queued = 0;
+  private applying: Promise<void> = Promise.resolve();
 
   constructor(opts: RemotePlacementOptions) {
     if (opts.addresses.length === 0) throw new Error('placement: no address (--placement-host-address)');
@@ -128,6 +137,11 @@ export class RemotePlacement implements ActorPlacement {
     return () => this.listeners.delete(listener);
   }
 
+  onTable(listener: () => Promise<void>): () => void {
+    this.tableListeners.add(listener);
+    return () => this.tableListeners.delete(listener);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -167,7 +181,7 @@ export class RemotePlacement implements ActorPlacement {
         this.saidUnreachable = false;
         this.log.info({ placement: address }, 'connected to placement');
       }
-      this.apply(o);
+      this.deliver(o);
     });
     const down = (why: string, e?: grpc.ServiceError) => {
       if (dead) return;
@@ -194,7 +208,20 @@ export class RemotePlacement implements ActorPlacement {
     this.heartbeat = this.clock.every(this.opts.heartbeatMs ?? 1000, () => this.send());
   }
 
-  private apply(o: PbOrder): void {
+  /** Applies an order, after the ones still waiting: synchronously when none is. */
+  private deliver(o: PbOrder): void {
+    if (this.queued === 0) {
+      const waiting = this.apply(o);
+      if (!waiting) return;
+      this.queued++;
+      this.applying = waiting.finally(() => this.queued--);
+      return;
+    }
+    this.queued++;
+    this.applying = this.applying.then(() => this.apply(o)).finally(() => this.queued--);
+  }
+
+  private apply(o: PbOrder): Promise<void> | undefined {
     const version = o.tables?.version ?? '';
     switch (o.operation) {
       case 'lock':
@@ -206,6 +233,7 @@ export class RemotePlacement implements ActorPlacement {
         this.rings = new PlacementRings(entries, Number(o.tables?.replicationFactor) || undefined);
         this.updated = this.tableVersion !== version || this.updated;
         this.tableVersion = version;
+        if (this.tableListeners.size > 0) return this.holdAck({ operation: o.operation, version });
         break;
       }
       case 'unlock':
@@ -228,6 +256,20 @@ export class RemotePlacement implements ActorPlacement {
         return;
     }
     this.send({ operation: o.operation, version });
+  }
+
+  /**
+   * Lookups are held (the lock came first) and answer by the new table: the listeners end the
+   * actors that moved away before this host acknowledges it, so no host routes a call to them
+   * by the new table while they are still active here. A listener slower than TABLE_HOLD_MS (a
+   * call in flight being drained) goes on after the acknowledgement.
+   */
+  private async holdAck(ack: { operation: string; version: string }): Promise<void> {
+    let timer: Timer | undefined;
+    const settled = Promise.allSettled([...this.tableListeners].map((l) => l()));
+    await Promise.race([settled, new Promise<void>((r) => (timer = this.clock.after(TABLE_HOLD_MS, r)))]);
+    timer?.cancel();
+    if (!this.closed) this.send(ack);
   }
 
   private wake(): void {

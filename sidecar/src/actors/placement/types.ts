@@ -21,6 +21,12 @@ export interface ActorPlacement {
   readonly locked: boolean;
   /** Resolves when lookups may be answered (the table is known and not being updated). */
   ready(signal?: AbortSignal): Promise<void>;
+  /**
+   * Called when a new table comes, while lookups are held, before it is acknowledged to the
+   * placement service (which unlocks every host once all have): the runtime ends the local actors
+   * that moved away first. Absent where tables are not disseminated (local.ts).
+   */
+  onTable?(listener: () => Promise<void>): () => void;
   /** Called after every table change: the runtime deactivates local actors that moved away. */
   onChange(listener: () => void): () => void;
   close(): Promise<void>;
