@@ -141,6 +141,8 @@ describe('the alpha reminder calls over gRPC', () => {
     expect(await names({})).toEqual([]);
     const missing = await rt.fail('GetActorReminder', { actor_type: 'Listed', actor_id: a, name: 'x' });
     expect(missing.code).toBe(grpc.status.NOT_FOUND);
+    // the reference's message (its tests/integration/suite/actors/reminders/scheduler/get.go checks it)
+    expect(missing.details).toBe('actor reminder not found: x');
   });
 
   it('SubscribeActorEventsAlpha1 (the one actor call not served) answers UNIMPLEMENTED with a message', async () => {
