@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { parseResources } from '../../sidecar/src/resources/loader.ts';
-import { parseTracing, type FieldFail } from '../../sidecar/src/tracing/config.ts';
+import { otelHeaders, otelTimeout, parseTracing, type FieldFail } from '../../sidecar/src/tracing/config.ts';
 
 const fail: FieldFail = (field, message) => {
   throw new Error(`${field} ${message}`);
@@ -73,5 +73,61 @@ describe('spec.tracing', () => {
   it('a Configuration with a bad samplingRate is refused at load with its file and field', () => {
     expect(() => parseResources(configuration({ samplingRate: 'often' }), 'config.yaml', opts)).toThrow(/config\.yaml.*spec\.tracing\.samplingRate/s);
     expect(parseResources(configuration({ samplingRate: '1', otel: { endpointAddress: 'c:4317' } }), 'config.yaml', opts).configuration?.spec.tracing).toBeDefined();
+  });
+
+  it('otel.headers: the OTEL_EXPORTER_OTLP_HEADERS string or a list of { name, value }; otel.timeout: ms or a duration', () => {
+    const otel = (o: Record<string, unknown>) => parseTracing({ samplingRate: '1', otel: { endpointAddress: 'c:4318', protocol: 'http', ...o } }, fail)?.otel;
+    expect(otel({ headers: 'X-Key=a%2Cb, x-team=obs', timeout: 2500 })).toEqual({ url: 'http://c:4318/v1/traces', protocol: 'http', headers: { 'x-key': 'a,b', 'x-team': 'obs' }, timeoutMillis: 2500 });
+    expect(otel({ headers: [{ name: 'X-Key', value: 'v' }, { name: 'n', value: 7 }], timeout: '10s' })).toMatchObject({ headers: { 'x-key': 'v', n: '7' }, timeoutMillis: 10_000 });
+    expect(otel({ headers: [], timeout: '' })).toEqual({ url: 'http://c:4318/v1/traces', protocol: 'http' });
+    for (const [t, ms] of [['500ms', 500], ['2m', 120_000], ['3000', 3000], [' 1s ', 1000]] as const) expect(otelTimeout(t, fail)).toBe(ms);
+  });
+
+  it('refuses bad otel.headers and otel.timeout naming the field, never repeating a header value', () => {
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ headers: 'k=S3CR3T-1,S3CR3T-2' }, /^spec\.tracing\.otel\.headers must be name=value pairs joined by commas: entry 2 of 2/],
+      [{ headers: { k: 'S3CR3T-1' } }, /^spec\.tracing\.otel\.headers must be "name=value,…" or a list/],
+      [{ headers: ['S3CR3T-1'] }, /^spec\.tracing\.otel\.headers\[0\] must be a mapping/],
+      [{ headers: [{ name: 'bad name', value: 'S3CR3T-1' }] }, /^spec\.tracing\.otel\.headers\[0\]\.name must be a valid HTTP header name/],
+      [{ headers: [{ name: 'k', value: 'S3CR3T\r\nx: 1' }] }, /^spec\.tracing\.otel\.headers\[0\]\.value \(k\) must be a string of printable ASCII/],
+      [{ headers: [{ name: 'k', value: { a: 'S3CR3T' } }] }, /^spec\.tracing\.otel\.headers\[0\]\.value/],
+      [{ headers: [{ name: 'k', secretKeyRef: { name: 's', key: 'S3CR3T' } }] }, /^spec\.tracing\.otel\.headers\[0\]\.secretKeyRef is not supported/],
+      [{ protocol: 'grpc', headers: [{ name: 'k-bin', value: 'S3CR3T' }] }, /^spec\.tracing\.otel\.headers\[0\] k-bin: a name ending in -bin/],
+      [{ timeout: 0 }, /^spec\.tracing\.otel\.timeout must be a whole number of milliseconds above 0 or a duration/],
+      [{ timeout: '1.5s' }, /^spec\.tracing\.otel\.timeout must be/],
+      [{ timeout: -5 }, /^spec\.tracing\.otel\.timeout must be/],
+      [{ timeout: true }, /^spec\.tracing\.otel\.timeout must be/],
+      [{ timeout: '10h' }, /^spec\.tracing\.otel\.timeout must be/],
+    ];
+    for (const [o, message] of cases) {
+      let err: Error | undefined;
+      try {
+        parseTracing({ samplingRate: '1', otel: { endpointAddress: 'c:4318', protocol: 'http', ...o } }, fail);
+      } catch (e) {
+        err = e as Error;
+      }
+      expect(err?.message, JSON.stringify(o)).toMatch(message);
+      expect(err?.message).not.toContain('S3CR3T');
+    }
+  });
+
+  it('otel.headers as a list round-trips any names and values; anything else is refused, never a 5xx-like throw of another kind (fast-check)', () => {
+    const name = fc.stringMatching(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,20}$/).filter((n) => !n.toLowerCase().endsWith('-bin'));
+    const value = fc.stringMatching(/^[\x21-\x7e]([\x20-\x7e]{0,30}[\x21-\x7e])?$/);
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.tuple(name, value), { selector: ([n]) => n.toLowerCase(), maxLength: 6 }), (pairs) => {
+        const got = otelHeaders(pairs.map(([n, v]) => ({ name: n, value: v })), 'grpc', fail);
+        expect(got ?? {}).toEqual(Object.fromEntries(pairs.map(([n, v]) => [n.toLowerCase(), v])));
+      }),
+    );
+    fc.assert(
+      fc.property(fc.anything(), fc.anything(), (headers, timeout) => {
+        try {
+          parseTracing({ samplingRate: '1', otel: { endpointAddress: 'c:4317', headers, timeout } }, fail);
+        } catch (e) {
+          expect((e as Error).message).toMatch(/^spec\.tracing\.otel\.(headers|timeout)/);
+        }
+      }),
+    );
   });
 });

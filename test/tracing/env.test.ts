@@ -88,6 +88,9 @@ describe('the rules (withOtelEnv)', () => {
       [{ [`${E}ENDPOINT`]: 'c:4317', [`${E}HEADERS`]: 'token-bin=secret-1' }, /-bin is binary gRPC metadata/],
       [{ [`${E}ENDPOINT`]: 'c:4317', [`${E}TIMEOUT`]: '10s' }, /^OTEL_EXPORTER_OTLP_TIMEOUT must be a whole number of milliseconds above 0, not "10s"/],
       [{ [`${E}ENDPOINT`]: 'c:4317', [`${E}TRACES_TIMEOUT`]: '0' }, /^OTEL_EXPORTER_OTLP_TRACES_TIMEOUT must be/],
+      [{ [`${E}ENDPOINT`]: 'c:4317', OTEL_RESOURCE_ATTRIBUTES: 'team=secret-1,secret-2' }, /^OTEL_RESOURCE_ATTRIBUTES must be name=value pairs joined by commas: entry 2 of 2 has no "="/],
+      [{ [`${E}ENDPOINT`]: 'c:4317', OTEL_RESOURCE_ATTRIBUTES: 'a b=secret-1' }, /^OTEL_RESOURCE_ATTRIBUTES entry 1 of 1: an attribute key/],
+      [{ [`${E}ENDPOINT`]: 'c:4317', OTEL_SERVICE_NAME: 'secret\n' + 'x' }, /^OTEL_SERVICE_NAME must be printable ASCII/],
     ];
     for (const [env, message] of cases) {
       let err: Error | undefined;
@@ -101,6 +104,30 @@ describe('the rules (withOtelEnv)', () => {
     }
     // -bin is binary metadata only for gRPC: over HTTP it is a header like another
     expect(withOtelEnv(undefined, { [`${E}ENDPOINT`]: 'c:4318', [`${E}PROTOCOL`]: 'http/protobuf', [`${E}HEADERS`]: 'token-bin=v' })?.otel?.headers).toEqual({ 'token-bin': 'v' });
+  });
+});
+
+describe('OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES', () => {
+  const on = { [`${E}ENDPOINT`]: 'c:4317' };
+  it('add to the resource (values percent-decoded, keys kept as written); OTEL_SERVICE_NAME wins over service.name; unset: no resource of ours', () => {
+    expect(withOtelEnv(undefined, on)?.resource).toBeUndefined();
+    expect(withOtelEnv(undefined, { ...on, OTEL_SERVICE_NAME: ' orders ' })?.resource).toEqual({ 'service.name': 'orders' });
+    expect(withOtelEnv(undefined, { ...on, OTEL_RESOURCE_ATTRIBUTES: 'service.name=a,Team.Name=x%2Cy' })?.resource).toEqual({ 'service.name': 'a', 'Team.Name': 'x,y' });
+    expect(withOtelEnv(undefined, { ...on, OTEL_RESOURCE_ATTRIBUTES: 'service.name=a,k=v', OTEL_SERVICE_NAME: 'b' })?.resource).toEqual({ 'service.name': 'b', k: 'v' });
+    // with tracing off neither is read
+    expect(withOtelEnv(undefined, { OTEL_RESOURCE_ATTRIBUTES: 'garbage' })).toBeUndefined();
+  });
+
+  it('round-trips any key=value map (fast-check)', () => {
+    const key = fc.stringMatching(/^[A-Za-z0-9._-]{1,20}$/);
+    const value = fc.stringMatching(/^[\x21-\x7e]([\x20-\x7e]{0,20}[\x21-\x7e])?$/);
+    fc.assert(
+      fc.property(fc.dictionary(key, value, { maxKeys: 5 }), (attrs) => {
+        const text = Object.entries(attrs).map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join(',');
+        const got = withOtelEnv(undefined, { ...on, OTEL_RESOURCE_ATTRIBUTES: text })?.resource;
+        expect(got ?? {}).toEqual(attrs);
+      }),
+    );
   });
 });
 
@@ -202,7 +229,7 @@ describe('real sidecars started with the environment', () => {
 
   /** Starts an in-process sidecar with exactly these OTEL_EXPORTER_OTLP_* set (the block reads them at start). */
   async function startWith(env: Record<string, string>, opts: Partial<StartOptions> = {}): Promise<Sidecar> {
-    const saved = Object.fromEntries(Object.keys(process.env).filter((k) => k.startsWith(E)).map((k) => [k, process.env[k]]));
+    const saved = Object.fromEntries(Object.keys(process.env).filter((k) => k.startsWith('OTEL_')).map((k) => [k, process.env[k]]));
     for (const k of Object.keys(saved)) delete process.env[k];
     Object.assign(process.env, env);
     try {
@@ -244,6 +271,16 @@ describe('real sidecars started with the environment', () => {
     expect(exports.length).toBeGreaterThan(0);
     expect(exports[0].get('authorization')).toEqual(['Bearer t0k3n']);
     expect(receivers.http.seen.length).toBe(before.http);
+  });
+
+  it("the Configuration's otel.headers (a list) and timeout reach the receiver, over the environment's headers", async () => {
+    await writeFile(join(dir, 'headers.yaml'), `apiVersion: dapr.io/v1alpha1\nkind: Configuration\nmetadata:\n  name: tracing\nspec:\n  tracing:\n    samplingRate: "1"\n    otel:\n      endpointAddress: 127.0.0.1:${receivers.http.port}\n      isSecure: false\n      protocol: http\n      timeout: 5s\n      headers:\n        - name: X-Api-Key\n          value: from-config\n        - name: x-team\n          value: obs\n`);
+    const before = receivers.http.seen.length;
+    const s = await startWith({ [`${E}HEADERS`]: 'x-api-key=from-env' }, { configFile: join(dir, 'headers.yaml') });
+    await oneCallThenClose(s);
+    const exports = receivers.http.seen.slice(before);
+    expect(exports.length).toBeGreaterThan(0);
+    expect(exports[0].headers).toMatchObject({ 'x-api-key': 'from-config', 'x-team': 'obs' });
   });
 
   it('samplingRate "0" in the Configuration keeps tracing off whatever the environment says', async () => {
@@ -297,6 +334,33 @@ describe.skipIf(!jaegerAvailable)('an endpoint in the environment alone, against
     else process.env.RT_HOME = prevHome;
     if (dir) await rm(dir, { recursive: true, force: true });
   });
+
+  it('OTEL_SERVICE_NAME names the service in Jaeger (over OTEL_RESOURCE_ATTRIBUTES, whose other attributes are added)', async () => {
+    const name = `svc-${hex(3)}`;
+    const env = { [`${E}ENDPOINT`]: `http://${jaeger.otlpGrpcEndpoint}`, OTEL_SERVICE_NAME: name, OTEL_RESOURCE_ATTRIBUTES: 'service.name=not-this,deployment.environment=test%20lab' };
+    const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, env);
+    let s: Sidecar | undefined;
+    try {
+      s = await startSidecar({ appId: `env-svc-${hex(3)}`, httpPort: 0, grpcPort: 0, enableMetrics: false, dataDir: join(dir, 'data-svc'), logger: pino({ level: 'silent' }) });
+    } finally {
+      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+    const traceId = hex(16);
+    try {
+      await (await fetch(`http://127.0.0.1:${s!.httpPort}/v1.0/metadata`, { headers: { traceparent: `00-${traceId}-${hex(8)}-01` } })).arrayBuffer();
+      await s!.close();
+      const spans = await jaeger.waitForTrace(traceId, 1, 15_000);
+      expect(spans[0]).toMatchObject({ serviceName: name, kind: 'server' });
+      // the resource's other attributes are the process's tags in Jaeger's JSON
+      const raw = (await (await fetch(`${jaeger.queryUrl}/api/traces/${traceId}`)).json()) as { data: { processes: Record<string, { tags: { key: string; value: unknown }[] }> }[] };
+      const tags = Object.values(raw.data[0].processes).flatMap((p) => p.tags);
+      expect(tags).toContainEqual(expect.objectContaining({ key: 'deployment.environment', value: 'test lab' }));
+    } finally {
+      await s!.close();
+    }
+  }, 60_000);
 
   it('turns tracing on without any Configuration (samplingRate 1, OTLP/gRPC) and the span reaches Jaeger', async () => {
     const appId = `env-jaeger-${hex(3)}`;

@@ -5,11 +5,15 @@
  *     samplingRate: "1"          # "0".."1"; "0" or absent: tracing off
  *     stdout: true               # also log each ended span (at info)
  *     otel: { endpointAddress: "collector:4317", isSecure: false, protocol: grpc }   # or http
+ *       headers: "x-key=v,x-team=obs"   # or a list: [{ name: x-key, value: v }]
+ *       timeout: 10000                  # ms (a number or digits), or "10s" / "500ms" / "1m"
  *     zipkin: { endpointAddress: "http://zipkin:9411/api/v2/spans" }
  *
  * Parsed at load (a bad field is refused with its name, like other resource mistakes) and read by
  * the tracing block at start, where the OTEL_EXPORTER_OTLP_* environment may add to it (env.ts).
  */
+
+import { checkHeaderName, isHeaderName, isHeaderValue, parseOtlpHeaders } from './env.ts';
 
 export type OtlpProtocol = 'grpc' | 'http';
 
@@ -29,6 +33,8 @@ export interface TracingConfig {
   otel?: OtlpExport;
   /** Zipkin v2 JSON over HTTP: the collector's full URL (…/api/v2/spans). */
   zipkin?: { url: string };
+  /** Resource attributes from OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME (env.ts), over service.name = the app id. */
+  resource?: Record<string, string>;
 }
 
 /** spec.tracing as written: `samplingRate` undefined when the Configuration gives none. */
@@ -81,6 +87,10 @@ export function readTracingSpec(raw: unknown, fail: FieldFail): TracingSpec | un
     if (typeof o.endpointAddress !== 'string' || o.endpointAddress.trim() === '') return fail('spec.tracing.otel.endpointAddress', 'is required (host:port of an OTLP receiver)');
     const secure = bool(o.isSecure, 'spec.tracing.otel.isSecure', fail);
     otel = { url: exporterUrl(o.endpointAddress.trim(), secure, protocol, fail), protocol };
+    const headers = otelHeaders(o.headers, protocol, fail);
+    if (headers) otel.headers = headers;
+    const timeoutMillis = otelTimeout(o.timeout, fail);
+    if (timeoutMillis) otel.timeoutMillis = timeoutMillis;
   }
   let zipkin: TracingConfig['zipkin'];
   if (raw.zipkin !== undefined && raw.zipkin !== null) {
@@ -88,6 +98,47 @@ export function readTracingSpec(raw: unknown, fail: FieldFail): TracingSpec | un
     zipkin = { url: zipkinUrl(raw.zipkin.endpointAddress, fail) };
   }
   return { samplingRate, stdout, otel, zipkin };
+}
+
+const blank = (v: unknown) => v === undefined || v === null || v === '';
+
+/**
+ * `otel.headers`: the OTEL_EXPORTER_OTLP_HEADERS string (name=value pairs joined by commas, values
+ * percent-encoded: older reference releases), or a list of `{ name, value }` (newer ones). Values
+ * are never repeated in a message (they can be tokens); a list entry is named by its position.
+ */
+export function otelHeaders(raw: unknown, protocol: OtlpProtocol, fail: FieldFail): Record<string, string> | undefined {
+  const field = 'spec.tracing.otel.headers';
+  if (blank(raw)) return undefined;
+  if (typeof raw === 'string') return parseOtlpHeaders(raw, field, protocol, fail);
+  if (!Array.isArray(raw)) return fail(field, 'must be "name=value,…" or a list of { name, value }');
+  // no prototype: a header named __proto__ is a header like another
+  const out: Record<string, string> = Object.create(null);
+  for (const [i, entry] of raw.entries()) {
+    const at = `${field}[${i}]`;
+    if (!isObject(entry)) return fail(at, 'must be a mapping with name and value');
+    if (typeof entry.name !== 'string' || !isHeaderName(entry.name.trim())) return fail(`${at}.name`, 'must be a valid HTTP header name');
+    const name = entry.name.trim().toLowerCase();
+    if (entry.secretKeyRef !== undefined) return fail(`${at}.secretKeyRef`, 'is not supported: give the value (or OTEL_EXPORTER_OTLP_HEADERS from a Secret)');
+    const value = typeof entry.value === 'number' || typeof entry.value === 'boolean' ? String(entry.value) : entry.value;
+    if (typeof value !== 'string' || !isHeaderValue(value)) return fail(`${at}.value`, `(${name}) must be a string of printable ASCII`);
+    checkHeaderName(name, protocol, at, fail);
+    out[name] = value.trim();
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000 };
+
+/** `otel.timeout`: milliseconds (a whole number, or its digits as a string), or a duration "500ms", "10s", "1m". */
+export function otelTimeout(raw: unknown, fail: FieldFail): number | undefined {
+  const field = 'spec.tracing.otel.timeout';
+  if (blank(raw)) return undefined;
+  const text = typeof raw === 'number' ? String(raw) : raw;
+  const m = typeof text === 'string' ? /^\s*(\d+)(ms|s|m)?\s*$/.exec(text) : null;
+  const ms = m ? Number(m[1]) * UNIT_MS[m[2] ?? 'ms'] : 0;
+  if (!(ms > 0 && Number.isSafeInteger(ms))) return fail(field, `must be a whole number of milliseconds above 0 or a duration such as "10s", not ${JSON.stringify(raw)}`);
+  return ms;
 }
 
 /** The reference hands the address to Zipkin's exporter as a whole URL (…/api/v2/spans). */

@@ -2,7 +2,8 @@
  * The OpenTelemetry JS SDK, loaded with import() only when a Configuration turns tracing on: a
  * sidecar with tracing off never loads a byte of it (idle RSS and start time stay as they were).
  * Parent-based sampling with the trace-id ratio of samplingRate, a batch processor toward each
- * exporter (OTLP over gRPC or HTTP/protobuf, Zipkin), service.name = the app id.
+ * exporter (OTLP over gRPC or HTTP/protobuf, Zipkin), service.name = the app id unless
+ * OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES say otherwise.
  */
 import type { Logger } from 'pino';
 import type { OtlpExport, TracingConfig } from './config.ts';
@@ -37,6 +38,8 @@ export interface SdkOptions {
 export async function loadSdk(config: TracingConfig, appId: string, log: Logger, opts: SdkOptions = {}): Promise<SpanStarter> {
   const [api, sdk, resources] = await Promise.all([import('@opentelemetry/api'), import('@opentelemetry/sdk-trace'), import('@opentelemetry/resources')]);
   type Exporter = InstanceType<typeof sdk.InMemorySpanExporter>;
+  // service.name defaults to the app id; OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME add or override (env.ts)
+  const resource = { 'service.name': appId, ...config.resource };
   const exporters: Exporter[] = [];
   if (opts.exporter) exporters.push(opts.exporter as Exporter);
   else {
@@ -44,13 +47,13 @@ export async function loadSdk(config: TracingConfig, appId: string, log: Logger,
     if (config.zipkin) {
       // loaded only when a Configuration names Zipkin: most sidecars never need it
       const { ZipkinExporter } = await import('@opentelemetry/exporter-zipkin');
-      exporters.push(new ZipkinExporter({ url: config.zipkin.url, serviceName: appId }) as unknown as Exporter);
+      exporters.push(new ZipkinExporter({ url: config.zipkin.url, serviceName: resource['service.name'] }) as unknown as Exporter);
     }
   }
   const processors = exporters.map((exporter) => (opts.simple ? new sdk.SimpleSpanProcessor({ exporter }) : new sdk.BatchSpanProcessor({ exporter })));
   if (config.stdout) processors.push(new sdk.SimpleSpanProcessor({ exporter: new LogExporter(log) as unknown as Exporter }));
   const provider = new sdk.TracerProvider({
-    resource: resources.resourceFromAttributes({ 'service.name': appId }),
+    resource: resources.resourceFromAttributes(resource),
     sampler: new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(config.samplingRate) }),
     spanProcessors: processors,
   });
