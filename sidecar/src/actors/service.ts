@@ -75,11 +75,11 @@ export class ActorsService {
     this.waitMs = opts.placementWaitMs ?? 30_000;
     this.table = new ActorTable(opts.app, opts.log, (t) => this.configOf(t));
     opts.reminders?.onFire((r) => this.fireReminder(r));
-    // a new table: the actors that moved to another host end here, before it is acknowledged
-    // (onTable) so that their new host gets no call while they are active here
-    const movedAway = () => this.table.drain((act) => !opts.placement.lookup(act.type, act.id)?.local);
-    opts.placement.onTable?.(movedAway);
-    opts.placement.onChange(() => void movedAway());
+    // a new table: the actors that moved to another host end here; the idle ones before it is
+    // acknowledged (onTable), so that their new host gets no call while they are active here
+    const moved = (act: { type: string; id: string }) => !opts.placement.lookup(act.type, act.id)?.local;
+    opts.placement.onTable?.(() => this.table.drainIdle(moved));
+    opts.placement.onChange(() => void this.table.drain(moved));
   }
 
   /** The app's actor settings (from its config discovery): placement learns the hosted types. */

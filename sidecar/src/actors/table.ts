@@ -147,11 +147,24 @@ export class ActorTable {
    * each type's drainOngoingCallTimeout at most (and `capMs`: a shutdown does not wait a minute).
    */
   async drain(which: (act: Activation) => boolean = () => true, capMs = Number.POSITIVE_INFINITY): Promise<void> {
-    const ends = [...this.actors.values()].filter(which).map((a) => {
+    await Promise.all(this.startDrain(which, capMs).map((e) => e.ended));
+  }
+
+  /**
+   * Starts ending every activation `which` picks, as drain(); resolves once those that had no call
+   * in flight or waiting have ended (a new placement table is acknowledged then: the busy ones
+   * end on their own, after their calls).
+   */
+  async drainIdle(which: (act: Activation) => boolean): Promise<void> {
+    await Promise.all(this.startDrain(which, Number.POSITIVE_INFINITY).flatMap((e) => (e.busy ? [] : [e.ended])));
+  }
+
+  private startDrain(which: (act: Activation) => boolean, capMs: number): { busy: boolean; ended: Promise<void> }[] {
+    return [...this.actors.values()].filter(which).map((a) => {
       const cfg = this.configOf(a.type) ?? DEFAULTS;
-      return this.deactivate(a, Math.min(capMs, cfg.drainRebalancedActors ? cfg.drainOngoingCallTimeoutMs : 1));
+      const busy = a.turns.busy;
+      return { busy, ended: this.deactivate(a, Math.min(capMs, cfg.drainRebalancedActors ? cfg.drainOngoingCallTimeoutMs : 1)) };
     });
-    await Promise.all(ends);
   }
 
   close(): void {
