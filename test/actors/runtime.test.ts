@@ -134,7 +134,7 @@ describe.runIf(haveRedis)('actors on one host', () => {
     // depth 5 > maxStackDepth 4: the innermost call is refused, and the chain fails
     const deep = await call('Reentrant', id, 'recurse', { n: 4 });
     expect(deep.status).toBe(500);
-    expect(((await deep.json()) as { errorCode: string }).errorCode).toBe('ERR_ACTOR_INVOKE_METHOD');
+    expect(((await deep.json()) as { errorCode: string }).errorCode).toBe('ERR_ACTOR_STACK_DEPTH');
     // an actor without reentrancy waits for itself: the nested call never gets in (bounded here by the test)
   });
 

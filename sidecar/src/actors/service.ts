@@ -133,7 +133,8 @@ export class ActorsService {
     try {
       turn = await this.table.enter(type, id, cfg.reentrancy.enabled ? chain : undefined, this.opts.turnWaitMs ?? TURN_WAIT_MS);
     } catch (e) {
-      if (e instanceof StackDepthError || e instanceof TurnTimeoutError) throw fail(ERRORS.ACTOR_INVOKE_FAILED, `error invoking actor ${type}/${id} method ${method}: ${e.message}`);
+      if (e instanceof StackDepthError) throw fail(ERRORS.ACTOR_STACK_DEPTH, e.message);
+      if (e instanceof TurnTimeoutError) throw fail(ERRORS.ACTOR_INVOKE_FAILED, `error invoking actor ${type}/${id} method ${method}: ${e.message}`);
       throw e;
     }
     try {

@@ -89,7 +89,8 @@ export const ERRORS = {
   // actors: ERR_ACTOR_REMINDER_CREATE, _GET, _DELETE, ERR_ACTOR_TIMER_CREATE, _DELETE name the operation
   ACTOR_RUNTIME_NOT_FOUND: { code: 'ERR_ACTOR_RUNTIME_NOT_FOUND', http: 500, grpc: INTERNAL, when: 'actor state without a state store marked actorStateStore: "true"' },
   ACTOR_INSTANCE_MISSING: { code: 'ERR_ACTOR_INSTANCE_MISSING', http: 400, grpc: INVALID_ARGUMENT, when: 'actor state or a timer for an actor this sidecar does not host' },
-  ACTOR_INVOKE_FAILED: { code: 'ERR_ACTOR_INVOKE_METHOD', http: 500, grpc: INTERNAL, when: 'no host of the type is known, the app did not answer, or a reentrant chain went past its maximum stack depth' },
+  ACTOR_INVOKE_FAILED: { code: 'ERR_ACTOR_INVOKE_METHOD', http: 500, grpc: INTERNAL, when: "no host of the type is known, the app did not answer, or the actor's turn did not come in time" },
+  ACTOR_STACK_DEPTH: { code: 'ERR_ACTOR_STACK_DEPTH', http: 500, grpc: RESOURCE_EXHAUSTED, when: 'a reentrant chain went past its maximum stack depth (the reference: messages.ErrActorMaxStackDepthExceeded)' },
   ACTOR_STATE_GET_FAILED: { code: 'ERR_ACTOR_STATE_GET', http: 500, grpc: INTERNAL, when: 'the actor state store failed a get' },
   ACTOR_STATE_TRANSACTION_FAILED: { code: 'ERR_ACTOR_STATE_TRANSACTION_SAVE', http: 500, grpc: INTERNAL, when: 'the actor state store failed the transaction' },
   ACTOR_SCHEDULE_INVALID: { http: 400, grpc: INVALID_ARGUMENT, when: "a timer's or reminder's dueTime, period or ttl that does not parse, or a timer for an actor that is not active" },
