@@ -117,8 +117,12 @@ export async function startSidecar(input: StartOptions): Promise<Sidecar> {
       // stopped reading (or keeps a connection fastify does not count as idle) must not hold
       // the shutdown forever
       const grace = setTimeout(() => http.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
+      // a keep-alive connection busy when the close began becomes idle once its answer is out,
+      // and node:http would keep it for its keep-alive timeout: end those as they go idle
+      const idle = setInterval(() => http.server.closeIdleConnections(), 50);
       await http.close().catch(() => undefined);
       clearTimeout(grace);
+      clearInterval(idle);
       for (const fn of [...closers].reverse()) await Promise.resolve(fn()).catch((e) => log.warn({ err: e }, 'shutdown step failed'));
       await grpc.close();
       await app.close();

@@ -86,6 +86,7 @@ describe('a host that stops', () => {
     const code = await Promise.race([exited, new Promise((_, reject) => setTimeout(() => reject(new Error('host a did not exit within 15 s of SIGTERM')), 15_000).unref())]);
     expect(code).toBe(0);
     const took = Date.now() - stoppedAt;
+    console.log(`[shutdown] host a exited ${took} ms after SIGTERM (slow calls: ${SLOW_MS} ms)`);
     const la = JSON.parse(await readFile(join(dir, 'log-a.json'), 'utf8')) as ActorAppLog;
     const lb = await b.log();
 
