@@ -10,7 +10,7 @@ import { componentCall, type ResiliencyService } from '../resiliency/service.ts'
 import { CLOUDEVENT_CONTENT_TYPE, envelope, ttlOf, wrapJson, wrapsJson } from './cloudevent.ts';
 import { PublishGate } from './gate.ts';
 import { requirePubsub } from './lookup.ts';
-import { endAfter, producerSpan } from '../tracing/outbound.ts';
+import { endAfter, entryContexts, producerSpan } from '../tracing/outbound.ts';
 import { contextHeaders, type TracingService } from '../tracing/service.ts';
 
 export interface PublishRequest {
@@ -93,7 +93,7 @@ export class PublishService {
   /** Publishes every entry; returns the ones that failed (none: all published). */
   async bulkPublish(req: BulkPublishRequest): Promise<FailedEntry[]> {
     if (!this.tracing) return this.bulkPublishNow(req);
-    const span = producerSpan(this.tracing, req.pubsubname, req.topic, { traceparent: req.traceparent }, req.entries.length);
+    const span = producerSpan(this.tracing, req.pubsubname, req.topic, { traceparent: req.traceparent }, req.entries.length, entryContexts(req.entries));
     const failed = await endAfter(span, () => this.bulkPublishNow({ ...req, traceparent: contextHeaders(span).traceparent }), (f) => (f.length ? `${f.length} of ${req.entries.length} entries failed` : undefined));
     return failed;
   }

@@ -35,8 +35,9 @@ export function jobSpan(tracing: TracingService, job: string, grpc = false): RtS
 }
 
 /**
- * Bulk delivery: a CONSUMER span per batch sent to the app, under the first entry's context (each
- * entry's CloudEvent keeps its own traceparent, which the app reads per entry).
+ * Bulk delivery: a CONSUMER span per batch sent to the app, under the first entry's context and
+ * linked to each other entry's (the messaging conventions' batch receive), so every publisher's
+ * trace leads to the batch. Each entry's CloudEvent keeps its own traceparent, which the app reads per entry.
  */
 export function tracedBatches(tracing: TracingService, sub: SubscriptionInfo, post: BatchPoster): BatchPoster {
   return async (path, entries) => {
@@ -49,7 +50,7 @@ export function tracedBatches(tracing: TracingService, sub: SubscriptionInfo, po
       'rt.component': sub.pubsubname,
       'rt.operation': 'deliver.bulk',
       'url.path': path,
-    });
+    }, entries.map((e) => e.event.traceparent));
     try {
       const outcomes = await post(path, entries);
       const retried = typeof outcomes === 'string' ? (outcomes === 'RETRY' ? entries.length : 0) : entries.filter((e) => (outcomes.get(e.entryId) ?? 'RETRY') === 'RETRY').length;

@@ -60,7 +60,7 @@ export function tracedDispatch(tracing: TracingService, dispatch: Dispatch, exte
 }
 
 /** A PRODUCER span for one publish (or one bulk publish): its context goes into the CloudEvents. */
-export function producerSpan(tracing: TracingService, pubsub: string, topic: string, carried: CarriedContext, count?: number): RtSpan {
+export function producerSpan(tracing: TracingService, pubsub: string, topic: string, carried: CarriedContext, count?: number, links?: unknown[]): RtSpan {
   return tracing.start(`publish ${topic}`, 'producer', carried, {
     'messaging.system': 'rt',
     'messaging.destination.name': topic,
@@ -68,7 +68,22 @@ export function producerSpan(tracing: TracingService, pubsub: string, topic: str
     ...(count === undefined ? {} : { 'messaging.batch.message_count': count }),
     'rt.component': pubsub,
     'rt.operation': count === undefined ? 'publish' : 'bulkpublish',
-  });
+  }, links);
+}
+
+/**
+ * The contexts the entries of a bulk publish bring of their own: a CloudEvent entry's
+ * `traceparent` (kept as sent, so the batch's PRODUCER span links to it). Entries without one
+ * carry the PRODUCER span's context and need no link.
+ */
+export function entryContexts(entries: { contentType?: string; parsed?: { value: unknown } }[]): unknown[] {
+  const out: unknown[] = [];
+  for (const e of entries) {
+    if (!e.contentType?.includes('cloudevents')) continue;
+    const v = e.parsed?.value;
+    if (typeof v === 'object' && v !== null && 'traceparent' in v) out.push(v.traceparent);
+  }
+  return out;
 }
 
 /** Runs `work` under a span, ending it with its outcome (`failure`: what of a result is an error). */

@@ -23,7 +23,8 @@ export interface RtSpan {
 }
 
 export interface SpanStarter {
-  start(name: string, kind: SpanKindName, parent: TraceParent | undefined, traceState: string | undefined, attrs: Attributes): RtSpan;
+  /** `links`: other contexts the span relates to (a batch's entries), set at start as OpenTelemetry requires. */
+  start(name: string, kind: SpanKindName, parent: TraceParent | undefined, traceState: string | undefined, attrs: Attributes, links?: TraceParent[]): RtSpan;
   /** Exports what is buffered and stops (the sidecar's shutdown). */
   shutdown(): Promise<void>;
 }
@@ -60,11 +61,12 @@ export async function loadSdk(config: TracingConfig, appId: string, log: Logger,
   const tracer = provider.getTracer('rt');
   const kinds = { server: api.SpanKind.SERVER, client: api.SpanKind.CLIENT, producer: api.SpanKind.PRODUCER, consumer: api.SpanKind.CONSUMER, internal: api.SpanKind.INTERNAL };
   return {
-    start(name, kind, parent, traceState, attrs) {
+    start(name, kind, parent, traceState, attrs, links) {
       const ctx = parent
         ? api.trace.setSpanContext(api.ROOT_CONTEXT, { traceId: parent.traceId, spanId: parent.spanId, traceFlags: parent.flags, isRemote: true, traceState: traceState ? api.createTraceState(traceState) : undefined })
         : api.ROOT_CONTEXT;
-      const span = tracer.startSpan(name, { kind: kinds[kind], attributes: attrs }, ctx);
+      const spanLinks = links?.map((l) => ({ context: { traceId: l.traceId, spanId: l.spanId, traceFlags: l.flags, isRemote: true } }));
+      const span = tracer.startSpan(name, { kind: kinds[kind], attributes: attrs, ...(spanLinks?.length ? { links: spanLinks } : {}) }, ctx);
       const sc = span.spanContext();
       return {
         context: { traceId: sc.traceId, spanId: sc.spanId, flags: sc.traceFlags },

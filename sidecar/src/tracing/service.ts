@@ -5,7 +5,7 @@
  */
 import type { TracingConfig } from './config.ts';
 import type { CarriedContext } from './carried.ts';
-import { firstValue, keepTraceState, parseTraceParent } from './context.ts';
+import { firstValue, keepTraceState, parseTraceParent, type TraceParent } from './context.ts';
 import { tracedComponentCall } from './components.ts';
 import type { Attributes, RtSpan, SpanKindName, SpanStarter } from './sdk.ts';
 
@@ -24,13 +24,17 @@ export class TracingService {
 
   /**
    * Starts a span under the carried context (none, or one that does not parse: a new trace),
-   * with rt.app_id and the given attributes.
+   * with rt.app_id and the given attributes; `links`: the traceparents it relates to (one per
+   * entry of a batch; those that do not parse, and the parent's own, are left out).
    */
-  start(name: string, kind: SpanKindName, carried: CarriedContext | undefined, attrs: Attributes): RtSpan {
+  start(name: string, kind: SpanKindName, carried: CarriedContext | undefined, attrs: Attributes, links?: unknown[]): RtSpan {
     const parent = parseTraceParent(firstValue(carried?.traceparent));
     const state = parent ? keepTraceState(carried?.tracestate) : undefined;
     attrs['rt.app_id'] = this.appId;
-    return this.starter.start(name, kind, parent, state, attrs);
+    // the parent is not linked again: it already relates the span to that context (and Jaeger
+    // would show the link in place of the CHILD_OF reference)
+    const linked = links?.map((l) => parseTraceParent(firstValue(l))).filter((l): l is TraceParent => l !== undefined && !(parent && l.spanId === parent.spanId && l.traceId === parent.traceId));
+    return this.starter.start(name, kind, parent, state, attrs, linked);
   }
 
   /** A call to component `name` of `type` under a CLIENT span (state, secrets, configuration, lock: components.ts). */
