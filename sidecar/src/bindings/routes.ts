@@ -15,6 +15,7 @@ import { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import type { SidecarContext } from '../context.ts';
 import type { BindingResponse, OutputBinding } from '../components/types.ts';
+import type { CarriedContext } from '../tracing/carried.ts';
 import { checkBody } from '../http/schema.ts';
 import { parseJsonBody } from './body.ts';
 import { INVOKE } from './schemas.ts';
@@ -37,7 +38,7 @@ export async function outputBindingRoutes(ctx: SidecarContext, bindings: Binding
       if (payload) {
         const src = new BodySource(payload, req.headers as IncomingHttpHeaders, BINDING_BODY_LIMIT);
         try {
-          const got = binding.invokeStreamed ? await streamedOrWhole(bindings, name, binding, src) : await src.rest([]);
+          const got = binding.invokeStreamed ? await streamedOrWhole(bindings, name, binding, src, req.headers) : await src.rest([]);
           if (!Buffer.isBuffer(got)) return send(reply, got);
           whole = got;
         } catch (e) {
@@ -57,7 +58,7 @@ export async function outputBindingRoutes(ctx: SidecarContext, bindings: Binding
  * Streams `data` to the binding when the body names a streamed operation before a string
  * `data`; otherwise returns the whole body, to be parsed as any other.
  */
-async function streamedOrWhole(bindings: BindingsService, name: string, binding: OutputBinding, src: BodySource): Promise<BindingResponse | Buffer> {
+async function streamedOrWhole(bindings: BindingsService, name: string, binding: OutputBinding, src: BodySource, trace: CarriedContext): Promise<BindingResponse | Buffer> {
   const head = await readHead(src);
   if (head.kind === 'whole') return head.body;
   // the operation must come before the data (the usual order) to know that it streams
@@ -66,7 +67,7 @@ async function streamedOrWhole(bindings: BindingsService, name: string, binding:
   const early = head.members.metadata === undefined ? undefined : bindingMetadata(head.members.metadata);
   const reader = head.reader;
   const complete = async () => bindingMetadata(mergedMetadata(head.members, await reader.rest()));
-  return bindings.invokeStreamed(name, binding as OutputBinding & Required<Pick<OutputBinding, 'invokeStreamed'>>, { operation, data: reader.chunks(), early, complete });
+  return bindings.invokeStreamed(name, binding as OutputBinding & Required<Pick<OutputBinding, 'invokeStreamed'>>, { operation, data: reader.chunks(), early, complete }, trace);
 }
 
 /** The body's metadata: a later member wins over an earlier one, as in JSON.parse. */

@@ -65,9 +65,22 @@ export class BindingsService {
     return endAfter(bindingSpan(this.tracing, name, request.operation, request.metadata, req.trace ?? {}), call);
   }
 
-  /** Invokes a streamed operation (its `data` arriving as chunks) of a binding found with binding(). */
-  async invokeStreamed(name: string, binding: OutputBinding & Required<Pick<OutputBinding, 'invokeStreamed'>>, req: StreamedBindingRequest): Promise<BindingResponse> {
-    return guarded(name, () => binding.invokeStreamed(req));
+  /**
+   * Invokes a streamed operation (its `data` arriving as chunks) of a binding found with binding():
+   * the same CLIENT span as invoke(), its context added to the metadata the binding reads (the
+   * early part and the complete one, which comes once the body is read).
+   */
+  async invokeStreamed(name: string, binding: OutputBinding & Required<Pick<OutputBinding, 'invokeStreamed'>>, req: StreamedBindingRequest, trace?: CarriedContext): Promise<BindingResponse> {
+    if (!this.tracing) return guarded(name, () => binding.invokeStreamed(req));
+    const context: Record<string, string> = {};
+    const span = bindingSpan(this.tracing, name, req.operation, context, trace ?? {});
+    const traced: StreamedBindingRequest = {
+      operation: req.operation,
+      data: req.data,
+      early: req.early && Object.assign(req.early, context),
+      complete: async () => Object.assign(await req.complete(), context),
+    };
+    return endAfter(span, () => guarded(name, () => binding.invokeStreamed(traced)));
   }
 }
 
