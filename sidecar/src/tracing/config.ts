@@ -13,9 +13,9 @@
  * the tracing block at start, where the OTEL_EXPORTER_OTLP_* environment may add to it (env.ts).
  */
 
-import { checkHeaderName, isHeaderName, isHeaderValue, parseOtlpHeaders } from './env.ts';
+import { checkHeaderName, isHeaderName, isHeaderValue, parseHeaderList, type FieldFail, type OtlpProtocol } from './key-values.ts';
 
-export type OtlpProtocol = 'grpc' | 'http';
+export type { OtlpProtocol } from './key-values.ts';
 
 export interface OtlpExport {
   /** The exporter's URL: http(s)://host:port for gRPC, http(s)://host:port/v1/traces for HTTP. */
@@ -43,7 +43,7 @@ export interface TracingSpec extends Omit<TracingConfig, 'samplingRate'> {
 }
 
 /** What the parser reports a bad field with (the loader's `fail`, which throws). */
-export type FieldFail = (field: string, message: string) => never;
+export type { FieldFail } from './key-values.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -110,7 +110,7 @@ const blank = (v: unknown) => v === undefined || v === null || v === '';
 export function otelHeaders(raw: unknown, protocol: OtlpProtocol, fail: FieldFail): Record<string, string> | undefined {
   const field = 'spec.tracing.otel.headers';
   if (blank(raw)) return undefined;
-  if (typeof raw === 'string') return parseOtlpHeaders(raw, field, protocol, fail);
+  if (typeof raw === 'string') return parseHeaderList(raw, field, protocol, fail);
   if (!Array.isArray(raw)) return fail(field, 'must be "name=value,…" or a list of { name, value }');
   // no prototype: a header named __proto__ is a header like another
   const out: Record<string, string> = Object.create(null);
