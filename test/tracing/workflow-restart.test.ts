@@ -1,0 +1,137 @@
+/**
+ * Workflow spans across a restart (issue #40), against a real Jaeger: a workflow's first activity
+ * completes, the sidecar closes while the second is dispatched and unanswered, and a new sidecar
+ * on the same data dir dispatches it again (recovery). That dispatch gets an activity span in the
+ * start's trace whose parent is the orchestration span the first sidecar opened (its ids are in
+ * the history), and the worker gets that span's context as parentTraceContext.
+ */
+import { randomBytes } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Sidecar } from '../../sidecar/src/sidecar.ts';
+import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
+import { PROTO_PATH, type ActivityRequest, type HistoryEvent, type WorkItem } from '../../sidecar/src/workflows/proto.ts';
+import { requireService } from '../services/ci.ts';
+import { jaegerUnavailable, startJaeger, type Jaeger, type JaegerSpan } from '../services/jaeger.ts';
+import { eventually, startTracedSidecar, tracingFolder } from './harness.ts';
+
+const why = jaegerUnavailable();
+const available = requireService('Jaeger', !why, why ?? '');
+const APP = `wfrestart-${process.pid}-${Date.now().toString(36)}`;
+const hex = (bytes: number) => randomBytes(bytes).toString('hex');
+const isError = (s: JaegerSpan | undefined) => s?.tags['otel.status_code'] === 'ERROR' || s?.tags.error === true;
+
+type Unary = (req: unknown, cb: (err: grpc.ServiceError | null, res?: unknown) => void) => void;
+type TaskHub = grpc.Client & Record<string, Unary> & { GetWorkItems(req: unknown): grpc.ClientReadableStream<WorkItem> };
+
+/** A raw TaskHub worker: the workflow runs activity `first` (task 0), then `second` (task 1), then completes. */
+function connectWorker(sidecar: Sidecar, answer: (a: ActivityRequest) => boolean): { seen: ActivityRequest[]; rerun(sourceId: string, eventId: number, newId: string): Promise<void>; stop(): void } {
+  const def = protoLoader.loadSync(PROTO_PATH, { keepCase: true, longs: Number, enums: Number, defaults: false, oneofs: true });
+  const Svc = (grpc.loadPackageDefinition(def) as unknown as Record<string, grpc.ServiceClientConstructor>).TaskHubSidecarService;
+  const hub = new Svc(`127.0.0.1:${sidecar.grpcPort}`, grpc.credentials.createInsecure()) as unknown as TaskHub;
+  const call = (name: string, req: unknown) => hub[name](req, () => undefined);
+  const seen: ActivityRequest[] = [];
+  const items = hub.GetWorkItems({});
+  items.on('error', () => undefined);
+  items.on('data', (wi: WorkItem) => {
+    if ('orchestratorRequest' in wi && wi.orchestratorRequest) {
+      const req = wi.orchestratorRequest;
+      const events: HistoryEvent[] = [...(req.pastEvents ?? []), ...(req.newEvents ?? [])];
+      const done = new Set(events.flatMap((e) => (e.taskCompleted ? [e.taskCompleted.taskScheduledId] : [])));
+      const scheduled = new Set(events.flatMap((e) => (e.taskScheduled ? [e.eventId] : [])));
+      // as an SDK does: only the actions the history does not hold yet
+      const actions: unknown[] = [];
+      if (!scheduled.has(0)) actions.push({ id: 0, scheduleTask: { name: 'first', input: { value: '1' } } });
+      if (done.has(0) && !scheduled.has(1)) actions.push({ id: 1, scheduleTask: { name: 'second', input: { value: '2' } } });
+      if (done.has(1)) actions.push({ id: 2, completeOrchestration: { orchestrationStatus: 1, result: { value: '"ok"' } } });
+      call('CompleteOrchestratorTask', { instanceId: req.instanceId, actions });
+    } else if ('activityRequest' in wi && wi.activityRequest) {
+      const a = wi.activityRequest;
+      seen.push(a);
+      if (answer(a)) call('CompleteActivityTask', { instanceId: a.orchestrationInstance.instanceId, taskId: a.taskId, result: { value: '3' } });
+    }
+  });
+  return {
+    seen,
+    rerun: (sourceInstanceID, eventID, newInstanceID) => new Promise((res, rej) => hub.RerunWorkflowFromEvent({ sourceInstanceID, eventID, newInstanceID }, (e) => (e ? rej(new Error(`RerunWorkflowFromEvent: ${e.message}`)) : res()))),
+    stop: () => {
+      items.cancel();
+      hub.close();
+    },
+  };
+}
+
+describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger', () => {
+  let jaeger: Jaeger | undefined;
+  let folder: Awaited<ReturnType<typeof tracingFolder>> | undefined;
+  const sidecars: Sidecar[] = [];
+  const workers: { stop(): void }[] = [];
+
+  beforeAll(async () => {
+    jaeger = await startJaeger();
+    folder = await tracingFolder('rtwfr-', jaeger, []);
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const w of workers) w.stop();
+    for (const s of sidecars) await s.close();
+    await jaeger?.stop();
+    await folder?.remove();
+  });
+
+  it("an activity dispatched again by a new sidecar on the same data dir is a child of the orchestration span, and the worker gets its context", async () => {
+    const traceId = hex(16);
+    const root = hex(8);
+    const id = `wf-${hex(4)}`;
+    const first = await startTracedSidecar(folder!.dir, APP);
+    sidecars.push(first);
+    // the first sidecar's worker answers `first` and holds `second`
+    const w1 = connectWorker(first, (a) => a.name === 'first');
+    workers.push(w1);
+    const res = await fetch(`http://127.0.0.1:${first.httpPort}/v1.0/workflows/dapr/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${traceId}-${root}-01` }, body: '1' });
+    expect(res.status).toBe(202);
+    const held = await eventually(() => w1.seen.find((a) => a.name === 'second'), 'the second activity before the restart');
+    const before = parseTraceParent(held.parentTraceContext?.traceParent);
+    expect(before?.traceId).toBe(traceId);
+    w1.stop();
+    await first.close();
+
+    const second = await startTracedSidecar(folder!.dir, APP);
+    sidecars.push(second);
+    const w2 = connectWorker(second, () => true);
+    workers.push(w2);
+    const again = await eventually(() => w2.seen.find((a) => a.name === 'second'), 'the second activity after the restart');
+    expect(again.orchestrationInstance.instanceId).toBe(id);
+    const given = parseTraceParent(again.parentTraceContext?.traceParent);
+    expect(given?.traceId).toBe(traceId);
+    expect(again.parentTraceContext?.spanID).toBe(given?.spanId);
+    // a new span, not the one the first sidecar ended at its close
+    expect(given?.spanId).not.toBe(before?.spanId);
+    const state = async () => ((await (await fetch(`http://127.0.0.1:${second.httpPort}/v1.0/workflows/dapr/${id}`)).json()) as { runtimeStatus: string }).runtimeStatus;
+    let status = '';
+    const deadline = Date.now() + 20_000;
+    while ((status = await state()) !== 'COMPLETED' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(status).toBe('COMPLETED');
+
+    // a rerun from the second activity's TaskScheduled (event 1) keeps the ExecutionStarted, so
+    // the activity it schedules again is under the same orchestration span
+    const rerunId = `${id}-rerun`;
+    await w2.rerun(id, 1, rerunId);
+    const rerun = await eventually(() => w2.seen.find((a) => a.orchestrationInstance.instanceId === rerunId), 'the rerun activity');
+    const rerunGiven = parseTraceParent(rerun.parentTraceContext?.traceParent);
+    expect(rerunGiven?.traceId).toBe(traceId);
+    await second.close();
+
+    // API, create_orchestration, orchestration, first, second (held), second (again), second (rerun)
+    const spans = await jaeger!.waitForTrace(traceId, 7, 30_000);
+    const orchestration = spans.find((s) => s.operationName === 'orchestration flow');
+    expect(orchestration).toMatchObject({ kind: 'server', tags: expect.objectContaining({ 'rt.workflow.instance_id': id }) });
+    const act = spans.find((s) => s.spanId === given!.spanId);
+    expect(act).toMatchObject({ kind: 'client', operationName: 'activity second', parentSpanId: orchestration!.spanId, tags: expect.objectContaining({ 'rt.workflow.task_id': 1, 'rt.workflow.instance_id': id }) });
+    // it ended with the result, not at the second sidecar's close; the held one ended at the first's close
+    expect(isError(act)).toBe(false);
+    expect(isError(spans.find((s) => s.spanId === before!.spanId))).toBe(true);
+    expect(spans.find((s) => s.spanId === rerunGiven!.spanId)).toMatchObject({ kind: 'client', operationName: 'activity second', parentSpanId: orchestration!.spanId, tags: expect.objectContaining({ 'rt.workflow.instance_id': rerunId }) });
+  }, 120_000);
+});
