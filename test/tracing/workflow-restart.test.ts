@@ -42,8 +42,10 @@ function connectWorker(sidecar: Sidecar, answer: (a: ActivityRequest) => boolean
       const scheduled = new Set(events.flatMap((e) => (e.taskScheduled ? [e.eventId] : [])));
       // as an SDK does: only the actions the history does not hold yet
       const actions: unknown[] = [];
+      // an instance whose id starts "par-" schedules both at once (fan-out)
+      const parallel = req.instanceId.startsWith('par-');
       if (!scheduled.has(0)) actions.push({ id: 0, scheduleTask: { name: 'first', input: { value: '1' } } });
-      if (done.has(0) && !scheduled.has(1)) actions.push({ id: 1, scheduleTask: { name: 'second', input: { value: '2' } } });
+      if ((parallel || done.has(0)) && !scheduled.has(1)) actions.push({ id: 1, scheduleTask: { name: 'second', input: { value: '2' } } });
       if (done.has(1)) actions.push({ id: 2, completeOrchestration: { orchestrationStatus: 1, result: { value: '"ok"' } } });
       call('CompleteOrchestratorTask', { instanceId: req.instanceId, actions });
     } else if ('activityRequest' in wi && wi.activityRequest) {
@@ -133,5 +135,31 @@ describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger'
     expect(isError(act)).toBe(false);
     expect(isError(spans.find((s) => s.spanId === before!.spanId))).toBe(true);
     expect(spans.find((s) => s.spanId === rerunGiven!.spanId)).toMatchObject({ kind: 'client', operationName: 'activity second', parentSpanId: orchestration!.spanId, tags: expect.objectContaining({ 'rt.workflow.instance_id': rerunId }) });
+  }, 120_000);
+
+  it('a rerun dispatches an activity that was still pending at its cut under the orchestration span too', async () => {
+    const traceId = hex(16);
+    const id = `par-${hex(4)}`;
+    const sidecar = await startTracedSidecar(folder!.dir, APP);
+    sidecars.push(sidecar);
+    const w = connectWorker(sidecar, () => true);
+    workers.push(w);
+    const res = await fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/workflows/dapr/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${traceId}-${hex(8)}-01` }, body: '1' });
+    expect(res.status).toBe(202);
+    const state = async (i: string) => ((await (await fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/workflows/dapr/${i}`)).json()) as { runtimeStatus: string }).runtimeStatus;
+    let status = '';
+    const deadline = Date.now() + 20_000;
+    while ((status = await state(id)) !== 'COMPLETED' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(status).toBe('COMPLETED');
+    // cut before `second` (task 1): `first`, scheduled before it and answered after, is pending again
+    const rerunId = `${id}-rerun`;
+    await w.rerun(id, 1, rerunId);
+    const pending = await eventually(() => w.seen.find((a) => a.orchestrationInstance.instanceId === rerunId && a.name === 'first'), "the rerun's pending activity");
+    const given = parseTraceParent(pending.parentTraceContext?.traceParent);
+    expect(given?.traceId).toBe(traceId);
+    await eventually(() => w.seen.find((a) => a.orchestrationInstance.instanceId === rerunId && a.name === 'second'), "the rerun's own activity");
+    const spans = await jaeger!.waitForTrace(traceId, 7, 30_000);
+    const orchestration = spans.find((s) => s.operationName === 'orchestration flow');
+    expect(spans.find((s) => s.spanId === given!.spanId)).toMatchObject({ kind: 'client', operationName: 'activity first', parentSpanId: orchestration!.spanId, tags: expect.objectContaining({ 'rt.workflow.instance_id': rerunId, 'rt.workflow.task_id': 0 }) });
   }, 120_000);
 });

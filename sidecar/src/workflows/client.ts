@@ -241,9 +241,13 @@ export class ClientApi {
         history: plan.history,
       });
       const rec = d.rec as InstanceState;
+      // tracing on: each activity still pending at the cut gets a span under the orchestration's, as recovery does
+      const tracing = this.deps.tracing;
+      const orch = tracing?.orchestrationContext(plan.history);
       for (const [taskId, a] of Object.entries(plan.acts)) {
         const propagatedHistory = this.life.propagatedAt(rec, plan.history, Number(taskId), 'taskScheduled');
-        const task = { instanceId: id, executionId, taskId: Number(taskId), name: a.name, input: a.input, propagatedHistory };
+        const trace = tracing?.activityScheduled(id, Number(taskId), a.name, orch);
+        const task = { instanceId: id, executionId, taskId: Number(taskId), name: a.name, input: a.input, propagatedHistory, trace };
         d.effects.push(() => workers.enqueueActivity(task));
       }
       for (const [timerId, fireAt] of Object.entries(plan.timers)) this.life.armTimer(d, { instanceId: id, executionId, timerId }, fireAt);
