@@ -207,7 +207,7 @@ export class ClientApi {
     const id = req.newId || randomUUID();
     const executionId = randomUUID();
     const plan = rerunStart(sourceId, source.history, eventId, id, executionId);
-    const { me, clock, workers } = this.deps;
+    const { me, clock } = this.deps;
     const now = clock.now();
     await this.deps.table.mutate(id, (d) => {
       if (d.rec && !isTerminal(d.rec.status)) {
@@ -241,15 +241,8 @@ export class ClientApi {
         history: plan.history,
       });
       const rec = d.rec as InstanceState;
-      // tracing on: each activity still pending at the cut gets a span under the orchestration's, as recovery does
-      const tracing = this.deps.tracing;
-      const orch = tracing?.orchestrationContext(plan.history);
-      for (const [taskId, a] of Object.entries(plan.acts)) {
-        const propagatedHistory = this.life.propagatedAt(rec, plan.history, Number(taskId), 'taskScheduled');
-        const trace = tracing?.activityScheduled(id, Number(taskId), a.name, orch);
-        const task = { instanceId: id, executionId, taskId: Number(taskId), name: a.name, input: a.input, propagatedHistory, trace };
-        d.effects.push(() => workers.enqueueActivity(task));
-      }
+      // what was pending at the cut is pending again, as after a restart
+      this.life.dispatchOwnedActivities(d, rec, plan.history);
       for (const [timerId, fireAt] of Object.entries(plan.timers)) this.life.armTimer(d, { instanceId: id, executionId, timerId }, fireAt);
       for (const c of plan.children) {
         const parent: ParentRef = { instanceId: id, executionId, taskId: c.taskId, name: rec.name, version: rec.version };

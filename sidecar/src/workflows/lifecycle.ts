@@ -116,6 +116,22 @@ export class Lifecycle {
     return propagate({ scope, own, received: rec.propagated, appId: this.deps.appId, instanceId: rec.id });
   }
 
+  /**
+   * Sends again to the workers each activity of `rec` this sidecar owns (recovery; what a rerun's
+   * cut left pending): with the history it hands over and, tracing on, a new span under the
+   * orchestration's that `history` names.
+   */
+  dispatchOwnedActivities(d: Draft, rec: InstanceState, history: readonly HistoryEvent[]): void {
+    const { me, workers, tracing } = this.deps;
+    const acts = Object.entries(rec.acts).filter(([, a]) => a.owner === me);
+    const orch = tracing && acts.length > 0 ? tracing.orchestrationContext(history) : undefined;
+    for (const [key, a] of acts) {
+      const taskId = Number(key);
+      const task = { instanceId: rec.id, executionId: rec.executionId, taskId, name: a.name, input: a.input, propagatedHistory: this.propagatedAt(rec, history, taskId, 'taskScheduled'), trace: tracing?.activityScheduled(rec.id, taskId, a.name, orch) };
+      d.effects.push(() => workers.enqueueActivity(task));
+    }
+  }
+
   /** The same, for an activity or child created by the stored event `eventId` (recovery, rerun). */
   propagatedAt(rec: InstanceState, history: readonly HistoryEvent[], eventId: number, kind: 'taskScheduled' | 'subOrchestrationInstanceCreated'): PropagatedHistory | undefined {
     return propagateFrom(history, eventId, kind, { received: rec.propagated, appId: this.deps.appId, instanceId: rec.id });

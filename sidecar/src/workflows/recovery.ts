@@ -63,16 +63,7 @@ export class Recovery {
   private resume(d: Draft, rec: InstanceState): void {
     const { me, workers } = this.deps;
     const { id, executionId } = rec;
-    // tracing on: an activity dispatched again gets a span under the orchestration's (its ids are in the history)
-    const tracing = this.deps.tracing;
-    const orch = tracing?.orchestrationContext(d.history);
-    for (const [taskId, a] of Object.entries(rec.acts)) {
-      if (a.owner !== me) continue;
-      const propagatedHistory = this.life.propagatedAt(rec, d.history, Number(taskId), 'taskScheduled');
-      const trace = tracing?.activityScheduled(id, Number(taskId), a.name, orch);
-      const task = { instanceId: id, executionId, taskId: Number(taskId), name: a.name, input: a.input, propagatedHistory, trace };
-      d.effects.push(() => workers.enqueueActivity(task));
-    }
+    this.life.dispatchOwnedActivities(d, rec, d.history);
     for (const [timerId, t] of Object.entries(rec.timers)) if (t.owner === me) this.life.armTimer(d, { instanceId: id, executionId, timerId }, t.fireAt);
     if (rec.lease?.owner === me) d.effects.push(() => workers.enqueueRun(id));
     else this.life.makeRunnable(d);
