@@ -8,7 +8,8 @@
  *
  * So: cli/v8-flags.ts starts with `--semi-space-growth-factor=1`, which keeps start-up from
  * growing it, and with V8's optimizing compilers off. Once start-up is over (the command says so,
- * startupOver(); or the event loop is calm for the first time; at the latest after settleMs),
+ * startupOver(); or, unless the command said it would (untilStartupOver), the event loop is calm for
+ * the first time; at the latest after settleMs),
  * settledFlags are set (the growth factor and the compilers as V8 has them, SETTLED_V8_FLAGS of
  * cli/v8-flags.ts) and, at the first calm moment, memory-reducing GCs give back what start-up
  * left, its bytecode included (4–5 MB of an idle sidecar's RSS, bench/README.md `### startup`),
@@ -37,6 +38,14 @@ export interface ReducerOptions {
   settleMs: number;
   /** V8 flags set once start-up is over (cli/v8-flags.ts SETTLED_V8_FLAGS); none by default. */
   settledFlags?: string;
+  /**
+   * The command calls startupOver() when it is ready (`rt sidecar`, `rt run`): a calm moment before
+   * that does not end start-up, only settleMs does. The flags are part of what V8 checks before it
+   * takes a module's compile cache: a component's chunk compiled before the switch in one start and
+   * after it in the next is rejected and compiled again (a sidecar waiting on a component's
+   * connection looks calm, and when it does is a matter of timing).
+   */
+  untilStartupOver?: boolean;
   /** Event loop utilization (busy time over wall time) below which a window counts as calm. */
   calmLoop: number;
   calmTicks: number;
@@ -148,7 +157,8 @@ export function startMemoryReducer(opts: Partial<ReducerOptions> = {}): () => vo
   const startBusy = loopShare();
   const settleTimer = setInterval(() => {
     const busy = startBusy() >= o.calmLoop;
-    if (busy && Date.now() - started < o.settleMs) return;
+    const early = Date.now() - started < o.settleMs;
+    if (early && (busy || (o.untilStartupOver && !timer))) return;
     clearInterval(settleTimer);
     settle();
     if (busy) return void o.onSettled?.();

@@ -9,5 +9,8 @@ import { applyV8Flags, SETTLED_V8_FLAGS } from './v8-flags.ts';
 
 const reduce = applyV8Flags();
 await import('./compile-cache.ts');
-if (reduce) (await import('./memory-reducer.ts')).startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS });
+// `rt sidecar` and `rt run` say when they are ready (startupOver): until then, or 60 s, start-up
+// goes on, so every start compiles the same modules under the same flags (the compile cache's check)
+const saysWhenReady = process.argv[2] === 'sidecar' || process.argv[2] === 'run';
+if (reduce) (await import('./memory-reducer.ts')).startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS, ...(saysWhenReady && { untilStartupOver: true, settleMs: 60_000 }) });
 await import('./main.ts');

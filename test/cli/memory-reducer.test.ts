@@ -123,6 +123,19 @@ for (const f of fns) again += f(1, 3).s;
 console.log(JSON.stringify({ base, compiled, flushed, same: again === sum }));
 `;
 
+// calm from the start (waiting, as a sidecar waits on a component's connection): with
+// untilStartupOver, start-up ends when the command says so (at 500 ms here), not at the first calm tick
+const calmScript = (untilStartupOver: boolean) => `${PRELUDE}
+const start = Date.now();
+let settledAt = -1;
+startMemoryReducer({ settledFlags: SETTLED_V8_FLAGS, settleTickMs: 50, settleMs: 60_000, untilStartupOver: ${untilStartupOver}, onSettled: () => (settledAt = Date.now() - start) });
+await sleep(500);
+const before = settledAt;
+startupOver();
+await until(() => settledAt >= 0, 'the end of start-up');
+console.log(JSON.stringify({ before, settledAt }));
+`;
+
 const run = (script: string) => {
   const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 80_000 });
   expect(r.status, r.stderr).toBe(0);
@@ -185,6 +198,16 @@ describe('the memory reducer', { timeout: 90_000 }, () => {
 
   it('switches the optimizing compilers on when the command says start-up is over, in a process busy from the start', () => {
     checkSwitch(run(busyScript(true)) as Parameters<typeof checkSwitch>[0], 300);
+  });
+
+  it('with untilStartupOver (rt sidecar, rt run), a calm moment before the command says it is ready does not end start-up', () => {
+    const told = run(calmScript(true)) as { before: number; settledAt: number };
+    expect(told.before).toBe(-1);
+    expect(told.settledAt).toBeGreaterThanOrEqual(500);
+    // without it, the first calm tick ends start-up
+    const calm = run(calmScript(false)) as { before: number; settledAt: number };
+    expect(calm.before).toBeGreaterThanOrEqual(0);
+    expect(calm.before).toBeLessThan(500);
   });
 
   it('switches them on after settleMs when nothing says so and the process is never calm', () => {
