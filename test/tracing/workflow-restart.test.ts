@@ -3,7 +3,9 @@
  * completes, the sidecar closes while the second is dispatched and unanswered, and a new sidecar
  * on the same data dir dispatches it again (recovery). That dispatch gets an activity span in the
  * start's trace whose parent is the orchestration span the first sidecar opened (its ids are in
- * the history), and the worker gets that span's context as parentTraceContext.
+ * the history), and the worker gets that span's context as parentTraceContext. A rerun is a start
+ * of its own: its spans are in the rerun call's trace (or a new one) and link to the source's
+ * orchestration span.
  */
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
@@ -26,7 +28,7 @@ type Unary = (req: unknown, cb: (err: grpc.ServiceError | null, res?: unknown) =
 type TaskHub = grpc.Client & Record<string, Unary> & { GetWorkItems(req: unknown): grpc.ClientReadableStream<WorkItem> };
 
 /** A raw TaskHub worker: the workflow runs activity `first` (task 0), then `second` (task 1), then completes. */
-function connectWorker(sidecar: Sidecar, answer: (a: ActivityRequest) => boolean): { seen: ActivityRequest[]; rerun(sourceId: string, eventId: number, newId: string): Promise<void>; stop(): void } {
+function connectWorker(sidecar: Sidecar, answer: (a: ActivityRequest) => boolean): { seen: ActivityRequest[]; rerun(sourceId: string, eventId: number, newId: string, traceparent?: string): Promise<void>; stop(): void } {
   const def = protoLoader.loadSync(PROTO_PATH, { keepCase: true, longs: Number, enums: Number, defaults: false, oneofs: true });
   const Svc = (grpc.loadPackageDefinition(def) as unknown as Record<string, grpc.ServiceClientConstructor>).TaskHubSidecarService;
   const hub = new Svc(`127.0.0.1:${sidecar.grpcPort}`, grpc.credentials.createInsecure()) as unknown as TaskHub;
@@ -56,7 +58,12 @@ function connectWorker(sidecar: Sidecar, answer: (a: ActivityRequest) => boolean
   });
   return {
     seen,
-    rerun: (sourceInstanceID, eventID, newInstanceID) => new Promise((res, rej) => hub.RerunWorkflowFromEvent({ sourceInstanceID, eventID, newInstanceID }, (e) => (e ? rej(new Error(`RerunWorkflowFromEvent: ${e.message}`)) : res()))),
+    rerun: (sourceInstanceID, eventID, newInstanceID, traceparent) => {
+      const md = new grpc.Metadata();
+      if (traceparent) md.set('traceparent', traceparent);
+      const rerun = hub.RerunWorkflowFromEvent as unknown as (req: unknown, md: grpc.Metadata, cb: (e: grpc.ServiceError | null) => void) => void;
+      return new Promise((res, rej) => rerun.call(hub, { sourceInstanceID, eventID, newInstanceID }, md, (e) => (e ? rej(new Error(`RerunWorkflowFromEvent: ${e.message}`)) : res())));
+    },
     stop: () => {
       items.cancel();
       hub.close();
@@ -116,17 +123,18 @@ describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger'
     while ((status = await state()) !== 'COMPLETED' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     expect(status).toBe('COMPLETED');
 
-    // a rerun from the second activity's TaskScheduled (event 1) keeps the ExecutionStarted, so
-    // the activity it schedules again is under the same orchestration span
+    // a rerun from the second activity's TaskScheduled (event 1) is a start of its own, in the
+    // rerun call's trace: the activity it schedules again is under the rerun's orchestration span
     const rerunId = `${id}-rerun`;
-    await w2.rerun(id, 1, rerunId);
+    const rerunTrace = hex(16);
+    await w2.rerun(id, 1, rerunId, `00-${rerunTrace}-${hex(8)}-01`);
     const rerun = await eventually(() => w2.seen.find((a) => a.orchestrationInstance.instanceId === rerunId), 'the rerun activity');
     const rerunGiven = parseTraceParent(rerun.parentTraceContext?.traceParent);
-    expect(rerunGiven?.traceId).toBe(traceId);
+    expect(rerunGiven?.traceId).toBe(rerunTrace);
     await second.close();
 
-    // API, create_orchestration, orchestration, first, second (held), second (again), second (rerun)
-    const spans = await jaeger!.waitForTrace(traceId, 7, 30_000);
+    // API, create_orchestration, orchestration, first, second (held), second (again)
+    const spans = await jaeger!.waitForTrace(traceId, 6, 30_000);
     const orchestration = spans.find((s) => s.operationName === 'orchestration flow');
     expect(orchestration).toMatchObject({ kind: 'server', tags: expect.objectContaining({ 'rt.workflow.instance_id': id }) });
     const act = spans.find((s) => s.spanId === given!.spanId);
@@ -134,10 +142,17 @@ describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger'
     // it ended with the result, not at the second sidecar's close; the held one ended at the first's close
     expect(isError(act)).toBe(false);
     expect(isError(spans.find((s) => s.spanId === before!.spanId))).toBe(true);
-    expect(spans.find((s) => s.spanId === rerunGiven!.spanId)).toMatchObject({ kind: 'client', operationName: 'activity second', parentSpanId: orchestration!.spanId, tags: expect.objectContaining({ 'rt.workflow.instance_id': rerunId }) });
+    expect(spans.some((s) => s.tags['rt.workflow.instance_id'] === rerunId)).toBe(false);
+    // create_orchestration (the rerun), its orchestration span, second (rerun)
+    const rerunSpans = await jaeger!.waitForTrace(rerunTrace, 3, 30_000);
+    const rerunOrchestration = rerunSpans.find((s) => s.operationName === 'orchestration flow');
+    expect(rerunOrchestration).toMatchObject({ kind: 'server', tags: expect.objectContaining({ 'rt.workflow.instance_id': rerunId }), links: [`${traceId}-${orchestration!.spanId}`] });
+    const create = rerunSpans.find((s) => s.spanId === rerunOrchestration!.parentSpanId);
+    expect(create).toMatchObject({ kind: 'producer', operationName: 'create_orchestration flow', tags: expect.objectContaining({ 'rt.operation': 'workflow.rerun' }), links: [`${traceId}-${orchestration!.spanId}`] });
+    expect(rerunSpans.find((s) => s.spanId === rerunGiven!.spanId)).toMatchObject({ kind: 'client', operationName: 'activity second', parentSpanId: rerunOrchestration!.spanId, tags: expect.objectContaining({ 'rt.workflow.instance_id': rerunId }) });
   }, 120_000);
 
-  it('a rerun dispatches an activity that was still pending at its cut under the orchestration span too', async () => {
+  it("a rerun dispatches an activity that was still pending at its cut under the rerun's orchestration span too", async () => {
     const traceId = hex(16);
     const id = `par-${hex(4)}`;
     const sidecar = await startTracedSidecar(folder!.dir, APP);
@@ -156,10 +171,45 @@ describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger'
     await w.rerun(id, 1, rerunId);
     const pending = await eventually(() => w.seen.find((a) => a.orchestrationInstance.instanceId === rerunId && a.name === 'first'), "the rerun's pending activity");
     const given = parseTraceParent(pending.parentTraceContext?.traceParent);
-    expect(given?.traceId).toBe(traceId);
-    await eventually(() => w.seen.find((a) => a.orchestrationInstance.instanceId === rerunId && a.name === 'second'), "the rerun's own activity");
-    const spans = await jaeger!.waitForTrace(traceId, 7, 30_000);
+    // the rerun call brought no context: a trace of its own
+    expect(given?.traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(given?.traceId).not.toBe(traceId);
+    const own = await eventually(() => w.seen.find((a) => a.orchestrationInstance.instanceId === rerunId && a.name === 'second'), "the rerun's own activity");
+    expect(parseTraceParent(own.parentTraceContext?.traceParent)?.traceId).toBe(given?.traceId);
+    // create_orchestration, orchestration, first (pending at the cut), second
+    const spans = await jaeger!.waitForTrace(given!.traceId, 4, 30_000);
     const orchestration = spans.find((s) => s.operationName === 'orchestration flow');
+    expect(orchestration?.tags['rt.workflow.instance_id']).toBe(rerunId);
+    const source = (await jaeger!.waitForTrace(traceId, 5, 30_000)).find((s) => s.operationName === 'orchestration flow');
+    expect(orchestration?.links).toEqual([`${traceId}-${source!.spanId}`]);
     expect(spans.find((s) => s.spanId === given!.spanId)).toMatchObject({ kind: 'client', operationName: 'activity first', parentSpanId: orchestration!.spanId, tags: expect.objectContaining({ 'rt.workflow.instance_id': rerunId, 'rt.workflow.task_id': 0 }) });
+  }, 120_000);
+  it("a start refused because the id runs already leaves the running instance's orchestration span as it was", async () => {
+    const traceId = hex(16);
+    const id = `dup-${hex(4)}`;
+    const sidecar = await startTracedSidecar(folder!.dir, APP);
+    sidecars.push(sidecar);
+    const w = connectWorker(sidecar, () => false);
+    workers.push(w);
+    const base = `http://127.0.0.1:${sidecar.httpPort}/v1.0/workflows/dapr`;
+    expect((await fetch(`${base}/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${traceId}-${hex(8)}-01` }, body: '1' })).status).toBe(202);
+    await eventually(() => w.seen.find((a) => a.orchestrationInstance.instanceId === id), 'the first activity');
+    const again = await fetch(`${base}/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${hex(16)}-${hex(8)}-01` }, body: '1' });
+    expect(again.status).not.toBe(202);
+    expect((await fetch(`${base}/${id}/terminate`, { method: 'POST' })).status).toBe(202);
+    const status = async () => ((await (await fetch(`${base}/${id}`)).json()) as { runtimeStatus: string }).runtimeStatus;
+    let now = '';
+    for (const end = Date.now() + 20_000; (now = await status()) !== 'TERMINATED' && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
+    expect(now).toBe('TERMINATED');
+    await sidecar.close(); // exports what it holds
+    const spans = await jaeger!.waitForTrace(traceId, 4, 30_000);
+    const orchestration = spans.find((s) => s.operationName === 'orchestration flow');
+    // ended by the instance's end, not by the refused start
+    expect(orchestration?.tags['rt.workflow.status']).toBe('TERMINATED');
+    expect(isError(orchestration)).toBe(false);
+    // the activity it was waiting for ended with it
+    const activity = spans.find((s) => s.operationName === 'activity first');
+    expect(activity?.parentSpanId).toBe(orchestration?.spanId);
+    expect(isError(activity)).toBe(true);
   }, 120_000);
 });

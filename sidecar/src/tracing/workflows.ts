@@ -28,6 +28,13 @@ interface StartedEvent {
   orchestrationSpanID?: { value: string } | null;
 }
 
+/** A start's spans until it is stored or refused (WorkflowTracing.started). */
+export interface StartingOrchestration {
+  fields: Required<StartedEvent>;
+  stored(): void;
+  refused(reason: string): void;
+}
+
 const message = (span: RtSpan): TraceContextMessage => ({ traceParent: formatTraceParent(span.context), spanID: span.context.spanId, traceState: span.traceState ? { value: span.traceState } : undefined });
 
 export class WorkflowTracing {
@@ -39,27 +46,40 @@ export class WorkflowTracing {
     this.tracing = tracing;
   }
 
-  /** A new instance: its spans, and what its ExecutionStartedEvent records of them. */
-  started(instanceId: string, name: string, carried: CarriedContext | undefined): Required<StartedEvent> {
+  /**
+   * A new instance: its spans, and (`fields`) what its ExecutionStartedEvent records of them.
+   * `rerunOf`: the instance is a rerun of another, whose orchestration span both spans link to (the
+   * rerun is a start of its own, under the rerun call's context). The orchestration span counts as
+   * the instance's once the start is stored (`stored`); a start refused (the id is taken by a
+   * running instance, whose own span stays) ends it as failed (`refused`).
+   */
+  started(instanceId: string, name: string, carried: CarriedContext | undefined, rerunOf?: TraceContextMessage): StartingOrchestration {
     const attrs = { 'rt.component': 'workflows', 'rt.workflow.name': name, 'rt.workflow.instance_id': instanceId };
-    const create = this.tracing.start(`create_orchestration ${name}`, 'producer', carried, { ...attrs, 'rt.operation': 'workflow.start' });
+    const links = rerunOf ? [rerunOf.traceParent] : undefined;
+    const create = this.tracing.start(`create_orchestration ${name}`, 'producer', carried, { ...attrs, 'rt.operation': rerunOf ? 'workflow.rerun' : 'workflow.start' }, links);
     create.end();
     const parent = message(create);
-    const span = this.tracing.start(`orchestration ${name}`, 'server', { traceparent: parent.traceParent, tracestate: parent.traceState?.value }, { ...attrs, 'rt.operation': 'workflow.orchestration' });
-    this.orchestrations.get(instanceId)?.end('replaced by a new start of the same instance id');
-    this.orchestrations.set(instanceId, span);
-    return { parentTraceContext: parent, orchestrationSpanID: { value: span.context.spanId } };
+    const span = this.tracing.start(`orchestration ${name}`, 'server', { traceparent: parent.traceParent, tracestate: parent.traceState?.value }, { ...attrs, 'rt.operation': 'workflow.orchestration' }, links);
+    return {
+      fields: { parentTraceContext: parent, orchestrationSpanID: { value: span.context.spanId } },
+      stored: () => {
+        this.orchestrations.get(instanceId)?.end('replaced by a new start of the same instance id');
+        this.orchestrations.set(instanceId, span);
+      },
+      refused: (reason) => span.end(reason),
+    };
   }
 
-  /** A start that did not happen (the id is taken): its span ends as failed. */
-  notStarted(instanceId: string, reason: string): void {
-    const span = this.orchestrations.get(instanceId);
-    this.orchestrations.delete(instanceId);
-    span?.end(reason);
-  }
-
-  /** The instance ended (its span, when this process started it). */
+  /** The instance ended: its span, when this process started it, and its activities' still open. */
   finished(instanceId: string, status: string, failure?: string): void {
+    if (this.activities.size > 0) {
+      const prefix = `${instanceId}\n`;
+      for (const [key, act] of this.activities) {
+        if (!key.startsWith(prefix)) continue;
+        this.activities.delete(key);
+        act.end(`the workflow instance ended (${status}) before the activity's result`);
+      }
+    }
     const span = this.orchestrations.get(instanceId);
     if (!span) return;
     this.orchestrations.delete(instanceId);

@@ -37,6 +37,8 @@ export interface RerunRequest {
   newId?: string;
   /** A new input for the activity it starts from. */
   input?: { value: string | undefined };
+  /** The rerun call's trace context, read only while tracing is on. */
+  trace?: CarriedContext;
 }
 
 export class ClientApi {
@@ -73,7 +75,7 @@ export class ClientApi {
           orchestrationInstance: { instanceId: id, executionId: { value: executionId } },
           parentInstance: parentInfo(req.parent),
           scheduledStartTimestamp: delayed ? toTimestamp(fireAt) : undefined,
-          ...traced,
+          ...traced?.fields,
         },
       };
       // a finished instance with the same id is replaced: its old history goes (a new journal begins)
@@ -88,10 +90,13 @@ export class ClientApi {
       if (delayed) this.life.armTimer(d, { instanceId: id, executionId, timerId: 'start' }, fireAt);
       else this.life.makeRunnable(d);
       this.life.waiters.notifyAfter(d, id);
-    }).catch((e: unknown) => {
-      if (traced) this.deps.tracing?.notStarted(id, (e as Error).message);
-      throw e;
-    });
+    }).then(
+      () => traced?.stored(),
+      (e: unknown) => {
+        traced?.refused((e as Error).message);
+        throw e;
+      },
+    );
     return id;
   }
 
@@ -206,7 +211,19 @@ export class ClientApi {
     });
     const id = req.newId || randomUUID();
     const executionId = randomUUID();
-    const plan = rerunStart(sourceId, source.history, eventId, id, executionId);
+    // tracing on: the rerun's own orchestration span, linked to the source's
+    const tracing = this.deps.tracing;
+    const traced = tracing?.started(id, source.rec.name, req.trace, tracing.orchestrationContext(source.history));
+    const notStarted = (e: unknown): never => {
+      traced?.refused((e as Error).message);
+      throw e;
+    };
+    let plan: ReturnType<typeof rerunStart>;
+    try {
+      plan = rerunStart(sourceId, source.history, eventId, id, executionId, traced?.fields);
+    } catch (e) {
+      return notStarted(e);
+    }
     const { me, clock } = this.deps;
     const now = clock.now();
     await this.deps.table.mutate(id, (d) => {
@@ -251,7 +268,7 @@ export class ClientApi {
       }
       this.life.makeRunnable(d);
       this.life.waiters.notifyAfter(d, id);
-    });
+    }).then(() => traced?.stored(), notStarted);
     return id;
   }
 

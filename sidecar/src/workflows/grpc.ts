@@ -204,7 +204,7 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
       return {};
     }),
 
-    RerunWorkflowFromEvent: unary<RerunRequest, unknown>(async (req) => {
+    RerunWorkflowFromEvent: unary<RerunRequest, unknown>(async (req, call) => {
       const sourceId = requireId(req.sourceInstanceID, 'sourceInstanceID');
       if (req.newInstanceID) checkInstanceId(req.newInstanceID, 'grpc');
       if (req.newChildWorkflowInstanceID) {
@@ -215,6 +215,7 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
         eventId: req.eventID ?? 0,
         newId: req.newInstanceID,
         input: req.overwriteInput ? { value: req.input?.value } : undefined,
+        trace: { traceparent: call.metadata.get('traceparent')[0], tracestate: call.metadata.get('tracestate')[0] },
       });
       return { newInstanceID };
     }),

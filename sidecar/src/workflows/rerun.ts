@@ -26,7 +26,7 @@ export interface RerunStart {
  * Cuts `history` before the TaskScheduled or TimerCreated event `eventId`; throws NOT_FOUND when
  * there is none (the reference runtime's answer, for child workflow events too).
  */
-export function rerunStart(sourceId: string, history: readonly HistoryEvent[], eventId: number, newId: string, executionId: string): RerunStart {
+export function rerunStart(sourceId: string, history: readonly HistoryEvent[], eventId: number, newId: string, executionId: string, traced?: Pick<NonNullable<HistoryEvent['executionStarted']>, 'parentTraceContext' | 'orchestrationSpanID'>): RerunStart {
   const at = history.findIndex((e) => e.eventId === eventId && (e.taskScheduled || e.timerCreated));
   if (at < 0) {
     const other = history.find((e) => e.eventId === eventId && e.eventId >= 0);
@@ -41,7 +41,8 @@ export function rerunStart(sourceId: string, history: readonly HistoryEvent[], e
     if (!e.executionStarted) return e;
     // the new instance is its own top-level instance
     const { parentInstance: _parent, ...started } = e.executionStarted;
-    return { ...e, executionStarted: { ...started, orchestrationInstance: { instanceId: newId, executionId: { value: executionId } } } };
+    // tracing on: the rerun's own spans (tracing/workflows.ts), which what it schedules is under
+    return { ...e, executionStarted: { ...started, orchestrationInstance: { instanceId: newId, executionId: { value: executionId } }, ...traced } };
   });
 
   const answered = new Set<number>();

@@ -15,6 +15,8 @@ export interface JaegerSpan {
   kind?: string;
   /** All of the span's tags (attributes), by key. */
   tags: Record<string, unknown>;
+  /** Its links (OTLP links are FOLLOWS_FROM references in Jaeger), as `<trace id>-<span id>`. */
+  links?: string[];
 }
 
 export interface RawTag {
@@ -47,6 +49,7 @@ function toSpan(trace: RawTrace, s: RawSpan): JaegerSpan {
   const tags: Record<string, unknown> = {};
   for (const t of s.tags ?? []) tags[t.key] = t.value;
   const parent = s.references?.find((r) => r.refType === 'CHILD_OF');
+  const links = (s.references ?? []).filter((r) => r.refType === 'FOLLOWS_FROM').map((r) => `${normalTraceId(r.traceID)}-${hex(r.spanID, 16)}`);
   return {
     traceId: normalTraceId(s.traceID),
     spanId: hex(s.spanID, 16),
@@ -55,6 +58,7 @@ function toSpan(trace: RawTrace, s: RawSpan): JaegerSpan {
     serviceName: trace.processes[s.processID]?.serviceName ?? '',
     ...(typeof tags['span.kind'] === 'string' ? { kind: tags['span.kind'] } : {}),
     tags,
+    ...(links.length > 0 ? { links } : {}),
   };
 }
 
