@@ -45,7 +45,7 @@ export function startTracedSidecar(dir: string, appId: string, app?: { port: num
     httpPort: 0,
     grpcPort: 0,
     enableMetrics: false,
-    dataDir: join(dir, 'd'),
+    dataDir: extra.dataDir ?? join(dir, 'd'),
     resourcesPaths: [join(dir, 'r')],
     configFile: join(dir, 'config.yaml'),
     logger: pino({ level: 'silent' }),
