@@ -21,6 +21,14 @@ export async function eventually<T>(get: () => T | undefined, what: string, ms =
   }
 }
 
+/** Waits (20 s at most) until workflow instance `id` on `sidecar` has `status`; the status it last had. */
+export async function workflowStatus(sidecar: Sidecar, id: string, status: string, ms = 20_000): Promise<string> {
+  const read = async () => ((await (await fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/workflows/dapr/${id}`)).json()) as { runtimeStatus: string }).runtimeStatus;
+  let now = '';
+  for (const end = Date.now() + ms; (now = await read()) !== status && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
+  return now;
+}
+
 /** Writes a Configuration that samples every trace and exports it to `jaeger` over OTLP/gRPC. */
 export function writeTracingConfig(path: string, jaeger: Jaeger): Promise<void> {
   return writeFile(path, stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Configuration', metadata: { name: 'tracing' }, spec: { tracing: { samplingRate: '1', otel: { endpointAddress: jaeger.otlpGrpcEndpoint, isSecure: false, protocol: 'grpc' } } } }));

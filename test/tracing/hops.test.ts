@@ -25,7 +25,7 @@ import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
 import { PROTO_PATH, type ActivityRequest, type WorkItem } from '../../sidecar/src/workflows/proto.ts';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
-import { eventually } from './harness.ts';
+import { eventually, workflowStatus } from './harness.ts';
 import { componentYaml, ok, startTestServer } from '../pluggable/helpers.ts';
 
 const why = jaegerUnavailable();
@@ -194,11 +194,7 @@ describe.skipIf(!available)('spans of bindings and workflows, exported to Jaeger
     const activity = await eventually(() => activities.get(id), 'the activity work item');
     const given = parseTraceParent(activity.parentTraceContext?.traceParent);
     expect(given?.traceId).toBe(traceId);
-    const state = async () => ((await (await fetch(`http://127.0.0.1:${sidecar!.httpPort}/v1.0/workflows/dapr/${id}`)).json()) as { runtimeStatus: string }).runtimeStatus;
-    let status = '';
-    const deadline = Date.now() + 15_000;
-    while ((status = await state()) !== 'COMPLETED' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    expect(status).toBe('COMPLETED');
+    expect(await workflowStatus(sidecar!, id, 'COMPLETED')).toBe('COMPLETED');
 
     // the API span, create_orchestration, the orchestration (ended at completion) and the activity
     const spans = await jaeger.waitForTrace(traceId, 4, 20_000);

@@ -14,7 +14,7 @@ import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
 import { postgresTarget } from '../services/postgres.ts';
-import { eventually, startTracedSidecar, tracingFolder } from './harness.ts';
+import { eventually, startTracedSidecar, tracingFolder, workflowStatus } from './harness.ts';
 import { connectWorker } from './taskhub-worker.ts';
 
 const why = jaegerUnavailable();
@@ -89,10 +89,7 @@ describe.skipIf(!jaegerReady || !pgReady)('workflow spans after an adoption by a
     expect(onB?.traceId).toBe(traceId);
     expect(again.parentTraceContext?.spanID).toBe(onB?.spanId);
     expect(onB?.spanId).not.toBe(onA?.spanId);
-    const state = async () => ((await (await fetch(`http://127.0.0.1:${b.httpPort}/v1.0/workflows/dapr/${id}`)).json()) as { runtimeStatus: string }).runtimeStatus;
-    let status = '';
-    for (const end = Date.now() + 30_000; (status = await state()) !== 'COMPLETED' && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
-    expect(status).toBe('COMPLETED');
+    expect(await workflowStatus(b, id, 'COMPLETED', 30_000)).toBe('COMPLETED');
     await b.close(); // exports what it holds
 
     // API, create_orchestration, orchestration (A), first (A, ended at its close), first (B), second (B)

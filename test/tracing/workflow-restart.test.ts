@@ -13,7 +13,7 @@ import type { Sidecar } from '../../sidecar/src/sidecar.ts';
 import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger, type JaegerSpan } from '../services/jaeger.ts';
-import { eventually, startTracedSidecar, tracingFolder } from './harness.ts';
+import { eventually, startTracedSidecar, tracingFolder, workflowStatus } from './harness.ts';
 import { connectWorker } from './taskhub-worker.ts';
 
 const why = jaegerUnavailable();
@@ -68,11 +68,7 @@ describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger'
     expect(again.parentTraceContext?.spanID).toBe(given?.spanId);
     // a new span, not the one the first sidecar ended at its close
     expect(given?.spanId).not.toBe(before?.spanId);
-    const state = async () => ((await (await fetch(`http://127.0.0.1:${second.httpPort}/v1.0/workflows/dapr/${id}`)).json()) as { runtimeStatus: string }).runtimeStatus;
-    let status = '';
-    const deadline = Date.now() + 20_000;
-    while ((status = await state()) !== 'COMPLETED' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    expect(status).toBe('COMPLETED');
+    expect(await workflowStatus(second, id, 'COMPLETED')).toBe('COMPLETED');
 
     // a rerun from the second activity's TaskScheduled (event 1) is a start of its own, in the
     // rerun call's trace: the activity it schedules again is under the rerun's orchestration span
@@ -112,11 +108,7 @@ describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger'
     workers.push(w);
     const res = await fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/workflows/dapr/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${traceId}-${hex(8)}-01` }, body: '1' });
     expect(res.status).toBe(202);
-    const state = async (i: string) => ((await (await fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/workflows/dapr/${i}`)).json()) as { runtimeStatus: string }).runtimeStatus;
-    let status = '';
-    const deadline = Date.now() + 20_000;
-    while ((status = await state(id)) !== 'COMPLETED' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    expect(status).toBe('COMPLETED');
+    expect(await workflowStatus(sidecar, id, 'COMPLETED')).toBe('COMPLETED');
     // cut before `second` (task 1): `first`, scheduled before it and answered after, is pending again
     const rerunId = `${id}-rerun`;
     await w.rerun(id, 1, rerunId);
@@ -148,10 +140,7 @@ describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger'
     const again = await fetch(`${base}/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${hex(16)}-${hex(8)}-01` }, body: '1' });
     expect(again.status).not.toBe(202);
     expect((await fetch(`${base}/${id}/terminate`, { method: 'POST' })).status).toBe(202);
-    const status = async () => ((await (await fetch(`${base}/${id}`)).json()) as { runtimeStatus: string }).runtimeStatus;
-    let now = '';
-    for (const end = Date.now() + 20_000; (now = await status()) !== 'TERMINATED' && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
-    expect(now).toBe('TERMINATED');
+    expect(await workflowStatus(sidecar, id, 'TERMINATED')).toBe('TERMINATED');
     await sidecar.close(); // exports what it holds
     const spans = await jaeger!.waitForTrace(traceId, 4, 30_000);
     const orchestration = spans.find((s) => s.operationName === 'orchestration flow');
