@@ -20,11 +20,17 @@ import type { BreakerPolicy, ResiliencySpec, RetrySettings, TargetPolicies } fro
 export type ComponentKind = 'Statestore' | 'Pubsub' | 'Binding' | 'Secretstore' | 'Configuration' | 'Lock' | 'Crypto';
 export type Direction = 'Outbound' | 'Inbound';
 
+const KINDS: Record<string, ComponentKind> = { state: 'Statestore', pubsub: 'Pubsub', bindings: 'Binding', secretstores: 'Secretstore', configuration: 'Configuration', lock: 'Lock', crypto: 'Crypto' };
+
 /** A component type (`state.redis`, `pubsub.mqtt3`, …) → its keyword in the default policy names. */
 export function componentKind(type: string): ComponentKind | undefined {
-  const block = type.split('.')[0];
-  return ({ state: 'Statestore', pubsub: 'Pubsub', bindings: 'Binding', secretstores: 'Secretstore', configuration: 'Configuration', lock: 'Lock', crypto: 'Crypto' } as const)[block as 'state'];
+  const dot = type.indexOf('.');
+  const block = dot < 0 ? type : type.slice(0, dot);
+  return Object.hasOwn(KINDS, block) ? KINDS[block] : undefined;
 }
+
+/** Targets whose resolved policy is kept (a call per request looks it up); past it the cache starts over. */
+const RESOLVED_CACHE_MAX = 1024;
 
 export class Policies {
   private readonly timeouts = new Map<string, number>();
@@ -33,6 +39,11 @@ export class Policies {
   private readonly apps = new Map<string, TargetPolicies>();
   private readonly components = new Map<string, { outbound?: TargetPolicies; inbound?: TargetPolicies }>();
   private readonly breakers = new Map<string, CircuitBreaker>();
+  /**
+   * Each target's policy once resolved (null: none): the resources do not change while this
+   * object lives (a reload builds a new one), and a target's breaker is the same object each time.
+   */
+  private readonly resolved = new Map<string, ResolvedPolicy | null>();
   private readonly clock: Clock;
   /** Names of the resources in force. */
   readonly resources: string[] = [];
@@ -59,15 +70,27 @@ export class Policies {
 
   /** Service invocation of `appId` (and HTTPEndpoints by name). */
   forApp(appId: string): ResolvedPolicy | undefined {
-    return this.resolve(`app:${appId}`, this.apps.get(appId), ['DefaultApp', 'Default']);
+    return this.cached(`app:${appId}`, () => this.resolve(`app:${appId}`, this.apps.get(appId), ['DefaultApp', 'Default']));
   }
 
   /** Calls to component `name` of `type` in one direction (Outbound: the sidecar calls it; Inbound: it delivers to the app). */
   forComponent(name: string, type: string, dir: Direction): ResolvedPolicy | undefined {
-    const kind = componentKind(type);
-    const named = this.components.get(name)?.[dir === 'Outbound' ? 'outbound' : 'inbound'];
-    const prefixes = [...(kind ? [`Default${kind}Component${dir}`, `Default${kind}Component`] : []), `DefaultComponent${dir}`, 'DefaultComponent', 'Default'];
-    return this.resolve(`component:${name}/${dir.toLowerCase()}`, named, prefixes);
+    return this.cached(`component:${name}/${dir}/${type}`, () => {
+      const kind = componentKind(type);
+      const named = this.components.get(name)?.[dir === 'Outbound' ? 'outbound' : 'inbound'];
+      const prefixes = [...(kind ? [`Default${kind}Component${dir}`, `Default${kind}Component`] : []), `DefaultComponent${dir}`, 'DefaultComponent', 'Default'];
+      return this.resolve(`component:${name}/${dir.toLowerCase()}`, named, prefixes);
+    });
+  }
+
+  private cached(key: string, resolve: () => ResolvedPolicy | undefined): ResolvedPolicy | undefined {
+    const hit = this.resolved.get(key);
+    if (hit !== undefined) return hit ?? undefined;
+    const p = resolve();
+    // app ids come from request paths: the cache is bounded
+    if (this.resolved.size >= RESOLVED_CACHE_MAX) this.resolved.clear();
+    this.resolved.set(key, p ?? null);
+    return p;
   }
 
   /** The names of the policies in force, by kind (for /v1.0/metadata). */

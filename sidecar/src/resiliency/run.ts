@@ -71,7 +71,8 @@ export function retryWaits(policy: RetrySettings, random?: () => number): () => 
 
 export async function runPolicy<T>(p: ResolvedPolicy, op: (signal: AbortSignal) => Promise<T>, o: RunOptions<T> = {}): Promise<T> {
   const clock = o.clock ?? SYSTEM_CLOCK;
-  const nextWait = p.retry ? retryWaits(p.retry, o.random) : undefined;
+  // made at the first retry: a call that succeeds at once (most) needs none
+  let nextWait: (() => number) | undefined;
   for (let tried = 0; ; tried++) {
     let report: ((ok: boolean) => void) | undefined;
     try {
@@ -126,6 +127,7 @@ export async function runPolicy<T>(p: ResolvedPolicy, op: (signal: AbortSignal) 
     }
     o.observe?.('retry');
     if ('result' in failure) o.discard?.(failure.result as T);
-    if (!(await wait(nextWait!(), { clock, signal: o.signal }))) throw o.signal?.reason ?? new Error('cancelled');
+    nextWait ??= retryWaits(p.retry!, o.random);
+    if (!(await wait(nextWait(), { clock, signal: o.signal }))) throw o.signal?.reason ?? new Error('cancelled');
   }
 }

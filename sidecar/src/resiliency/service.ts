@@ -40,6 +40,10 @@ export class ResiliencyService {
   private seen: ResiliencySpec[] | undefined;
   private policies: Policies;
   private readonly counts = new Map<string, PolicyCount>();
+  /** Each resolved policy's counters by outcome (the entries of `counts`): no key to build per call. */
+  private readonly countsOf = new WeakMap<ResolvedPolicy, Partial<Record<Outcome, PolicyCount>>>();
+  /** Each resolved policy's observe callback, made once. */
+  private readonly observers = new WeakMap<ResolvedPolicy, (outcome: Outcome) => void>();
   /** Set by the resiliency block while tracing is on: component calls get CLIENT spans (tracing/components.ts). */
   tracing?: TracingService;
 
@@ -77,7 +81,12 @@ export class ResiliencyService {
   /** `op` under `policy` (straight through when there is none), its tries counted. */
   run<T>(policy: ResolvedPolicy | undefined, op: (signal?: AbortSignal) => Promise<T>, o: RunOptions<T> = {}): Promise<T> {
     if (!policy) return op(o.signal);
-    return runPolicy(policy, op, { clock: this.clock, ...o, observe: (outcome) => this.count(policy, outcome) });
+    let observe = this.observers.get(policy);
+    if (!observe) {
+      observe = (outcome) => this.count(policy, outcome);
+      this.observers.set(policy, observe);
+    }
+    return runPolicy(policy, op, { clock: this.clock, ...o, observe });
   }
 
   /** Every outcome counted so far. */
@@ -98,11 +107,20 @@ export class ResiliencyService {
   }
 
   private count(p: ResolvedPolicy, outcome: Outcome): void {
+    let mine = this.countsOf.get(p);
+    const known = mine?.[outcome];
+    if (known) {
+      known.count++;
+      return;
+    }
     const policy = outcome === 'timeout' ? p.timeout?.name : outcome === 'circuit-open' ? p.breaker?.settings.name : p.retry?.name;
     const key = `${p.target}\n${policy ?? ''}\n${outcome}`;
     const c = this.counts.get(key);
-    if (c) c.count++;
-    else this.counts.set(key, { target: p.target, policy: policy ?? '', outcome, count: 1 });
+    const entry = c ?? { target: p.target, policy: policy ?? '', outcome, count: 0 };
+    if (!c) this.counts.set(key, entry);
+    entry.count++;
+    if (!mine) this.countsOf.set(p, (mine = {}));
+    mine[outcome] = entry;
   }
 }
 

@@ -14,6 +14,7 @@ import type { ComponentRegistry } from '../components/registry.ts';
 import type { StateDeleteRequest, StateItem, StateSetRequest, StateStore, StateTransactionOperation } from '../components/types.ts';
 import { ApiError, errorMessage, malformed } from '../http/errors.ts';
 import type { ResiliencyService } from '../resiliency/service.ts';
+import type { RunOptions } from '../resiliency/run.ts';
 import { checkKey, keyPrefixFor } from './keys.ts';
 
 /** One operation of a transaction as a transport decoded it; `operation` is checked here. */
@@ -205,9 +206,12 @@ export class StateService {
 
   private run<T>(ref: StoreRef, call: () => Promise<T>): Promise<T> {
     const resiliency = this.resiliency!;
-    return resiliency.run(resiliency.forComponent(ref.name, ref.type, 'Outbound'), call, { isRequestError: (e) => e instanceof ApiError || e instanceof EtagMismatchError || e instanceof EtagInvalidError || e instanceof StateRequestError });
+    return resiliency.run(resiliency.forComponent(ref.name, ref.type, 'Outbound'), call, STORE_CALL as RunOptions<T>);
   }
 }
+
+/** A store call's run options, one object for all calls: an etag or request error is the caller's, not retried. */
+const STORE_CALL: RunOptions<unknown> = Object.freeze({ isRequestError: (e: unknown) => e instanceof ApiError || e instanceof EtagMismatchError || e instanceof EtagInvalidError || e instanceof StateRequestError });
 
 
 /** The store's request: key checked and prefixed, an empty etag none, metadata's ttlInSeconds checked. */
