@@ -52,6 +52,11 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'rt-actors-'));
   await mkdir(join(dir, 'resources'));
   await writeFile(join(dir, 'resources', 'store.yaml'), componentYaml('actorstore', 'state.redis', { ...redisMetadata(redis), redisDB: String(DB), actorStateStore: 'true' }));
+  // actor state calls run under the store's outbound policy (counted in /v1.0/metadata)
+  await writeFile(
+    join(dir, 'resources', 'resiliency.yaml'),
+    'apiVersion: dapr.io/v1alpha1\nkind: Resiliency\nmetadata:\n  name: actorstate\nspec:\n  policies:\n    retries:\n      twice: { policy: constant, duration: 10ms, maxRetries: 2 }\n  targets:\n    components:\n      actorstore:\n        outbound: { retry: twice }\n',
+  );
   app = await startActorApp(CONFIG);
   sc = await start();
 });
@@ -76,6 +81,19 @@ const call = (type: string, id: string, method: string, body?: unknown, headers:
   fetch(`${base}/v1.0/actors/${type}/${id}/method/${method}`, { method: 'POST', body: body === undefined ? undefined : JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
 
 describe.runIf(haveRedis)('actors on one host', () => {
+  it("runs actor state calls under the actor state store's outbound resiliency policy", async () => {
+    const id = randomUUID();
+    const successes = async () => {
+      const md = (await (await fetch(`${base}/v1.0/metadata`)).json()) as { resiliency?: { outcomes: { target: string; policy: string; outcome: string; count: number }[] } };
+      return md.resiliency?.outcomes.find((o) => o.target === 'component:actorstore/outbound' && o.outcome === 'success' && o.policy === 'twice')?.count ?? 0;
+    };
+    const before = await successes();
+    const put = await fetch(`${base}/v1.0/actors/Counter/${id}/state`, { method: 'POST', body: JSON.stringify([{ operation: 'upsert', request: { key: 'k', value: 1 } }]) });
+    expect(put.status).toBe(204);
+    expect((await fetch(`${base}/v1.0/actors/Counter/${id}/state/k`)).status).toBe(200);
+    expect(await successes()).toBe(before + 2);
+  });
+
   it('invokes a method with any verb and gives back the app answer as it gave it', async () => {
     const id = randomUUID();
     for (const method of ['POST', 'PUT', 'GET', 'DELETE']) {

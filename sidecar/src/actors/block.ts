@@ -21,7 +21,7 @@ import { ActorsService } from './service.ts';
 
 export const block = defineBlock({
   name: 'actors',
-  uses: ['internalJobs', 'internalPort'],
+  uses: ['internalJobs', 'internalPort', 'resiliency'],
   provides: ['actors'],
   async setup(ctx) {
     const log = ctx.log.child({ scope: 'rt.actors' });
@@ -46,6 +46,7 @@ export const block = defineBlock({
       app: new ActorApp(ctx.app),
       reminders: jobs ? new ActorReminders(jobs) : undefined,
       peers,
+      resiliency: ctx.services.resiliency,
       turnWaitMs: turnWaitMs(log),
     });
     if (peerCalls && port) port.serveActorCalls(peerCalls.peerCallHandler(actors));

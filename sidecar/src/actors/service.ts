@@ -15,6 +15,7 @@ import { ERRORS, fail, failAs } from '../api/errors.ts';
 import type { ComponentRegistry } from '../components/registry.ts';
 import type { StateStore, StateTransactionOperation } from '../components/types.ts';
 import { ApiError, malformed } from '../http/errors.ts';
+import { componentCall, type ResiliencyService } from '../resiliency/service.ts';
 import { REENTRANCY_HEADERS, type ActorApp } from './app-calls.ts';
 import { DEFAULTS, reminderPartitionsNote, type ActorsConfig, type ActorTypeConfig } from './config.ts';
 import { HostUnreachable, NOT_HOSTED_HERE, type ActorPeers, type ActorStateOperation, type ScheduleRequest, type TimerRequest } from './calls.ts';
@@ -38,6 +39,8 @@ export interface ActorsServiceOptions {
   reminders?: ActorReminders;
   /** The other hosts' sidecars (with a placement service): operations of actors hosted there go to them. */
   peers?: ActorPeers;
+  /** Actor state calls run under the store's outbound policy (and, tracing on, a CLIENT span), as the state API's do. */
+  resiliency?: ResiliencyService;
   /** How long a call waits for placement (a table being disseminated, a host being replaced); default 30 s. */
   placementWaitMs?: number;
   /**
@@ -47,6 +50,9 @@ export interface ActorsServiceOptions {
    */
   turnWaitMs?: number;
 }
+
+/** The actor state store: its component name (policies, spans) and the store. */
+type ActorStore = { name: string; store: StateStore };
 
 type HostRow = typeof ERRORS.ACTOR_INVOKE_FAILED | typeof ERRORS.ACTOR_INSTANCE_MISSING | typeof ERRORS.ACTOR_STATE_GET_FAILED | typeof ERRORS.ACTOR_STATE_TRANSACTION_FAILED;
 /** A host that cannot be reached, or that does not host the actor yet, is tried again this often until the table changes. */
@@ -155,9 +161,9 @@ export class ActorsService {
     return this.at(type, id, ERRORS.ACTOR_INSTANCE_MISSING, forwarded, () => this.getStateHere(store, type, id, key), (peers, host) => peers.getState(host, type, id, key));
   }
 
-  private async getStateHere(store: StateStore, type: string, id: string, key: string): Promise<Uint8Array | undefined> {
+  private async getStateHere(s: ActorStore, type: string, id: string, key: string): Promise<Uint8Array | undefined> {
     try {
-      const item = await store.get(this.stateKey(type, id, key));
+      const item = await this.storeCall(s, () => s.store.get(this.stateKey(type, id, key)));
       return item && item.value.length > 0 ? item.value : undefined;
     } catch (e) {
       throw fail(ERRORS.ACTOR_STATE_GET_FAILED, `error getting actor state of ${type}/${id} key ${key}: ${(e as Error).message}`);
@@ -183,11 +189,12 @@ export class ActorsService {
     await this.at(type, id, ERRORS.ACTOR_INSTANCE_MISSING, forwarded, () => this.transactHere(store, type, id, out), (peers, host) => peers.transact(host, type, id, ops));
   }
 
-  private async transactHere(store: StateStore, type: string, id: string, out: StateTransactionOperation[]): Promise<void> {
+  private async transactHere(s: ActorStore, type: string, id: string, out: StateTransactionOperation[]): Promise<void> {
     if (out.length === 0) return;
     try {
+      const { store } = s;
       if (!store.transact) throw new Error('the actor state store has no transactions');
-      await store.transact(out);
+      await this.storeCall(s, () => store.transact!(out));
     } catch (e) {
       throw fail(ERRORS.ACTOR_STATE_TRANSACTION_FAILED, `error saving the actor state of ${type}/${id}: ${(e as Error).message}`);
     }
@@ -198,10 +205,15 @@ export class ActorsService {
     return `${this.opts.appId}||${type}||${id}||${key}`;
   }
 
-  private stateStore(): StateStore {
+  private stateStore(): ActorStore {
     const s = this.opts.components.actorStateStore();
     if (!s) throw fail(ERRORS.ACTOR_RUNTIME_NOT_FOUND, 'actor state needs a state store: add a state store Component with metadata actorStateStore: "true"');
-    return s.store;
+    return s;
+  }
+
+  /** A call to the actor state store, under its outbound policy when one applies. */
+  private storeCall<T>(s: ActorStore, call: () => Promise<T>): Promise<T> {
+    return componentCall(this.opts.resiliency, this.opts.components, s.name, 'Outbound', call);
   }
 
   // ------------------------------------------------------------ timers
