@@ -5,7 +5,6 @@
  * answers carry `grpc-trace-bin` and `traceparent` in their header metadata (errors too), except
  * InvokeService's. With tracing off (no Configuration, or samplingRate "0") nothing is added.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -19,13 +18,13 @@ import { invokeServiceDefinition } from '../../sidecar/src/invoke/grpc-service.t
 import { startSidecar, type Sidecar } from '../../sidecar/src/sidecar.ts';
 import { traceContextBinary } from '../../sidecar/src/tracing/answer.ts';
 import { formatTraceParent, parseTraceParent, type TraceParent } from '../../sidecar/src/tracing/context.ts';
+import { hex } from './ids.ts';
 
 const RUN = `${process.pid}-${Date.now().toString(36)}`;
 const ON = `answers-on-${RUN}`;
 const OFF = `answers-off-${RUN}`;
 const ZERO = `answers-zero-${RUN}`;
 const APP_OWN = '00-11111111111111111111111111111111-2222222222222222-01';
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 let dir: string;
 let app: Server;

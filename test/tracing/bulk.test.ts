@@ -5,7 +5,6 @@
  * traces), and a bulk publish's PRODUCER span links to
  * the context each CloudEvent entry brought of its own.
  */
-import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
@@ -13,11 +12,11 @@ import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
 import { normalTraceId, type RawTrace } from '../services/jaeger/query.ts';
 import { eventually, startTracedSidecar, tracingFolder } from './harness.ts';
+import { hex } from './ids.ts';
 
 const why = jaegerUnavailable();
 const available = requireService('Jaeger', !why, why ?? '');
 const APP = `bulk-${process.pid}-${Date.now().toString(36)}`;
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 const pad = (id: string, w: number) => id.toLowerCase().padStart(w, '0');
 /** "00-<trace>-<span>-01" → "<trace>-<span>". */
 const context = (traceparent: string) => traceparent.split('-').slice(1, 3).join('-');

@@ -7,7 +7,6 @@
  * delivered through AppCallback.OnJobEvent has its CLIENT span, whose context the app gets in the
  * call's metadata.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -21,13 +20,12 @@ import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.
 import type { JaegerSpan } from '../services/jaeger/query.ts';
 import { ok, startTestServer } from '../pluggable/helpers.ts';
 import { eventually, startCallbackApp, startTracedSidecar, tracingFolder } from './harness.ts';
+import { hex, isError } from './ids.ts';
 
 const why = jaegerUnavailable();
 const available = requireService('Jaeger', !why, why ?? '');
 const APP = `components-${process.pid}-${Date.now().toString(36)}`;
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
-const isError = (s: JaegerSpan | undefined) => s?.tags['otel.status_code'] === 'ERROR' || s?.tags.error === true;
 
 describe.skipIf(!available)('spans of component calls and gRPC job triggers, exported to Jaeger', () => {
   let jaeger: Jaeger;

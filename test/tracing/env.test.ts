@@ -5,7 +5,6 @@
  * the Configuration's precedence seen by real OTLP receivers (a node:http one, a grpc-js one) that
  * keep what each export brought; a malformed variable stops the start naming it, without its value.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -20,12 +19,12 @@ import { readTracingSpec, type FieldFail } from '../../sidecar/src/tracing/confi
 import { parseOtlpHeaders, withOtelEnv } from '../../sidecar/src/tracing/env.ts';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
+import { hex } from './ids.ts';
 
 const fail: FieldFail = (field, message) => {
   throw new Error(`${field} ${message}`);
 };
 const spec = (raw: unknown) => readTracingSpec(raw, fail);
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 const E = 'OTEL_EXPORTER_OTLP_';
 
 describe('the rules (withOtelEnv)', () => {

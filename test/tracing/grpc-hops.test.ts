@@ -5,7 +5,6 @@
  * CONSUMER, the app's metadata carrying the CONSUMER span). One sidecar plays both sides of the
  * proxy: it calls its own app id through its internal port, as a call to another app would.
  */
-import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
@@ -13,11 +12,11 @@ import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
 import { eventually, startCallbackApp, startTracedSidecar, tracingFolder } from './harness.ts';
+import { hex } from './ids.ts';
 
 const why = jaegerUnavailable();
 const available = requireService('Jaeger', !why, why ?? '');
 const APP = `grpc-hops-${process.pid}-${Date.now().toString(36)}`;
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 const raw = (b: Buffer) => b;
 
 describe.skipIf(!available)('spans of calls and deliveries to a gRPC app, exported to Jaeger', () => {

@@ -21,6 +21,11 @@ export async function eventually<T>(get: () => T | undefined, what: string, ms =
   }
 }
 
+/** Starts workflow `flow` as instance `id` on `sidecar` over HTTP, with input 1, under `traceparent`. */
+export function startFlow(sidecar: Sidecar, id: string, traceparent: string): Promise<Response> {
+  return fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/workflows/dapr/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent }, body: '1' });
+}
+
 /** Waits (20 s at most) until workflow instance `id` on `sidecar` has `status`; the status it last had. */
 export async function workflowStatus(sidecar: Sidecar, id: string, status: string, ms = 20_000): Promise<string> {
   const read = async () => ((await (await fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/workflows/dapr/${id}`)).json()) as { runtimeStatus: string }).runtimeStatus;

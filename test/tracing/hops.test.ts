@@ -10,7 +10,6 @@
  *   start call, the orchestration and the activity in one trace, and the worker's ActivityRequest
  *   carries the activity span's context as parentTraceContext.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -25,13 +24,13 @@ import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
 import { PROTO_PATH, type ActivityRequest, type WorkItem } from '../../sidecar/src/workflows/proto.ts';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
-import { eventually, workflowStatus } from './harness.ts';
+import { eventually, startFlow, workflowStatus } from './harness.ts';
 import { componentYaml, ok, startTestServer } from '../pluggable/helpers.ts';
+import { hex } from './ids.ts';
 
 const why = jaegerUnavailable();
 const available = requireService('Jaeger', !why, why ?? '');
 const APP = `hops-${process.pid}-${Date.now().toString(36)}`;
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 /** The context the input binding's event brings in its metadata. */
 const EVENT_TRACE = hex(16);
 const EVENT_SPAN = hex(8);
@@ -189,7 +188,7 @@ describe.skipIf(!available)('spans of bindings and workflows, exported to Jaeger
     const traceId = hex(16);
     const root = hex(8);
     const id = `wf-${hex(4)}`;
-    const res = await fetch(`http://127.0.0.1:${sidecar!.httpPort}/v1.0/workflows/dapr/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${traceId}-${root}-01` }, body: '1' });
+    const res = await startFlow(sidecar!, id, `00-${traceId}-${root}-01`);
     expect(res.status).toBe(202);
     const activity = await eventually(() => activities.get(id), 'the activity work item');
     const given = parseTraceParent(activity.parentTraceContext?.traceParent);

@@ -13,11 +13,11 @@ import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.
 import { startSshd, type SshdServer } from '../services/sshd.ts';
 import { sshdAvailable } from '../bindings/sftp/helpers.ts';
 import { startTracedSidecar, tracingFolder } from './harness.ts';
+import { hex } from './ids.ts';
 
 const why = jaegerUnavailable();
 const available = requireService('Jaeger', !why, why ?? '') && sshdAvailable;
 const APP = `streamed-${process.pid}-${Date.now().toString(36)}`;
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 describe.skipIf(!available)('a streamed output binding call, exported to Jaeger (real sshd)', () => {
   let jaeger: Jaeger;

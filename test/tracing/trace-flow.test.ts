@@ -8,7 +8,6 @@
  * call without traceparent and one with a bad traceparent start new traces and answer normally;
  * a job trigger starts a trace of its own and the app gets its context.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -22,6 +21,7 @@ import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
 import { startRedis } from '../services/redis.ts';
 import type { StartedServer } from '../services/server-process.ts';
+import { hex } from './ids.ts';
 
 const why = jaegerUnavailable();
 const available = requireService('Jaeger', !why, why ?? '');
@@ -30,7 +30,6 @@ const A = `trace-a-${RUN}`;
 const B = `trace-b-${RUN}`;
 const OFF = `trace-off-${RUN}`;
 
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 function listen(handler: (path: string, headers: IncomingHttpHeaders, body: string) => Promise<{ status: number; body: string }>): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {

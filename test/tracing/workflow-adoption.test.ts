@@ -6,7 +6,6 @@
  * parent is the orchestration span A opened (its id is in the shared history), and B's worker gets
  * that span's context as parentTraceContext.
  */
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
@@ -14,8 +13,9 @@ import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
 import { postgresTarget } from '../services/postgres.ts';
-import { eventually, startTracedSidecar, tracingFolder, workflowStatus } from './harness.ts';
+import { eventually, startFlow, startTracedSidecar, tracingFolder, workflowStatus } from './harness.ts';
 import { connectWorker } from './taskhub-worker.ts';
+import { hex } from './ids.ts';
 
 const why = jaegerUnavailable();
 const jaegerReady = requireService('Jaeger', !why, why ?? '');
@@ -23,7 +23,6 @@ const pgTarget = await postgresTarget();
 const pgReady = requireService('PostgreSQL', pgTarget.available, `nothing answers at ${pgTarget.host}:${pgTarget.port} (set RT_TEST_POSTGRES_URL)`);
 const APP = `wfadopt-${process.pid}-${Date.now().toString(36)}`;
 const TABLE = `wf_adopt_${process.pid}_${Date.now()}`;
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 describe.skipIf(!jaegerReady || !pgReady)('workflow spans after an adoption by another replica, exported to Jaeger', () => {
   let jaeger: Jaeger | undefined;
@@ -73,7 +72,7 @@ describe.skipIf(!jaegerReady || !pgReady)('workflow spans after an adoption by a
     sidecars.push(b);
     const wa = connectWorker(a, () => false); // holds every activity
     workers.push(wa);
-    const res = await fetch(`http://127.0.0.1:${a.httpPort}/v1.0/workflows/dapr/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${traceId}-${hex(8)}-01` }, body: '1' });
+    const res = await startFlow(a, id, `00-${traceId}-${hex(8)}-01`);
     expect(res.status).toBe(202);
     const held = await eventually(() => wa.seen.find((x) => x.orchestrationInstance.instanceId === id), "the first activity on replica A's worker");
     const onA = parseTraceParent(held.parentTraceContext?.traceParent);

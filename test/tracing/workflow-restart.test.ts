@@ -7,26 +7,34 @@
  * of its own: its spans are in the rerun call's trace (or a new one) and link to the source's
  * orchestration span.
  */
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sidecar } from '../../sidecar/src/sidecar.ts';
 import { parseTraceParent } from '../../sidecar/src/tracing/context.ts';
 import { requireService } from '../services/ci.ts';
-import { jaegerUnavailable, startJaeger, type Jaeger, type JaegerSpan } from '../services/jaeger.ts';
-import { eventually, startTracedSidecar, tracingFolder, workflowStatus } from './harness.ts';
+import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
+import { eventually, startFlow, startTracedSidecar, tracingFolder, workflowStatus } from './harness.ts';
 import { connectWorker } from './taskhub-worker.ts';
+import type { ActivityRequest } from '../../sidecar/src/workflows/proto.ts';
+import { hex, isError } from './ids.ts';
 
 const why = jaegerUnavailable();
 const available = requireService('Jaeger', !why, why ?? '');
 const APP = `wfrestart-${process.pid}-${Date.now().toString(36)}`;
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
-const isError = (s: JaegerSpan | undefined) => s?.tags['otel.status_code'] === 'ERROR' || s?.tags.error === true;
 
 describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger', () => {
   let jaeger: Jaeger | undefined;
   let folder: Awaited<ReturnType<typeof tracingFolder>> | undefined;
   const sidecars: Sidecar[] = [];
   const workers: { stop(): void }[] = [];
+
+  /** A traced sidecar on the suite's data dir and a worker on it answering what `answer` accepts; both closed at the end. */
+  async function sidecarWithWorker(answer: (a: ActivityRequest) => boolean): Promise<{ sidecar: Sidecar; w: ReturnType<typeof connectWorker> }> {
+    const sidecar = await startTracedSidecar(folder!.dir, APP);
+    sidecars.push(sidecar);
+    const w = connectWorker(sidecar, answer);
+    workers.push(w);
+    return { sidecar, w };
+  }
 
   beforeAll(async () => {
     jaeger = await startJaeger();
@@ -44,12 +52,9 @@ describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger'
     const traceId = hex(16);
     const root = hex(8);
     const id = `wf-${hex(4)}`;
-    const first = await startTracedSidecar(folder!.dir, APP);
-    sidecars.push(first);
     // the first sidecar's worker answers `first` and holds `second`
-    const w1 = connectWorker(first, (a) => a.name === 'first');
-    workers.push(w1);
-    const res = await fetch(`http://127.0.0.1:${first.httpPort}/v1.0/workflows/dapr/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${traceId}-${root}-01` }, body: '1' });
+    const { sidecar: first, w: w1 } = await sidecarWithWorker((a) => a.name === 'first');
+    const res = await startFlow(first, id, `00-${traceId}-${root}-01`);
     expect(res.status).toBe(202);
     const held = await eventually(() => w1.seen.find((a) => a.name === 'second'), 'the second activity before the restart');
     const before = parseTraceParent(held.parentTraceContext?.traceParent);
@@ -57,10 +62,7 @@ describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger'
     w1.stop();
     await first.close();
 
-    const second = await startTracedSidecar(folder!.dir, APP);
-    sidecars.push(second);
-    const w2 = connectWorker(second, () => true);
-    workers.push(w2);
+    const { sidecar: second, w: w2 } = await sidecarWithWorker(() => true);
     const again = await eventually(() => w2.seen.find((a) => a.name === 'second'), 'the second activity after the restart');
     expect(again.orchestrationInstance.instanceId).toBe(id);
     const given = parseTraceParent(again.parentTraceContext?.traceParent);
@@ -102,11 +104,8 @@ describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger'
   it("a rerun dispatches an activity that was still pending at its cut under the rerun's orchestration span too", async () => {
     const traceId = hex(16);
     const id = `par-${hex(4)}`;
-    const sidecar = await startTracedSidecar(folder!.dir, APP);
-    sidecars.push(sidecar);
-    const w = connectWorker(sidecar, () => true);
-    workers.push(w);
-    const res = await fetch(`http://127.0.0.1:${sidecar.httpPort}/v1.0/workflows/dapr/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${traceId}-${hex(8)}-01` }, body: '1' });
+    const { sidecar, w } = await sidecarWithWorker(() => true);
+    const res = await startFlow(sidecar, id, `00-${traceId}-${hex(8)}-01`);
     expect(res.status).toBe(202);
     expect(await workflowStatus(sidecar, id, 'COMPLETED')).toBe('COMPLETED');
     // cut before `second` (task 1): `first`, scheduled before it and answered after, is pending again
@@ -127,17 +126,15 @@ describe.skipIf(!available)('workflow spans after a restart, exported to Jaeger'
     expect(orchestration?.links).toEqual([`${traceId}-${source!.spanId}`]);
     expect(spans.find((s) => s.spanId === given!.spanId)).toMatchObject({ kind: 'client', operationName: 'activity first', parentSpanId: orchestration!.spanId, tags: expect.objectContaining({ 'rt.workflow.instance_id': rerunId, 'rt.workflow.task_id': 0 }) });
   }, 120_000);
+
   it("a start refused because the id runs already leaves the running instance's orchestration span as it was", async () => {
     const traceId = hex(16);
     const id = `dup-${hex(4)}`;
-    const sidecar = await startTracedSidecar(folder!.dir, APP);
-    sidecars.push(sidecar);
-    const w = connectWorker(sidecar, () => false);
-    workers.push(w);
+    const { sidecar, w } = await sidecarWithWorker(() => false);
     const base = `http://127.0.0.1:${sidecar.httpPort}/v1.0/workflows/dapr`;
-    expect((await fetch(`${base}/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${traceId}-${hex(8)}-01` }, body: '1' })).status).toBe(202);
+    expect((await startFlow(sidecar, id, `00-${traceId}-${hex(8)}-01`)).status).toBe(202);
     await eventually(() => w.seen.find((a) => a.orchestrationInstance.instanceId === id), 'the first activity');
-    const again = await fetch(`${base}/flow/start?instanceID=${id}`, { method: 'POST', headers: { traceparent: `00-${hex(16)}-${hex(8)}-01` }, body: '1' });
+    const again = await startFlow(sidecar, id, `00-${hex(16)}-${hex(8)}-01`);
     expect(again.status).not.toBe(202);
     expect((await fetch(`${base}/${id}/terminate`, { method: 'POST' })).status).toBe(202);
     expect(await workflowStatus(sidecar, id, 'TERMINATED')).toBe('TERMINATED');

@@ -6,7 +6,6 @@
  * modules it resolves).
  */
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -17,10 +16,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSidecar, type Sidecar } from '../../sidecar/src/sidecar.ts';
 import { requireService } from '../services/ci.ts';
 import { jaegerUnavailable, startJaeger, type Jaeger } from '../services/jaeger.ts';
+import { hex } from './ids.ts';
 
 const why = jaegerUnavailable();
 const available = requireService('Jaeger', !why, why ?? '');
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 const configuration = (tracing: unknown) => stringify({ apiVersion: 'dapr.io/v1alpha1', kind: 'Configuration', metadata: { name: 'tracing' }, spec: { tracing } });
 
 describe.skipIf(!available)('Zipkin export to a real Jaeger', () => {

@@ -13,6 +13,11 @@ export interface CarriedContext {
   [other: string]: unknown;
 }
 
+/** The context a gRPC call's metadata carries (first values). */
+export function metadataContext(metadata: { get(key: string): unknown[] }): CarriedContext {
+  return { traceparent: metadata.get('traceparent')[0], tracestate: metadata.get('tracestate')[0] };
+}
+
 /** The headers that carry a span's context onward. */
 export function contextHeaders(span: RtSpan): { traceparent: string; tracestate?: string } {
   const out: { traceparent: string; tracestate?: string } = { traceparent: formatTraceParent(span.context) };

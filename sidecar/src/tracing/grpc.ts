@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { answersWithContext, putAnswerContext, withAnswerContext } from './answer.ts';
 import { apiContext } from './components.ts';
 import type { RtSpan } from './sdk.ts';
-import { contextHeaders, type CarriedContext, type TracingService } from './service.ts';
+import { contextHeaders, metadataContext, type CarriedContext, type TracingService } from './service.ts';
 
 /** "/pkg.Service/Method" → the RPC attributes of the semantic conventions. */
 export function rpcAttributes(path: string): { 'rpc.system': string; 'rpc.service': string; 'rpc.method': string } {
@@ -27,7 +27,7 @@ export function grpcTracingInterceptor(tracing: TracingService): grpc.ServerInte
         next({
           onReceiveMetadata(metadata, mdNext) {
             const attrs = rpcAttributes(method.path);
-            span = tracing.start(method.path.slice(1), 'server', { traceparent: metadata.get('traceparent')[0], tracestate: metadata.get('tracestate')[0] }, { ...attrs, 'rt.operation': attrs['rpc.method'] });
+            span = tracing.start(method.path.slice(1), 'server', metadataContext(metadata), { ...attrs, 'rt.operation': attrs['rpc.method'] });
             const h = contextHeaders(span);
             metadata.set('traceparent', h.traceparent);
             if (h.tracestate) metadata.set('tracestate', h.tracestate);

@@ -8,11 +8,10 @@ export type OtlpProtocol = 'grpc' | 'http';
 /** Refuses a field (or variable) with a message; never returns. */
 export type FieldFail = (field: string, message: string) => never;
 
-/** A resource attribute key: printable ASCII without separators (the W3C Baggage key the spec uses). */
-export const ATTRIBUTE_KEY = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-
 /** An HTTP header name (RFC 9110 token). */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** A resource attribute key: printable ASCII without separators (the W3C Baggage key the spec uses, a token too). */
+export const ATTRIBUTE_KEY = TOKEN;
 /** What a header value may hold once decoded: printable ASCII (gRPC metadata takes no more). */
 const VALUE = /^[\x20-\x7e]*$/;
 

@@ -9,7 +9,7 @@ import { firstValue, keepTraceState, parseTraceParent, type TraceParent } from '
 import { tracedComponentCall } from './components.ts';
 import type { Attributes, RtSpan, SpanKindName, SpanStarter } from './sdk.ts';
 
-export { contextHeaders, type CarriedContext } from './carried.ts';
+export { contextHeaders, metadataContext, type CarriedContext } from './carried.ts';
 
 export class TracingService {
   readonly config: TracingConfig;

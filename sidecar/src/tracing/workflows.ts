@@ -40,7 +40,8 @@ const message = (span: RtSpan): TraceContextMessage => ({ traceParent: formatTra
 export class WorkflowTracing {
   private readonly tracing: TracingService;
   private readonly orchestrations = new Map<string, RtSpan>();
-  private readonly activities = new Map<string, RtSpan>();
+  /** Open activity spans by instance, then task id: an instance's end finds its own at once. */
+  private readonly activities = new Map<string, Map<number, RtSpan>>();
 
   constructor(tracing: TracingService) {
     this.tracing = tracing;
@@ -72,13 +73,10 @@ export class WorkflowTracing {
 
   /** The instance ended: its span, when this process started it, and its activities' still open. */
   finished(instanceId: string, status: string, failure?: string): void {
-    if (this.activities.size > 0) {
-      const prefix = `${instanceId}\n`;
-      for (const [key, act] of this.activities) {
-        if (!key.startsWith(prefix)) continue;
-        this.activities.delete(key);
-        act.end(`the workflow instance ended (${status}) before the activity's result`);
-      }
+    const open = this.activities.get(instanceId);
+    if (open) {
+      this.activities.delete(instanceId);
+      for (const act of open.values()) act.end(`the workflow instance ended (${status}) before the activity's result`);
     }
     const span = this.orchestrations.get(instanceId);
     if (!span) return;
@@ -99,8 +97,9 @@ export class WorkflowTracing {
 
   /** An activity scheduled under `parent`: its CLIENT span, whose context the worker gets. */
   activityScheduled(instanceId: string, taskId: number, name: string, parent: TraceContextMessage | undefined): TraceContextMessage {
-    const key = `${instanceId}\n${taskId}`;
-    this.activities.get(key)?.end('scheduled again');
+    let open = this.activities.get(instanceId);
+    if (!open) this.activities.set(instanceId, (open = new Map()));
+    open.get(taskId)?.end('scheduled again');
     const span = this.tracing.start(`activity ${name}`, 'client', { traceparent: parent?.traceParent, tracestate: parent?.traceState?.value }, {
       'rt.component': 'workflows',
       'rt.operation': 'workflow.activity',
@@ -108,22 +107,23 @@ export class WorkflowTracing {
       'rt.workflow.instance_id': instanceId,
       'rt.workflow.task_id': taskId,
     });
-    this.activities.set(key, span);
+    open.set(taskId, span);
     return message(span);
   }
 
   /** An activity's result arrived (`failure`: it failed). */
   activityDone(instanceId: string, taskId: number, failure?: string): void {
-    const key = `${instanceId}\n${taskId}`;
-    const span = this.activities.get(key);
+    const open = this.activities.get(instanceId);
+    const span = open?.get(taskId);
     if (!span) return;
-    this.activities.delete(key);
+    open!.delete(taskId);
+    if (open!.size === 0) this.activities.delete(instanceId);
     span.end(failure);
   }
 
   /** Shutdown: spans still open end now, so that they are exported. */
   close(): void {
-    for (const s of [...this.orchestrations.values(), ...this.activities.values()]) s.end('the sidecar stopped while it was open');
+    for (const s of [...this.orchestrations.values(), ...[...this.activities.values()].flatMap((open) => [...open.values()])]) s.end('the sidecar stopped while it was open');
     this.orchestrations.clear();
     this.activities.clear();
   }

@@ -11,6 +11,7 @@ import { WorkflowError } from './errors.ts';
 import { fromTimestamp, sv, type ActivityResponse, type HistoryEvent, type OrchestratorResponse, type RuntimeStatus, type StringValue, type Timestamp, type WorkItem } from './proto.ts';
 import { checkInstanceId } from './ids.ts';
 import { listInstances, pageSizeOf, statusesOf, timeOf, type InstanceFilter } from './listing.ts';
+import { metadataContext } from '../tracing/carried.ts';
 
 /** Events per StreamInstanceHistory message. */
 const HISTORY_CHUNK = 200;
@@ -99,8 +100,7 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
       if (req.instanceId) checkInstanceId(req.instanceId, 'grpc');
       // a start time that has passed starts it at once (the engine's clock decides)
       const scheduledStart = fromTimestamp(req.scheduledStartTimestamp);
-      const trace = { traceparent: call.metadata.get('traceparent')[0], tracestate: call.metadata.get('tracestate')[0] };
-      const instanceId = await engine.start({ instanceId: req.instanceId, name: req.name, version: req.version?.value, input: req.input?.value, scheduledStart, trace });
+      const instanceId = await engine.start({ instanceId: req.instanceId, name: req.name, version: req.version?.value, input: req.input?.value, scheduledStart, trace: metadataContext(call.metadata) });
       return { instanceId };
     }),
 
@@ -215,7 +215,7 @@ export function taskHubImplementation(engine: Engine, server: GrpcServer): grpc.
         eventId: req.eventID ?? 0,
         newId: req.newInstanceID,
         input: req.overwriteInput ? { value: req.input?.value } : undefined,
-        trace: { traceparent: call.metadata.get('traceparent')[0], tracestate: call.metadata.get('tracestate')[0] },
+        trace: metadataContext(call.metadata),
       });
       return { newInstanceID };
     }),

@@ -12,6 +12,7 @@ import type { BindingsService } from '../../bindings/service.ts';
 import { notFound } from '../../http/errors.ts';
 import type { SecretsService } from '../../secrets/service.ts';
 import { bytesOf, metadataOf } from './handler.ts';
+import { metadataContext } from '../../tracing/carried.ts';
 
 /** Largest binding response we buffer into one gRPC message (the server's send limit). */
 export const MAX_BINDING_RESPONSE_BYTES = 64 * 1024 * 1024 - 1024;
@@ -53,7 +54,7 @@ export function bindingMethods(bindings: BindingsService) {
   return {
     async InvokeBinding(req: InvokeBindingRequest, call?: { metadata: { get(key: string): unknown[] } }): Promise<{ data: Buffer; metadata: Record<string, string> }> {
       // the call's trace context (the tracing interceptor's span), for the binding call's span
-      const trace = call && { traceparent: call.metadata.get('traceparent')[0], tracestate: call.metadata.get('tracestate')[0] };
+      const trace = call && metadataContext(call.metadata);
       const res = await bindings.invoke(req.name ?? '', { operation: req.operation, data: dataOf(bytesOf(req.data)), metadata: metadataOf(req.metadata), trace });
       let data: Buffer = Buffer.alloc(0);
       if (res.data instanceof Readable) data = await collect(res.data, MAX_BINDING_RESPONSE_BYTES);

@@ -15,6 +15,7 @@ import { toTimestamp } from '../../workflows/proto.ts';
 import { toHttpInstance, workflowApiError } from '../../workflows/routes.ts';
 import { GrpcError } from './errors.ts';
 import { bytesOf } from './handler.ts';
+import { metadataContext } from '../../tracing/carried.ts';
 
 const COMPONENTS = new Set(['', 'rt', 'dapr']);
 
@@ -67,7 +68,7 @@ export function workflowMethods(ctx: SidecarContext) {
         if (!req.workflow_name) throw fail(ERRORS.WORKFLOW_NAME_MISSING, 'workflow_name is required');
         const instanceId = req.instance_id || undefined;
         if (instanceId) checkInstanceId(instanceId, 'start');
-        const trace = call && { traceparent: call.metadata.get('traceparent')[0], tracestate: call.metadata.get('tracestate')[0] };
+        const trace = call && metadataContext(call.metadata);
         const id = await engine().start({ instanceId, name: req.workflow_name, input: text(req.input), trace });
         return { instance_id: id };
       }),
